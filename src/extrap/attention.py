@@ -34,6 +34,7 @@ class BiasContext:
     window: int | None = None  # attend only to keys with t < window (None: all)
     table: torch.Tensor | None = None  # cached r(t) for t = 0..max_t, (H or 1, max_t + 1)
     contiguous: bool = False  # positions == arange(L): bias blocks are Toeplitz views of the table
+    toeplitz_rows: int | None = None  # only queries [0, this) follow the table (FIRE); None: all
 
     @property
     def batched(self) -> bool:
@@ -41,10 +42,14 @@ class BiasContext:
 
 
 def toeplitz_table(scheme: BiasRPE, values: dict[str, torch.Tensor], max_t: int, dtype, device) -> torch.Tensor:
-    """r(t) for t = 0..max_t from the scheme's function: (H or 1, max_t + 1)."""
+    """r(t) for t = 0..max_t from the scheme's function: (H or 1, max_t + 1).
+
+    A scheme that is Toeplitz only up to a query position (FIRE) is evaluated at i = 0, which
+    stands for every query i <= ``scheme.toeplitz_until``.
+    """
     t = torch.arange(max_t + 1, device=device, dtype=torch.float64)
     vals = {k: v.to(device=device, dtype=torch.float64) for k, v in values.items()}
-    return scheme.bias(t, vals).to(dtype)
+    return scheme.bias(t, vals, i=None if scheme.toeplitz else torch.zeros_like(t)).to(dtype)
 
 
 def toeplitz_block(table: torch.Tensor, q0: int, q1: int, k0: int, k1: int, window: int | None) -> torch.Tensor:
@@ -71,7 +76,8 @@ def bias_block(ctx: BiasContext, q0: int, q1: int, k0: int, k1: int, dtype) -> t
 
     Returns (H or 1, Lq, Lk) for shared positions, or (B, H or 1, Lq, Lk) for per-sequence ones.
     """
-    if ctx.contiguous and ctx.table is not None:
+    table_rows = ctx.toeplitz_rows is None or q1 <= ctx.toeplitz_rows
+    if ctx.contiguous and ctx.table is not None and table_rows:
         return toeplitz_block(ctx.table.to(dtype), q0, q1, k0, k1, ctx.window)
     pos = ctx.positions
     pi, pj = pos[..., q0:q1], pos[..., k0:k1]
@@ -83,7 +89,7 @@ def bias_block(ctx: BiasContext, q0: int, q1: int, k0: int, k1: int, dtype) -> t
         bias = torch.zeros((1,) + tuple(t.shape[-2:]), dtype=dtype, device=t.device)
         if ctx.batched:
             bias = bias.unsqueeze(0)
-    elif ctx.table is not None:
+    elif ctx.table is not None and table_rows:
         idx = t.clamp(0, ctx.table.shape[-1] - 1).long()
         bias = ctx.table[:, idx]  # (H, …, Lq, Lk)
         if ctx.batched:
@@ -107,7 +113,7 @@ def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_pro
     and has no backward).  ``flex`` is honoured wherever the bias is a Toeplitz table."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    flex_ok = (ctx.table is not None or ctx.scheme is None) and not ctx.batched and not return_probs \
+    flex_ok = (ctx.table is not None or ctx.scheme is None) and ctx.toeplitz_rows is None and not ctx.batched and not return_probs \
         and _flex_available()
     if requested == "flex" and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
         return "flex"
@@ -156,6 +162,66 @@ def flex_attend(q, k, v, ctx: BiasContext, temperature: float, scale: float) -> 
     return _FLEX_FN[q.device.type](q, k, v, score_mod=score_mod, block_mask=_BLOCK_MASKS[key], scale=scale)
 
 
+def toeplitz_vector(table: torch.Tensor, first_t: int, length: int, window: int | None) -> torch.Tensor:
+    """w[c] = r(first_t + c) for c < length, with MASKED where t < 0, t >= window or t is past the table.
+
+    table: (Hb, T).  Returns (Hb, length).  Every bias block of a contiguous sequence is a strided view of it.
+    """
+    tt = torch.arange(first_t, first_t + length, device=table.device)
+    valid = (tt >= 0) & (tt < table.shape[-1])
+    if window is not None:
+        valid &= tt < window
+    picked = table[:, tt.clamp(0, table.shape[-1] - 1)].clamp_min(MASKED)
+    return torch.where(valid, picked, torch.full((), MASKED, dtype=table.dtype, device=table.device))
+
+
+def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: float, scale: float, block: int,
+                     return_probs: bool):
+    """Blocked attention for contiguous positions, with every bias block a zero-copy view.
+
+    With the keys in reverse order (j = L-1-c), the block of queries [q0, q1) against keys [k0, q1)
+    reads r(i - j) = w[a + c'] for row a and reversed key column c': strides (1, 1) over one short
+    vector w per head.  SDPA takes that overlapping view as its mask, so no (H, Lq, Lk) bias is
+    ever written and the mask it reads stays in cache; flipping K and V once costs O(L Dh).
+    """
+    B, H, L, Dh = q.shape
+    bs = min(block, L)
+    # w[c] = r(c - (bs - 1)) / τ, c = 0 .. L + bs - 2: the distances of every block, -(bs-1) .. L-1.
+    w = toeplitz_vector(table.to(q.dtype), -(bs - 1), L + bs - 1, window)
+    if tau != 1.0:
+        w = w / tau
+    kf, vf = k.flip(2), v.flip(2)
+    outs, probs = [], []
+    for q0 in range(0, L, bs):
+        q1 = min(L, q0 + bs)
+        Lq = q1 - q0
+        k0 = 0 if window is None else max(0, q0 - window + 1)
+        Lk = q1 - k0
+        qb, kb, vb = q[:, :, q0:q1], kf[:, :, L - q1:L - k0], vf[:, :, L - q1:L - k0]
+        out, p = _sdpa(qb, kb, vb, _toeplitz_view(w, bs - Lq, Lq, Lk), scale, return_probs)
+        outs.append(out)
+        if return_probs:
+            probs.append((k0, p.flip(-1)))  # back to ascending key order
+    return torch.cat(outs, dim=2), (probs if return_probs else None)
+
+
+def _toeplitz_view(w: torch.Tensor, offset: int, Lq: int, Lk: int) -> torch.Tensor:
+    """(1, Hb, Lq, Lk) view with view[0, h, a, c'] = w[h, offset + a + c'], sharing w's memory."""
+    return w.as_strided((1, w.shape[0], Lq, Lk), (0, w.stride(0), 1, 1), w.storage_offset() + offset)
+
+
+def _sdpa(qb, kb, vb, mask, scale: float, return_probs: bool):
+    """One block: the fused kernel, or explicit softmax when probabilities (or a bias gradient) are needed.
+
+    A mask that needs a gradient (learned KERPLE, T5, FIRE) sends SDPA to its math path anyway;
+    doing the same three ops here skips that path's masked-row checks.
+    """
+    if not return_probs and not (mask.requires_grad and torch.is_grad_enabled()):
+        return F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale), None
+    p = torch.softmax(torch.add(mask, qb @ kb.transpose(-1, -2), alpha=scale), dim=-1)
+    return p @ vb, p
+
+
 def attend(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor = 1.0, block: int = 256,
            return_probs: bool = False, backend: str = "auto"):
     """Softmax(q k^T / (sqrt(Dh) τ) + r / τ) v, causal, block by block (or with FlexAttention).
@@ -164,27 +230,45 @@ def attend(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor = 1.0, b
     probabilities as a list of (B, H, Lq_block, Lk_block) blocks with their key offsets.
     """
     B, H, L, Dh = q.shape
-    scale = 1.0 / (math.sqrt(Dh) * float(temperature))
+    tau = float(temperature)
+    scale = 1.0 / (math.sqrt(Dh) * tau)
     plain = ctx.scheme is None and ctx.window is None and not ctx.batched
     if plain and not return_probs:
         # no bias: the fused causal kernel.  Positions only matter through the mask here.
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
     if choose_backend(backend, ctx, q, return_probs) == "flex":
-        return flex_attend(q, k, v, ctx, float(temperature), scale), None
+        return flex_attend(q, k, v, ctx, tau, scale), None
+    if not (ctx.contiguous and not ctx.batched and (ctx.table is not None or ctx.scheme is None)):
+        return _attend_blocks(q, k, v, ctx, tau, scale, block, return_probs, 0)
+    table = ctx.table if ctx.table is not None else q.new_zeros(1, L)  # no bias: the window mask only
+    P = L if ctx.toeplitz_rows is None else min(L, ctx.toeplitz_rows)
+    out, probs = None, None
+    if P > 0:  # causal: the first P queries see only the first P keys
+        out, probs = _attend_toeplitz(q[:, :, :P], k[:, :, :P], v[:, :, :P], table, ctx.window, tau, scale,
+                                      block, return_probs)
+    if P == L:
+        return out, probs
+    rest = BiasContext(ctx.scheme, ctx.values, ctx.positions, ctx.window)  # rows past the table: per entry
+    out2, probs2 = _attend_blocks(q, k, v, rest, tau, scale, block, return_probs, P)
+    out = out2 if out is None else torch.cat([out, out2], dim=2)
+    return out, ((probs or []) + probs2 if return_probs else None)
+
+
+def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, return_probs: bool,
+                   start: int):
+    """Queries [start, L) in blocks, each with its bias block built by :func:`bias_block`."""
+    L = q.shape[2]
     outs, probs = [], []
-    for q0 in range(0, L, block):
+    for q0 in range(start, L, block):
         q1 = min(L, q0 + block)
         k0 = 0 if ctx.window is None or ctx.batched else max(0, q0 - ctx.window + 1)
-        mask = bias_block(ctx, q0, q1, k0, q1, q.dtype) / float(temperature)
+        mask = bias_block(ctx, q0, q1, k0, q1, q.dtype) / tau
         if mask.dim() == 3:
             mask = mask.unsqueeze(0)  # (1, H, Lq, Lk)
-        qb, kb, vb = q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1]
+        out, p = _sdpa(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], mask, scale, return_probs)
+        outs.append(out)
         if return_probs:
-            p = torch.softmax((qb @ kb.transpose(-1, -2)) * scale + mask, dim=-1)
-            outs.append(p @ vb)
             probs.append((k0, p))
-        else:
-            outs.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale))
     return torch.cat(outs, dim=2), (probs if return_probs else None)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from extrap.attention import BiasContext, bias_block, toeplitz_table
+from extrap.attention import bias_block
 from extrap.errors import ExtrapError
 
 
@@ -59,12 +59,7 @@ def step_logits(model, token: torch.Tensor, position: int, cache: KVCache) -> to
         if scheme.kind == "rotary":
             q, k = scheme.rotate(q, k, pos)
         keys, vals = cache.append(layer, k, v)
-        ctx = BiasContext(scheme=None, values={}, positions=new_positions)
-        if scheme.kind == "bias" and not scheme.is_identity:
-            ctx.scheme, ctx.values = scheme, a.bias_values()
-            if scheme.toeplitz:
-                span = int(new_positions[-1] - new_positions[0])
-                ctx.table = toeplitz_table(scheme, ctx.values, span, x.dtype, x.device)
+        ctx = a.bias_context(new_positions, None, x.dtype, x.device)
         C, tau = keys.shape[2], float(a.temperature)
         mask = bias_block(ctx, C - 1, C, 0, C, q.dtype) / tau  # the new token is the last cached position
         y = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask.unsqueeze(0),

@@ -91,27 +91,38 @@ class Attention(nn.Module):
     def bias_values(self) -> dict[str, torch.Tensor]:
         return self.scheme.values(dict(self.bias_params), self.cfg.n_head)
 
+    def bias_context(self, positions, window=None, dtype=torch.float32, device="cpu", table_cache=None) -> BiasContext:
+        """Everything the attention needs to add r(i - j) for these positions (see attention.py)."""
+        ctx = BiasContext(scheme=None, values={}, positions=positions, window=window, contiguous=_is_arange(positions))
+        if self.scheme.kind != "bias" or self.scheme.is_identity:
+            return ctx
+        ctx.scheme, ctx.values = self.scheme, self.bias_values()
+        L = positions.shape[-1]
+        if self.scheme.toeplitz:
+            span = int(positions.max() - positions.min()) if positions.numel() else 0
+            if window is not None:
+                span = min(span, window - 1)
+            if table_cache is not None and not any(p.requires_grad for p in self.bias_params.values()):
+                key = (span, dtype, device)  # parameter-free schemes: share one table across layers
+                if key not in table_cache:
+                    table_cache[key] = toeplitz_table(self.scheme, ctx.values, span, dtype, device)
+                ctx.table = table_cache[key]
+            else:
+                ctx.table = toeplitz_table(self.scheme, ctx.values, span, dtype, device)
+        elif ctx.contiguous:  # FIRE: queries i <= toeplitz_until still share one r(t) table
+            rows = min(L, math.floor(self.scheme.toeplitz_until(ctx.values)) + 1)
+            if rows > 0:
+                ctx.table = toeplitz_table(self.scheme, ctx.values, rows - 1, dtype, device)
+                ctx.toeplitz_rows = rows
+        return ctx
+
     def forward(self, x, positions, window=None, return_probs=False, table_cache=None):
         B, L, _ = x.shape
         H, Dh = self.cfg.n_head, self.cfg.head_dim
         q, k, v = self.qkv(x).view(B, L, 3, H, Dh).permute(2, 0, 3, 1, 4)  # 3 x (B, H, L, Dh)
         if self.scheme.kind == "rotary":
             q, k = self.scheme.rotate(q, k, positions)
-        ctx = BiasContext(scheme=None, values={}, positions=positions, window=window,
-                          contiguous=_is_arange(positions))
-        if self.scheme.kind == "bias" and not self.scheme.is_identity:
-            ctx.scheme, ctx.values = self.scheme, self.bias_values()
-            if self.scheme.toeplitz:
-                span = int(positions.max() - positions.min()) if positions.numel() else 0
-                if window is not None:
-                    span = min(span, window - 1)
-                if table_cache is not None and not any(p.requires_grad for p in self.bias_params.values()):
-                    key = (span, x.dtype, x.device)  # parameter-free schemes: share one table across layers
-                    if key not in table_cache:
-                        table_cache[key] = toeplitz_table(self.scheme, ctx.values, span, x.dtype, x.device)
-                    ctx.table = table_cache[key]
-                else:
-                    ctx.table = toeplitz_table(self.scheme, ctx.values, span, x.dtype, x.device)
+        ctx = self.bias_context(positions, window, x.dtype, x.device, table_cache)
         y, probs = attend(q, k, v, ctx, temperature=self.temperature, block=self.cfg.attn_block,
                           return_probs=return_probs, backend=self.cfg.attn_backend)
         return self.proj(y.transpose(1, 2).reshape(B, L, -1)), probs

@@ -183,6 +183,13 @@ class BiasRPE(Scheme):
                 out[k] = [(_exact(float(e)) if exact else float(e)) for e in x.flatten()]
         return out
 
+    def toeplitz_until(self, values: dict[str, torch.Tensor]) -> float:
+        """Largest query position i up to which r depends on t alone (inf for a Toeplitz scheme).
+
+        Rows i <= this bound share one r(t) table, so the attention can read them as views.
+        """
+        return math.inf if self.toeplitz else -1.0
+
     def symbolic(self, head: int, values: dict[str, torch.Tensor], t: sympy.Symbol | None = None):
         """Sympy: r(t) for one head as an exact expression in the symbol ``t``."""
         t = t if t is not None else T

@@ -287,6 +287,9 @@ class FIRE(BiasRPE):
             Param("L", lambda h: torch.tensor([self.opts["L"]], dtype=torch.float64), learnable=True, positive=True),
         ]
 
+    def toeplitz_until(self, values):
+        return float(values["L"].detach().reshape(-1)[0])  # i <= L: ψ(max(L, i)) = ψ(L), a function of t alone
+
     def fn(self, xp, t, p, i=None):
         if xp.name != "torch":
             raise ExtrapError("fire: the bias depends on the query position i, not on t alone")
