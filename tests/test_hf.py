@@ -43,6 +43,18 @@ def _config(kind):
         return transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, **common)
     if kind == "bloom":
         return transformers.BloomConfig(hidden_size=32, n_layer=2, n_head=4, **common)
+    if kind == "bloom1":  # one layer: a windowed query equals the model on its last W tokens
+        return transformers.BloomConfig(hidden_size=32, n_layer=1, n_head=4, initializer_range=0.2, **common)
+    if kind == "mpt":
+        return transformers.MptConfig(d_model=32, n_layers=2, n_heads=4, max_seq_len=128, **common)
+    if kind == "qwen3":
+        return transformers.Qwen3Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                        max_position_embeddings=64, **common)
+    if kind == "mistral":  # its own sliding window (6) still applies under --window
+        return transformers.MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2,
+                                          max_position_embeddings=64, sliding_window=6, **common)
     if kind == "t5":
         return transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
                                      relative_attention_num_buckets=8, relative_attention_max_distance=16,
@@ -87,7 +99,7 @@ def _direct_nll(folder, ids):
     return float(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)))
 
 
-@pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "bloom"])
+@pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "bloom", "mpt"])
 def test_nll_matches_transformers(saved, kind):
     import extrap
     from extrap.evaluate import eval_nonoverlapping
@@ -116,8 +128,14 @@ def test_eval_cli_json(saved, tiny_text, capsys, tmp_path, monkeypatch):
     assert rep["hf_path"] == str(folder) and rep["dtype"] == "float32" and len(rep["config_hash"]) == 64
     assert rep["corpus_hash"] and rep["train_length"] == 16 and rep["corpus"] == tiny_text
     assert all(math.isfinite(r["ppl"]) for r in rep["results"])
-    assert main(["eval", f"hf:{folder}", "--window", "8", "--corpus", tiny_text]) == 2
-    assert "--window is not available" in capsys.readouterr().err
+    rc = main(["eval", f"hf:{folder}", "--json", "--corpus", tiny_text, "--lengths", "16,32", "--tokens", "64",
+               "--train-length", "16", "--window", "8"])
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["window"]["size"] == 8 and [r["window"] for r in rep["results"]] == [8, 8]
+    assert all(math.isfinite(r["ppl"]) and r["window_rel_diff"] > 0 for r in rep["results"])
+    assert main(["eval", f"hf:{folder}", "--window", "auto", "--corpus", tiny_text]) == 2
+    assert "--window auto" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("kind,factor", [("linear", 4.0), ("yarn", 4.0), ("dynamic", 2.0)])
@@ -142,7 +160,7 @@ def test_rope_rejected_for_non_rope(saved):
         extrap.load(f"hf:{saved('gpt2')}", device="cpu", rope="linear", factor=2.0)
 
 
-@pytest.mark.parametrize("kind", ["llama", "gpt2", "bloom"])
+@pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "bloom", "mpt"])
 def test_temperature(saved, kind):
     import extrap
     from extrap.align import attention_stats
@@ -197,3 +215,219 @@ def test_errors(saved, tmp_path, capsys):
     assert "no such model folder" in capsys.readouterr().err
     assert main(["theory", "--checkpoint", f"hf:{tmp_path / 'nope'}"]) == 2
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------
+# temperature and pre-softmax logits
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "qwen3", "bloom", "mpt"])
+def test_temperature_divides_the_whole_logit(saved, kind):
+    """Layer-0 attention at τ is softmax(logits / τ): the scale and the ALiBi bias are both divided."""
+    import extrap
+
+    run = extrap.load(f"hf:{saved(kind)}", device="cpu")
+    ids = torch.randint(0, VOCAB, (2, 20), generator=torch.Generator().manual_seed(4))
+    logits = run.model.layer_logits(ids)
+    assert logits.shape == (2, run.model.cfg.n_head, 20, 20)
+    low = torch.ones(20, 20, dtype=torch.bool).tril()
+    assert torch.isinf(logits[..., ~low]).all() and torch.isfinite(logits[..., low]).all()
+    for tau in (0.5, 2.0):
+        run.model.set_temperature(tau)
+        with torch.no_grad():
+            probs = run.model(ids, return_probs=True).probs[0][0][1]
+        torch.testing.assert_close(probs, torch.softmax(logits / tau, -1), rtol=1e-5, atol=1e-6)
+    run.model.set_temperature(1.0)
+
+
+def _rope(x, pos, theta):
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
+    ang = pos[:, None].float() * inv[None]  # (L, d/2)
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    rot = torch.cat([-x[..., d // 2:], x[..., :d // 2]], -1)
+    return x * cos + rot * sin
+
+
+def test_layer_logits_match_manual_llama(saved):
+    import extrap
+
+    run = extrap.load(f"hf:{saved('llama')}", device="cpu")
+    hf, c = run.model.hf, run.model.hf.config
+    ids = torch.randint(0, VOCAB, (2, 24), generator=torch.Generator().manual_seed(5))
+    B, L = ids.shape
+    H, Hkv, hd = c.num_attention_heads, c.num_key_value_heads, c.hidden_size // c.num_attention_heads
+    with torch.no_grad():
+        layer = hf.model.layers[0]
+        h = layer.input_layernorm(hf.model.embed_tokens(ids))
+        q = layer.self_attn.q_proj(h).view(B, L, H, hd).transpose(1, 2)
+        k = layer.self_attn.k_proj(h).view(B, L, Hkv, hd).transpose(1, 2)
+        pos = torch.arange(L)
+        theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
+        q, k = _rope(q, pos, theta), _rope(k, pos, theta).repeat_interleave(H // Hkv, 1)
+        manual = q @ k.transpose(-1, -2) / math.sqrt(hd)
+    got = run.model.layer_logits(ids)
+    low = torch.ones(L, L, dtype=torch.bool).tril()
+    torch.testing.assert_close(got[..., low], manual[..., low], rtol=0, atol=1e-5)
+    assert torch.isinf(got[..., ~low]).all()
+    with pytest.raises(ExtrapError, match="only up to"):
+        run.model.layer_logits(torch.zeros(1, 4096, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------
+# --window W
+# ---------------------------------------------------------------------------
+def _band(L, W):
+    t = torch.arange(L)[:, None] - torch.arange(L)[None]
+    return (t >= 0) & (t < W)  # True: query i sees key j
+
+
+@pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "mistral", "qwen3", "mpt"])
+def test_window_matches_explicit_banded_mask(saved, kind):
+    import extrap
+
+    folder = saved(kind)
+    run = extrap.load(f"hf:{folder}", device="cpu")
+    ids = torch.randint(0, VOCAB, (2, 40), generator=torch.Generator().manual_seed(6))
+    direct = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    band = _band(40, 4)[None, None].expand(2, 1, 40, 40)
+    with torch.no_grad():
+        full = run.model(ids).logits
+        torch.testing.assert_close(run.model(ids, window=40).logits, full, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(run.model(ids, window=99).logits, full, rtol=1e-5, atol=1e-5)
+        got = run.model(ids, window=4).logits
+        # MPT's 4-D boolean mask marks the masked keys; sdpa's marks the visible ones
+        ref = direct(input_ids=ids, attention_mask=~band if kind == "mpt" else band).logits
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, full, atol=1e-3)
+    if kind == "mistral":  # the config's sliding window (6) is the narrower one
+        torch.testing.assert_close(run.model(ids, window=8).logits, full, rtol=1e-5, atol=1e-5)
+    # the window is gone afterwards
+    assert all(m._extrap_window is None for m in run.model.attn_modules)
+    assert direct.config._attn_implementation == run.model.hf.config._attn_implementation
+
+
+def test_window_bloom_equals_last_w_tokens(saved):
+    """One BLOOM layer: with a window of W, query i sees exactly what the model sees on tokens i-W+1..i."""
+    import extrap
+
+    run = extrap.load(f"hf:{saved('bloom1')}", device="cpu")
+    ids = torch.randint(0, VOCAB, (1, 24), generator=torch.Generator().manual_seed(7))
+    W = 5
+    with torch.no_grad():
+        full = run.model(ids).logits
+        torch.testing.assert_close(run.model(ids, window=24).logits, full, rtol=1e-5, atol=1e-5)
+        got = run.model(ids, window=W).logits
+        ref = torch.stack([run.model(ids[:, max(0, i - W + 1):i + 1]).logits[0, -1] for i in range(24)])
+    torch.testing.assert_close(got[0], ref, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, full, atol=1e-4)
+
+
+def test_window_gradient_and_errors(saved):
+    import extrap
+
+    run = extrap.load(f"hf:{saved('llama')}", device="cpu")
+    ids = torch.randint(0, VOCAB, (1, 16), generator=torch.Generator().manual_seed(8))
+    emb = run.model.embed(ids).detach().requires_grad_(True)
+    run.model(ids, embeds=emb, window=4, last=1).logits.sum().backward()
+    g = emb.grad[0].norm(dim=-1)
+    assert (g[-1] > 0) and (g[:16 - 2 * 4 + 1] == 0).all()  # two layers of W=4 reach back 2 (W - 1) tokens
+    with pytest.raises(ExtrapError, match="window"):
+        run.model(ids, window=0)
+    with pytest.raises(ExtrapError, match="window"):
+        run.model(ids, window=4, return_probs=True)
+
+
+# ---------------------------------------------------------------------------
+# extrap erf / align / task score on hf: models (Python API and CLI)
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAP_CACHE", str(tmp_path / "cache"))
+
+
+def test_erf_api_and_cli(saved, tiny_text, hf_cache, capsys):
+    from extrap.erf import run_erf
+
+    folder = saved("mpt")
+    row = run_erf(f"hf:{folder}", length=24, segments=2, corpus=tiny_text)
+    assert row["hf_path"] == str(folder) and row["trf"] is None and 1 <= row["grad_erf"] <= 23
+    assert len(row["attn_erf"]["per_layer_head"]) == 2
+    rc = main(["erf", f"hf:{saved('llama')}", "--length", "24", "--segments", "2", "--corpus", tiny_text,
+               "--json"])
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    (r,) = rep["runs"]
+    assert r["pe"] == "hf:llama/rope" and 1 <= r["grad_erf"] <= 23 and r["attn_erf"]["summary"] >= 1
+    assert main(["erf", f"hf:{folder}", "--length", "24", "--corpus", tiny_text, "--threshold", "2"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["llama", "bloom"])
+def test_align_api_closed_forms(saved, tiny_text, hf_cache, kind):
+    import extrap
+    from extrap.align import align_report, aligned_temperature
+    from extrap.evaluate import eval_stream_for
+
+    run = extrap.load(f"hf:{saved(kind)}", device="cpu", corpus=tiny_text)
+    stream = eval_stream_for(run, "validation", 200)
+    rep = align_report(run.model, stream, 16, [32], "prop2", segments=2)
+    cf = rep["lengths"][0]["closed_form"]
+    assert 0 < cf["sigma_tr"] < 10 and 0 < cf["sigma_ex"] < 10 and cf["prop2"] > 0
+    assert rep["lengths"][0]["tau"] == cf["prop2"] and rep["lengths"][0]["after"]["pmax"] > 0
+    rep1 = align_report(run.model, stream, 16, [32], "prop1", segments=2)["lengths"][0]
+    assert rep1["closed_form"]["sigma_tr"] == cf["sigma_tr"]  # same layer-0 logits
+    if rep1["tau"] is not None:  # Prop. 1 may have no valid root (ALiBi); then it says why
+        assert aligned_temperature(run.model, stream, 16, 32, "prop1", segments=2) == pytest.approx(rep1["tau"])
+    else:
+        with pytest.raises(ExtrapError, match="Prop. 1"):
+            aligned_temperature(run.model, stream, 16, 32, "prop1", segments=2)
+    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]
+
+
+def test_align_cli(saved, tiny_text, hf_cache, capsys):
+    folder = saved("llama")
+    base = ["align", f"hf:{folder}", "--corpus", tiny_text, "--train-length", "16", "--lengths", "32",
+            "--segments", "2", "--json"]
+    assert main(base + ["--mode", "pmax", "--grid", "1.0,0.8,0.6", "--no-refine"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    row = rep["lengths"][0]
+    assert rep["mode"] == "pmax" and row["tau"] in (1.0, 0.8, 0.6) and len(row["algorithm1"]["curve"]) == 3
+    assert math.isfinite(row["closed_form"]["sigma_tr"]) and row["before"]["pmax"] < rep["reference"]["pmax"]
+    for mode in ("prop1", "prop2"):
+        assert main(base + ["--mode", mode]) == 0
+        row = json.loads(capsys.readouterr().out)["lengths"][0]
+        cf = row["closed_form"]
+        assert math.isfinite(cf["sigma_tr"]) and math.isfinite(cf["sigma_ex"]) and cf["prop2"] > 0
+        assert row["tau"] == cf[mode] and (row["tau"] is None or row["after"]["pmax"] > 0)
+    assert main(base + ["--mode", "prop3"]) == 2
+    assert "unknown alignment mode" in capsys.readouterr().err
+
+
+def test_task_score_api_and_cli(saved, tiny_text, hf_cache, capsys):
+    import extrap
+    from extrap.tasks import min_length, score_task
+
+    folder = saved("llama")
+    run = extrap.load(f"hf:{folder}", device="cpu")
+    L = min_length("passkey", run.tokenizer) + 8
+    rep = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", temperature="auto",
+                     train_length=L // 2, filler=tiny_text, buckets=2)
+    res = rep["results"][0]
+    assert res["n"] == 2 and 0 <= res["accuracy"] <= 1 and 0.5 <= res["temperature"] <= 1.0
+    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]  # restored
+    rc = main(["task", "score", f"hf:{folder}", "--task", "passkey", "--lengths", str(L), "--n", "2",
+               "--corpus", tiny_text, "--temperature", "0.9", "--json"])
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["hf_path"] == str(folder) and rep["temperature"] == 0.9 and 0 <= rep["accuracy"] <= 1
+    assert main(["task", "score", f"hf:{folder}", "--lengths", str(L), "--corpus", tiny_text]) == 2
+    assert "pass --task" in capsys.readouterr().err
+
+
+def test_mpt_theory(saved, capsys):
+    from extrap.hf import hf_theory
+
+    rows = hf_theory(f"hf:{saved('mpt')}", eps=[1e-3], lengths=[64])
+    assert len(rows) == 4 and all(r["verdict"] == "converges" for r in rows)
+    assert main(["theory", "--checkpoint", f"hf:{saved('mpt')}", "--eps", "1e-3", "--lengths", "64"]) == 0
+    assert "converges" in capsys.readouterr().out

@@ -413,13 +413,15 @@ def run_stream(run, split: str, min_tokens: int) -> torch.Tensor:
 
 def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments: int = DEFAULT_SEGMENTS,
             threshold: float = GRAD_THRESHOLD, eps: float = ATTN_EPS, split: str = "validation", batch: int = 4,
-            trf_reduce: str = "median", trf_source: str = "init", device: str = "cpu") -> dict:
+            trf_reduce: str = "median", trf_source: str = "init", device: str = "cpu",
+            corpus: str | None = None) -> dict:
     """Gradient and/or attention ERF of one run, JSON-ready.
 
     ``length`` defaults to 4 x the training length (003 measures at L_ex = 4 L_tr);
     the attention ERF uses min(length, ATTN_MAX_LENGTH).  ``trf_source``: ``init``
     (the scheme's formula parameters, as in 000) or ``trained`` (this run's
-    learned bias parameters, every layer).
+    learned bias parameters, every layer).  ``corpus``: the corpus of an ``hf:PATH`` model
+    (default stdlib; a project run always reads its training corpus).
     """
     import extrap
 
@@ -430,7 +432,14 @@ def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments:
     threshold, eps = check_threshold(threshold), check_eps(eps)
     _check_positive("segments", segments)
     _check_positive("batch", batch)
-    run = extrap.load(run_or_dir, device) if isinstance(run_or_dir, (str, Path)) else run_or_dir
+    if isinstance(run_or_dir, (str, Path)):  # extrap.load refuses a corpus for a project run
+        run = extrap.load(run_or_dir, device, **({"corpus": corpus} if corpus else {}))
+    else:
+        run = run_or_dir
+        if corpus is not None:
+            if "hf_path" not in run.config:
+                raise ExtrapError("corpus: only for hf: models (a run reads its training corpus)")
+            run.config["train"]["corpus"] = corpus
     length = int(length) if length is not None else 4 * run.train_length
     if length < 2:
         raise ExtrapError(f"length must be >= 2, got {length}")

@@ -320,8 +320,8 @@ def evaluate_run(run_dir, lengths=None, protocol="nonoverlapping", stride=None, 
     if hf:
         if corpus is not None:
             run.config["train"]["corpus"] = corpus
-        if window not in (None, "none"):
-            raise ExtrapError("--window is not available for hf: models")
+        if window == "auto":
+            raise ExtrapError("--window auto reads the trained bias of an extrap run; give --window W for hf: models")
         if backend is not None:
             raise ExtrapError("--backend is not available for hf: models")
     if backend is not None:

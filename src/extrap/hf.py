@@ -12,17 +12,30 @@ downloaded) and returns an :class:`HFRun` that duck-types :class:`extrap.runs.Ru
 * ``.config``: {"model": ..., "train": {"train_length", "corpus"}, "hf_path", "config_hash", "dtype", ...}.
 
 Supported: causal LMs with RoPE (llama, mistral, qwen2, qwen3, gpt_neox), learned APE (gpt2) and
-ALiBi (bloom; mpt without temperature).  T5 checkpoints are read by :func:`hf_theory` (learned
-bucket tables) and :mod:`extrap.hf_t5` (temperature, probes), not evaluated as causal LMs.
+ALiBi (bloom, mpt).  T5 checkpoints are read by :func:`hf_theory` (learned bucket tables) and
+:mod:`extrap.hf_t5` (temperature, probes), not evaluated as causal LMs.
 
 RoPE at inference (``rope=``): one of extrap's own scalings (linear, ntk, dynamic, ntk-by-parts,
 yarn, truncated; :func:`extrap.positional.rotary.rope_frequencies`) written into the model's
 rotary embedding (``inv_freq`` and ``attention_scaling``), or ``hf:<type>`` which sets the HF
 config's ``rope_parameters`` and rebuilds HF's own rotary embedding.
 
-Temperature τ (004): every attention module's logit scale is divided by τ (``scaling`` for
-Llama/NeoX/GPT-2 style modules; for BLOOM also ``beta``, the weight of the ALiBi bias, so the
-whole logit q·k/√d + bias is divided by τ; the causal mask is added afterwards and stays a mask).
+How the attention is reached (transformers 5).  Llama/Mistral/Qwen, GPT-NeoX and GPT-2 call their
+attention through transformers' ``AttentionInterface`` with ``scaling=module.scaling``; BLOOM and MPT
+have hand-written eager attention that bypasses it, so no registry wrapper can reach them all.  Hence:
+
+* temperature τ (004): every module's logit scale is divided by τ (``scaling``; BLOOM's
+  ``inv_norm_factor`` and ``beta``, the weight of its ALiBi bias; MPT's ``softmax_scale``, and a
+  forward pre-hook divides the ``position_bias`` it is given), so the whole logit q·k/√d + bias is
+  divided by τ; the causal mask is applied afterwards and stays a mask.  The default attention
+  implementation (sdpa) is kept: τ = 1 gives bit-identical outputs.
+* window W (each query sees its W most recent keys, in every layer): the registry families run
+  :func:`_window_attention`, registered as ``extrap_window``, for that call: causal attention over
+  query chunks and only the keys each chunk can see, so no (L, L) tensor is built.  BLOOM and MPT
+  build (B·H, L, L) scores anyway; their pre-hook adds the band to the causal mask they are given.
+* pre-softmax logits (:meth:`HFModel.layer_logits`, for Prop. 1 / Prop. 2): under eager attention,
+  the input of the first softmax that the layer's attention module calls, recorded by a
+  ``TorchFunctionMode``; the forward stops right there.  This works the same for every family.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import hashlib
 import inspect
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,13 +52,17 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from extrap.errors import ExtrapError
 
 ROPE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt_neox")
 CAUSAL_FAMILIES = {**{k: "rope" for k in ROPE_FAMILIES}, "gpt2": "learned", "bloom": "alibi", "mpt": "alibi"}
 T5_FAMILIES = ("t5", "mt5", "umt5")
-PROBS_MAX_LENGTH = 2048  # output_attentions only up to this length (dense (B, H, L, L) per layer)
+EAGER_FAMILIES = ("bloom", "mpt")  # hand-written eager attention, not through transformers' AttentionInterface
+PROBS_MAX_LENGTH = 2048  # output_attentions / logits only up to this length (dense (B, H, L, L) per layer)
+WINDOW_IMPL = "extrap_window"  # name of _window_attention in transformers' AttentionInterface
+WINDOW_CHUNK = 256  # queries per block of _window_attention
 ROPE_KINDS = ("linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated")
 HF_ROPE_KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3")
 
@@ -143,6 +161,10 @@ class _Attn:
         self.temperature = torch.tensor(float(tau))
 
 
+class _Stop(Exception):
+    """Ends a forward pass once what was wanted has been recorded."""
+
+
 class HFModel(nn.Module):
     """A transformers causal LM with the forward/embed/temperature interface of :class:`extrap.model.GPT`."""
 
@@ -167,6 +189,11 @@ class HFModel(nn.Module):
             for attr in ("scaling", "inv_norm_factor", "beta", "softmax_scale"):
                 if hasattr(m, attr):
                     setattr(m, f"_extrap_base_{attr}", getattr(m, attr))
+            m._extrap_tau, m._extrap_window = 1.0, None
+            if family in EAGER_FAMILIES:
+                m.register_forward_pre_hook(_eager_attention_pre_hook, with_kwargs=True)
+        if family not in EAGER_FAMILIES:
+            _transformers().AttentionInterface.register(WINDOW_IMPL, _window_attention)
         self._tau = [1.0] * self.cfg.n_layer
         params = inspect.signature(hf_model.forward).parameters
         self._keep = "logits_to_keep" in params
@@ -187,15 +214,15 @@ class HFModel(nn.Module):
             raise ExtrapError(f"temperature: need {R} values, got {len(taus)}")
         if any(not (t > 0 and math.isfinite(t)) for t in taus):
             raise ExtrapError("temperature must be a positive finite number")
-        if self.family == "mpt" and any(t != 1.0 for t in taus):
-            raise ExtrapError("temperature is not available for mpt (its ALiBi bias is added after the "
-                              "softmax scale and cannot be rescaled without patching the module)")
         for m, t in zip(self.attn_modules, taus):
             if hasattr(m, "_extrap_base_scaling"):
                 m.scaling = m._extrap_base_scaling / t
             if hasattr(m, "_extrap_base_inv_norm_factor"):  # BLOOM: alibi.baddbmm(q, k, beta, alpha)
                 m.inv_norm_factor = m._extrap_base_inv_norm_factor / t
                 m.beta = m._extrap_base_beta / t
+            if hasattr(m, "_extrap_base_softmax_scale"):  # MPT: q·k·softmax_scale + position_bias (pre-hook)
+                m.softmax_scale = m._extrap_base_softmax_scale / t
+            m._extrap_tau = t
         self._tau = taus
 
     def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -206,8 +233,6 @@ class HFModel(nn.Module):
                 last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None):
         from extrap.model import Output
 
-        if window is not None:
-            raise ExtrapError("--window is not available for hf: models")
         B, L = idx.shape
         kw: dict = {"use_cache": False}
         if embeds is not None:
@@ -220,12 +245,18 @@ class HFModel(nn.Module):
             kw["position_ids"] = (positions if positions.dim() == 2 else positions[None].expand(B, -1)).long()
         if last is not None and self._keep:
             kw["logits_to_keep"] = int(last)
-        if return_probs:
+        if window is not None:
+            if int(window) < 1:
+                raise ExtrapError(f"--window must be >= 1, got {window}")
+            if return_probs:
+                raise ExtrapError("attention probabilities with a window are not available for hf: models")
+            with self._window(int(window)):
+                out = self.hf(**kw)
+            probs = None
+        elif return_probs:
             if L > PROBS_MAX_LENGTH:
                 raise ExtrapError(f"attention probabilities of hf: models only up to L={PROBS_MAX_LENGTH}")
-            from extrap.hf_t5 import _eager
-
-            with _eager(self.hf):
+            with _attn_implementation(self.hf, "eager"):
                 out = self.hf(**kw, output_attentions=True)
             probs = [[(0, a)] for a in out.attentions]
         else:
@@ -235,6 +266,44 @@ class HFModel(nn.Module):
         if last is not None and logits.shape[1] != last:
             logits = logits[:, -last:]
         return Output(logits=logits, probs=probs, embeds=embeds)
+
+    @contextmanager
+    def _window(self, W: int):
+        """Every layer attends to the W most recent keys for the duration of the block."""
+        for m in self.attn_modules:
+            m._extrap_window = W
+        try:
+            with _attn_implementation(self.hf, None if self.family in EAGER_FAMILIES else WINDOW_IMPL):
+                yield
+        finally:
+            for m in self.attn_modules:
+                m._extrap_window = None
+
+    @torch.no_grad()
+    def layer_logits(self, idx: torch.Tensor, layer: int = 0) -> torch.Tensor:
+        """Pre-softmax logits q·k·scale + bias (at the current τ) of one layer: (B, H, L, L), -inf = masked.
+
+        Runs eager attention and records the input of the first softmax called inside the layer's
+        attention module, then stops the forward pass (later layers are not run).
+        """
+        L = idx.shape[1]
+        if L > PROBS_MAX_LENGTH:
+            raise ExtrapError(f"attention logits of hf: models only up to L={PROBS_MAX_LENGTH}")
+        tap = _SoftmaxTap()
+        hook = self.attn_modules[layer].register_forward_pre_hook(lambda *_: setattr(tap, "active", True))
+        try:
+            with _attn_implementation(self.hf, "eager"), tap:
+                self.hf(input_ids=idx, use_cache=False)
+        except _Stop:
+            pass
+        finally:
+            hook.remove()
+        s = tap.logits
+        if s is None or s.dim() != 4 or s.shape[-2:] != (L, L):
+            raise ExtrapError(f"not supported: no (L, L) attention logits found in layer {layer} of {self.family}")
+        # eager masks fill (or add) finfo(dtype).min; the causal part is also set explicitly (fp16 scores)
+        masked = (s <= torch.finfo(s.dtype).min / 2) | torch.ones(L, L, dtype=torch.bool, device=s.device).triu(1)
+        return s.float().masked_fill(masked, -math.inf)
 
     # ---- 004 probes (extrap.align.attention_stats dispatches here) --------------
     @torch.no_grad()
@@ -263,6 +332,95 @@ class HFModel(nn.Module):
         layers = [{"pmax": s[0] / s[2], "entropy": s[1] / s[2]} for s in sums]
         return Stats(pmax=sum(v["pmax"] for v in layers) / len(layers),
                      entropy=sum(v["entropy"] for v in layers) / len(layers), layers=layers, rows=sums[0][2])
+
+
+# ---------------------------------------------------------------------------
+# attention: implementation switch, window, MPT/BLOOM pre-hook, softmax tap
+# ---------------------------------------------------------------------------
+@contextmanager
+def _attn_implementation(hf_model, name: str | None):
+    """Run every config of ``hf_model`` with attention implementation ``name`` in the block (None: as is)."""
+    configs = {id(m.config): m.config for m in hf_model.modules()
+               if hasattr(getattr(m, "config", None), "_attn_implementation")}
+    saved = [(c, c._attn_implementation) for c in configs.values()]
+    try:
+        if name is not None:
+            for c, _ in saved:
+                c._attn_implementation = name
+        yield
+    finally:
+        for c, impl in saved:
+            c._attn_implementation = impl
+
+
+def _window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None,
+                      **kwargs):
+    """Causal attention over the ``module._extrap_window`` most recent keys, block by block of queries.
+
+    An ``AttentionInterface`` function: query (B, H, L, D), key/value (B, H_kv, L, D); returns
+    (B, L, H, D) and no weights, like HF's eager attention.  transformers builds no mask for an
+    implementation it does not know (``attention_mask`` is None): the causal band is made here, per
+    block, so memory is O(B·H·WINDOW_CHUNK·(W + WINDOW_CHUNK)).  A config's own ``sliding_window``
+    (Mistral, Qwen) still applies.
+    """
+    W = module._extrap_window
+    if sliding_window:
+        W = min(W, int(sliding_window))
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    rep = query.shape[1] // key.shape[1]  # grouped-query attention: each key/value head serves `rep` heads
+    if rep > 1:
+        key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
+    L = query.shape[2]
+    out = []
+    for q0 in range(0, L, WINDOW_CHUNK):
+        q1 = min(L, q0 + WINDOW_CHUNK)
+        k0 = max(0, q0 - W + 1)
+        s = (query[:, :, q0:q1] @ key[:, :, k0:q1].transpose(-1, -2)) * scaling
+        t = torch.arange(q0, q1, device=s.device)[:, None] - torch.arange(k0, q1, device=s.device)[None]
+        s = s.masked_fill((t < 0) | (t >= W), -math.inf)  # t: distance from query to key
+        p = torch.softmax(s, dim=-1, dtype=torch.float32).to(value.dtype)
+        p = nn.functional.dropout(p, p=dropout, training=module.training)
+        out.append(p @ value[:, :, k0:q1])
+    return torch.cat(out, 2).transpose(1, 2).contiguous(), None
+
+
+def _band(mask: torch.Tensor, W: int) -> torch.Tensor:
+    """``mask`` with every key W or more positions back masked too (BLOOM: additive; MPT: bool, True = masked)."""
+    Lq, Lk = mask.shape[-2:]
+    q = torch.arange(Lk - Lq, Lk, device=mask.device)[:, None]
+    far = torch.arange(Lk, device=mask.device)[None] <= q - W
+    return mask | far if mask.dtype == torch.bool else mask.masked_fill(far, torch.finfo(mask.dtype).min)
+
+
+def _eager_attention_pre_hook(module, args, kwargs):
+    """BLOOM / MPT attention: MPT's ALiBi ``position_bias`` divided by τ, and the window's band in the mask."""
+    tau, W = module._extrap_tau, module._extrap_window
+    if tau == 1.0 and W is None:
+        return None
+    kwargs = dict(kwargs)
+    if tau != 1.0 and kwargs.get("position_bias") is not None:  # BLOOM's bias is scaled by `beta` instead
+        kwargs["position_bias"] = kwargs["position_bias"] / tau
+    if W is not None:
+        kwargs["attention_mask"] = _band(kwargs["attention_mask"], W)
+    return args, kwargs
+
+
+_SOFTMAX = (torch.softmax, torch.Tensor.softmax, nn.functional.softmax)
+
+
+class _SoftmaxTap(TorchFunctionMode):
+    """Once ``active``, records the input of the next softmax and ends the forward pass (:class:`_Stop`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.active, self.logits = False, None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.active and func in _SOFTMAX:
+            self.logits = args[0].detach()
+            raise _Stop
+        return func(*args, **(kwargs or {}))
 
 
 def _is_arange(positions: torch.Tensor) -> bool:

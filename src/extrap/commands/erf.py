@@ -14,7 +14,8 @@ def register(sub) -> None:
                                    "gradient of the last prediction) and attention ERF (000: n_emp(eps) per head). "
                                    "With several runs, also the theory's TRF against both ERFs and their Spearman "
                                    "rank correlation.")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, or hf:PATH (local Hugging Face "
+                                                                "checkpoint folders)")
     p.add_argument("--length", type=int, help="L_ex: context of L_ex-1 tokens predicting the L_ex-th "
                                               "(default 4 x L_tr; the attention ERF uses at most 2048)")
     p.add_argument("--segments", type=int, default=8, help="segments of the split to average over (default 8)")
@@ -29,6 +30,7 @@ def register(sub) -> None:
                         "learned bias, every layer) (default init)")
     p.add_argument("--batch", type=int, default=4, help="segments per backward pass (default 4)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--plot", metavar="DIR", help="write the cumulative gradient curves to DIR as PNG and SVG")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -96,7 +98,8 @@ def run(args) -> int:
     device = str(resolve_device(args.device))
     result = compare_trf_erf(args.runs, eps=args.eps, kind=args.kind, progress=not args.json, length=args.length,
                              segments=args.segments, threshold=args.threshold, split=args.split, batch=args.batch,
-                             trf_reduce=args.trf_reduce, trf_source=args.trf_source, device=device)
+                             trf_reduce=args.trf_reduce, trf_source=args.trf_source, device=device,
+                             corpus=args.corpus)
     meta = run_metadata()
     report = {"runs": result["rows"], "spearman": result["spearman"], "extrap_version": meta["extrap_version"],
               "command": meta["command"]}

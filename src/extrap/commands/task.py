@@ -32,7 +32,7 @@ def register(sub) -> None:
     c = tsub.add_parser("score", help="exact-match accuracy of a run by length and depth",
                         description="Score a trained run on a retrieval task: accuracy per length and per depth "
                                     "bucket (lost in the middle, 004 Table 9).")
-    c.add_argument("run", help="run directory")
+    c.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder; needs --task)")
     c.add_argument("--task", choices=TASK_CHOICES, help="default: the task the run was trained on")
     c.add_argument("--lengths", help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)")
     c.add_argument("--n", type=int, default=50, help="examples per length (default 50)")
