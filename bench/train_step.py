@@ -18,22 +18,23 @@ from extrap.model import GPT, ModelConfig
 DEFAULT = "nope,alibi,kerple-log,kerple-power,sandwich,t5,fire,type1,type2,window:64,sinusoidal,rope,xpos"
 
 
-def step_time(pe: str, length: int, batch: int, steps: int, d: int, layers: int, heads: int) -> float:
-    torch.manual_seed(0)
-    model = GPT(ModelConfig(pe=pe, n_layer=layers, d_model=d, n_head=heads))
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-    x = torch.randint(0, 256, (batch, length + 1))
-    times = []
-    for i in range(steps + 1):
+class Trainer:
+    """One model and optimizer; ``step()`` times one full training step (forward, backward, AdamW)."""
+
+    def __init__(self, pe: str, length: int, batch: int, d: int, layers: int, heads: int):
+        torch.manual_seed(0)
+        self.model = GPT(ModelConfig(pe=pe, n_layer=layers, d_model=d, n_head=heads))
+        self.opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-3)
+        self.x = torch.randint(0, 256, (batch, length + 1))
+
+    def step(self) -> float:
         t0 = time.perf_counter()
-        logits = model(x[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1))
-        opt.zero_grad()
+        logits = self.model(self.x[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), self.x[:, 1:].reshape(-1))
+        self.opt.zero_grad()
         loss.backward()
-        opt.step()
-        if i:  # the first step warms up allocators and caches
-            times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+        self.opt.step()
+        return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -49,7 +50,15 @@ def main() -> None:
     pes = a.pes.split(",")
     if "nope" not in pes:
         pes = ["nope"] + pes
-    res = {pe: step_time(pe, a.length, a.batch, a.steps, a.d_model, a.layers, a.heads) for pe in pes}
+    trainers = {pe: Trainer(pe, a.length, a.batch, a.d_model, a.layers, a.heads) for pe in pes}
+    for t in trainers.values():
+        t.step()  # warm up allocators and caches
+    # Interleave the schemes round by round so that a slow spell of the machine hits them all alike.
+    times: dict[str, list[float]] = {pe: [] for pe in pes}
+    for _ in range(a.steps):
+        for pe, t in trainers.items():
+            times[pe].append(t.step())
+    res = {pe: sorted(ts)[len(ts) // 2] for pe, ts in times.items()}
     base = res["nope"]
     tokens = a.batch * a.length
     print(f"{'pe':<14} {'step s':>8} {'tok/s':>9} {'x nope':>7}")

@@ -21,6 +21,9 @@ import torch.nn.functional as F
 from extrap.errors import ExtrapError
 from extrap.positional.base import BiasRPE
 
+# A learned mask runs explicit softmax, which is memory-bound: smaller query blocks waste less
+# of the causal triangle (measured: 128 beats 256 at L = 512 for KERPLE and T5).
+GRAD_BLOCK = 128
 MASKED = -1e30  # finite "minus infinity": a row with every key masked gives no NaN
 
 
@@ -186,6 +189,8 @@ def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: floa
     """
     B, H, L, Dh = q.shape
     bs = min(block, L)
+    if table.requires_grad and torch.is_grad_enabled():
+        bs = min(bs, GRAD_BLOCK)
     # w[c] = r(c - (bs - 1)) / τ, c = 0 .. L + bs - 2: the distances of every block, -(bs-1) .. L-1.
     w = toeplitz_vector(table.to(q.dtype), -(bs - 1), L + bs - 1, window)
     if tau != 1.0:
