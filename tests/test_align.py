@@ -78,6 +78,54 @@ def test_prop1_known_root_and_its_coefficients():
     assert prop1_tau(L_tr, L_tr, s_tr, s_tr, P2) == pytest.approx(1.0)
     assert prop1_tau(512, 4096, 1.0, 10.0, 0.3) is None  # no real root
     assert log_length_tau(512, 4096) == pytest.approx(0.75)
+    res = align.prop1(L_tr, L_ex, s_tr, s_ex, P)
+    assert res["status"] == "root" and res["tau"] == pytest.approx(tau_star) and res["tau"] > res["peak_tau"]
+
+
+class _Stub:
+    """Just enough of a model for closed_forms / aligned_temperature when the layer-0 logits are patched in."""
+    blocks = (type("B", (), {"attn": type("A", (), {"temperature": 1.0})()})(),)
+
+    def set_temperature(self, tau):
+        pass
+
+
+def test_prop1_without_a_root_on_linear_logits_is_explicit(monkeypatch):
+    """ALiBi-like linear logits (not Gaussian: Assumption 1 fails), worked by hand.
+
+    L_tr = 4: [3, 1, -1, -3], σ_tr² = 5, l_max = 3; L_ex = 8: [7, 5, ..., -7], σ_ex² = 21.
+    P = e^{3 - 5/2} / 4 = e^{0.5} / 4, so A = log 8 + log P = log 2 + 0.5, B = l_max = 3, C = 10.5;
+    B² = 9 < 4AC = 42 (log 2 + 0.5) = 50.1: no real root.  The approximate P_max^ex peaks at
+    τ = 2C/B = 7 with e^{B²/4C} / 8 = e^{3/14} / 8 = 0.155 < P = 0.412.
+    """
+    tr, ex = torch.tensor([[3.0, 1, -1, -3]]), torch.arange(7.0, -8.0, -2.0).view(1, -1)
+    monkeypatch.setattr(align, "averaged_layer_logits", lambda m, seg, layer=0: {4: tr, 8: ex}[seg.shape[1]][0])
+    cf = closed_forms(_Stub(), torch.arange(16), 4, 8, segments=1)
+    assert cf["sigma_tr"] ** 2 == pytest.approx(5) and cf["sigma_ex"] ** 2 == pytest.approx(21)
+    assert cf["P"] == pytest.approx(math.exp(0.5) / 4)
+    assert (cf["A"], cf["B"], cf["C"]) == pytest.approx((math.log(2) + 0.5, 3.0, 10.5))
+    assert cf["prop1"] is None and cf["prop1_roots"] == [] and cf["prop1_status"] == "no real root"
+    assert cf["prop1_peak_tau"] == pytest.approx(7.0) and cf["prop1_peak_pmax"] == pytest.approx(math.exp(3 / 14) / 8)
+    assert "no real root at L_ex=8" in cf["prop1_note"] and "below P = 0.412" in cf["prop1_note"]
+    with pytest.raises(ExtrapError, match="no real root"):  # an explicit error, never a made-up τ
+        aligned_temperature(_Stub(), torch.arange(16), 4, 8, "prop1", segments=1)
+    # the softmax itself needs almost no change: linear logits keep their top probability (τ ≈ 1)
+    found = search_tau(lambda t: logit_row_stats(ex.double(), t)["pmax"], logit_row_stats(tr.double(), 1.0)["pmax"])
+    assert found.tau > 0.95
+
+
+def test_prop1_rejects_a_root_on_the_wrong_branch():
+    """A <= 0 (P <= 1/L_ex): the larger root is positive but below 2C/B, where the approximation is not a softmax.
+
+    L_tr = 4, L_ex = 8, σ_tr = 2, σ_ex = 1, P = 0.1: A = log 0.8 < 0, B = log 0.4 + 2 = 1.084, C = 0.5;
+    roots (B ± sqrt(B² - 4AC)) / 2A = 0.424 and -5.28; 2C/B = 0.922.
+    """
+    res = align.prop1(4, 8, 2.0, 1.0, 0.1)
+    assert res["A"] == pytest.approx(math.log(0.8)) and res["B"] == pytest.approx(math.log(0.4) + 2)
+    assert res["roots"] == pytest.approx([0.4237, -5.281], abs=1e-3)
+    assert res["peak_tau"] == pytest.approx(0.9225, abs=1e-3)
+    assert res["status"] == "no valid root" and res["tau"] is None and prop1_tau(4, 8, 2.0, 1.0, 0.1) is None
+    assert "no valid root" in align.prop1_explain(res, 8)
 
 
 def test_prop1_matches_algorithm1_on_gaussian_logits_with_a_planted_max():
@@ -234,6 +282,11 @@ def test_align_cli(alibi_run, capsys, monkeypatch):
     assert "layer 1" in capsys.readouterr().out
     assert main(["align", str(alibi_run), "--lengths", "48", "--segments", "1", "--mode", "prop2"]) == 0
     capsys.readouterr()
+    assert main(["align", str(alibi_run), "--lengths", "48", "--segments", "1", "--mode", "prop1", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["lengths"][0]  # a root, or no τ and the reason
+    cf = row["closed_form"]
+    assert (row["tau"] is not None) == (cf["prop1_status"] == "root") == (cf["prop1_note"] is None)
+    assert row["tau"] is not None or row["note"] == cf["prop1_note"]
     for bad in (["--mode", "median"], ["--lengths", "1"], ["--grid", "1.0,0"], ["--grid", "x"],
                 ["--mode", "prop1", "--per-layer"], ["--segments", "0"], ["--lengths", "9000"]):
         assert main(["align", str(alibi_run), *bad]) == 2, bad

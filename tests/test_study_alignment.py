@@ -29,8 +29,10 @@ def test_smoke_alignment_results_schema(smoke):
     out, _ = smoke
     res = json.loads((out / "results.json").read_text())
     assert res["experiment"] == "alignment" and res["pes"] == ["t5", "alibi"] and not res["failures"]
-    al = res["alignment"]
+    assert res["tasks"] == ["passkey"] and list(res["alignment"]) == ["passkey"]  # smoke: passkey by default
+    al = res["alignment"]["passkey"]
     L_tr = al["train_length"]
+    assert res["train_length"] == {"passkey": L_tr} and al["rank"] is True
     assert al["task"] == "passkey" and al["lengths"] == [L_tr, 2 * L_tr, 4 * L_tr] == res["lengths"]
     assert set(al["models"]) == {"t5", "alibi"}
     keys = [str(L) for L in al["lengths"]]
@@ -47,35 +49,35 @@ def test_smoke_alignment_results_schema(smoke):
         assert all(mdl["tau_source"][m][k] == "algorithm1" for m in mdl["tau"] for k in keys[1:])
         for k in keys[1:]:  # the closed forms beside Algorithm 1
             cf = mdl["closed_forms"][k]
-            assert {"prop1", "prop2", "log_length", "sigma_tr", "sigma_ex"} <= set(cf)
+            assert {"prop1", "prop1_status", "prop2", "log_length", "sigma_tr", "sigma_ex"} <= set(cf)
+            assert (cf["prop1"] is None) == (cf["prop1_status"] != "root")
             assert cf["log_length"] == pytest.approx(math.log(L_tr) / math.log(int(k)))
         d = mdl["depth"]
         assert d["best_setting"] in sa.MODES and len(d["buckets"]) == res["settings"]["buckets"]
         assert set(d["by_length"]) == set(mdl["accuracy"]) and set(d["pooled_beyond"]) == set(mdl["accuracy"])
         for k in keys:
-            assert (out / mdl_dir(res, pe) / "alignment" / f"L{k}.json").is_file()
-
-
-def mdl_dir(res, pe):
-    return res["runs"][pe]["run_dir"]
+            rec = json.loads((out / res["runs"][f"passkey/{pe}"]["run_dir"] / "alignment" / f"L{k}.json").read_text())
+            assert set(rec["seconds_method"]) == {"greedy", "rank"}  # what each scoring method cost
 
 
 def test_smoke_alignment_claims_and_report(smoke):
     out, _ = smoke
     res = json.loads((out / "results.json").read_text())
     claims = res["claims"]
-    assert [c["claim"] for c in claims] == ["τ decreases as length grows", "pmax alignment beats entropy alignment",
-                                            "alignment improves accuracy beyond L_tr"]
+    assert [c["claim"] for c in claims] == ["passkey: τ decreases as length grows",
+                                            "passkey: pmax alignment beats entropy alignment",
+                                            "passkey: alignment improves accuracy beyond L_tr"]
     assert all(c["ok"] in (True, False, None) and c["evidence"] for c in claims)
     html = (out / "report.html").read_text(encoding="utf-8")
-    for text in ("Claims checklist", "Attention alignment on retrieval", "Temperatures (004 Table 5",
-                 "Exact-match accuracy (004 Table 4)", "Accuracy by answer depth (004 Table 9)", "Prop. 1",
+    for text in ("Claims checklist", "Attention alignment on retrieval", "Temperatures, passkey (004 Table 5",
+                 "Exact-match accuracy, passkey (004 Table 4)", "Accuracy by answer depth, passkey (004 Table 9)",
+                 "Prop. 1", "ranking the candidate answers",
                  "log-length", 'src="figures/alignment_tau.png"', 'src="figures/alignment_accuracy.png"'):
         assert text in html, text
     assert "Theory (000" not in html and "Perplexity vs length" not in html
     assert (out / "figures" / "alignment_tau.svg").is_file()
     md = sa.markdown_tables(res)
-    assert md.count("| t5 |") == 6 + 4 and "mean L > L_tr" in md
+    assert md.count("| t5 |") == 6 + 4 + 4 and "mean L > L_tr" in md  # τ rows; greedy and rank accuracy rows
 
 
 def test_smoke_alignment_resumes_without_recomputing(smoke):
@@ -95,6 +97,11 @@ def test_alignment_refuses_bad_input(tmp_path):
                  "--out", str(tmp_path / "b")]) == 2
     assert not (tmp_path / "b").exists()
     assert main(["study", "--experiment", "bogus", "--preset", "smoke", "--out", str(tmp_path / "c")]) == 2
+    for bad in (["--tasks", "passkey,haystack"], ["--tasks", " , "], ["--experiment", "extrapolation"]):
+        argv = ["study", "--preset", "smoke", "--out", str(tmp_path / "d"), "--experiment", "alignment",
+                "--tasks", "line", *bad]
+        assert main(argv) == 2, bad
+    assert not (tmp_path / "d").exists()
 
 
 # ---------------------------------------------------------------------------
@@ -157,19 +164,20 @@ def synthetic(taus=None, acc=None, sources=None):
     mdl = {"accuracy": {st: dict(zip(key, v)) for st, v in acc.items()},
            "tau": {m: dict(zip(key, v)) for m, v in taus.items()}, "tau_source": src,
            "at_grid_edge": {m: {k: False for k in key} for m in sa.MODES},
-           "closed_forms": {k: {"prop1": None, "prop1_closest": 0.4, "prop2": 0.6, "log_length": 0.7}
+           "closed_forms": {k: {"prop1": None, "prop1_status": "no real root", "prop2": 0.6, "log_length": 0.7}
                             for k in key[1:]},
            "depth": sa.depth_summary({st: dict(zip(key, v)) for st, v in acc.items()}, {}, L_TR)}
-    return {"experiment": "alignment", "pes": ["t5"], "train_length": L_TR, "lengths": LENGTHS,
-            "alignment": {"task": "passkey", "train_length": L_TR, "lengths": LENGTHS, "models": {"t5": mdl}}}
+    return {"experiment": "alignment", "pes": ["t5"], "tasks": ["passkey"], "train_length": {"passkey": L_TR},
+            "lengths": LENGTHS, "alignment": {"passkey": {"task": "passkey", "train_length": L_TR,
+                                                          "lengths": LENGTHS, "models": {"t5": mdl}}}}
 
 
 def claims(results):
     return {c["claim"]: c for c in report.compute_claims(results)}
 
 
-TAU, PMAX_H, HELPS = ("τ decreases as length grows", "pmax alignment beats entropy alignment",
-                      "alignment improves accuracy beyond L_tr")
+TAU, PMAX_H, HELPS = ("passkey: τ decreases as length grows", "passkey: pmax alignment beats entropy alignment",
+                      "passkey: alignment improves accuracy beyond L_tr")
 
 
 def test_claims_reproduced():
@@ -212,13 +220,13 @@ def test_claims_not_enough_data():
 def test_accuracy_claims_must_hold_for_every_model():
     """One model's large gain must not hide another's loss (the pooled mean would say ✔ here)."""
     r = synthetic()
-    gain = r["alignment"]["models"]["t5"]
+    gain = r["alignment"]["passkey"]["models"]["t5"]
     loss = json.loads(json.dumps(gain))
     loss["accuracy"] = {st: dict(zip(["64", "128", "256", "512"], v)) for st, v in
                         {"none": [1.0, 0.7, 0.6, 0.6], "pmax": [1.0, 0.1, 0.1, 0.1],
                          "entropy": [1.0, 0.0, 0.0, 0.0], "pmax-layer": [1.0, 0.1, 0.2, 0.1]}.items()}
     gain["accuracy"]["pmax"] = {"64": 0.9, "128": 1.0, "256": 1.0, "512": 1.0}
-    r["alignment"]["models"]["alibi"] = loss
+    r["alignment"]["passkey"]["models"]["alibi"] = loss
     c = claims(r)
     assert c[HELPS]["ok"] is False and "alibi: w/ P_max per layer 0.133 vs no alignment (τ = 1) 0.633 ✘" in \
         c[HELPS]["evidence"]
@@ -229,11 +237,53 @@ def test_accuracy_claims_must_hold_for_every_model():
 def test_report_renders_partial_alignment_results(tmp_path):
     r = synthetic()
     r["pes"] = ["t5", "alibi"]
-    for per_len in r["alignment"]["models"]["t5"]["accuracy"].values():
+    r["tasks"] = ["passkey", "line"]
+    for per_len in r["alignment"]["passkey"]["models"]["t5"]["accuracy"].values():
         del per_len["512"]
     text = report.write_report(r, tmp_path).read_text(encoding="utf-8")
-    assert "no alignment results for alibi" in text and "t5: not evaluated at 512" in text
-    assert "(0.400)" in text  # Prop. 1 without a real root: the closest τ, in parentheses
+    assert "passkey: no alignment results for alibi" in text and "passkey/t5: not evaluated at 512" in text
+    assert "line: no alignment results" in text
+    assert "<td>no root</td>" in text  # Prop. 1 without a root: said, never a made-up τ
     assert (tmp_path / "figures" / "alignment_tau.png").is_file()
     empty = report.write_report({"experiment": "alignment"}, tmp_path / "empty").read_text(encoding="utf-8")
     assert "Missing: alignment results" in empty
+
+
+def test_each_task_has_its_own_tables_and_claims(tmp_path):
+    r = synthetic()
+    line = {**json.loads(json.dumps(r["alignment"]["passkey"])), "task": "line"}
+    r["tasks"], r["alignment"]["line"] = ["passkey", "line"], line
+    names = [c["claim"] for c in report.compute_claims(r)]
+    assert names == [f"{t}: {c}" for t in ("passkey", "line") for c in
+                     ("τ decreases as length grows", "pmax alignment beats entropy alignment",
+                      "alignment improves accuracy beyond L_tr")]
+    text = report.write_report(r, tmp_path).read_text(encoding="utf-8")
+    for t in ("passkey", "line"):
+        assert f"{t} (L_tr = 64 tokens)" in text and f"Exact-match accuracy, {t} (004 Table 4)" in text
+    assert "columns: lines" in text and "**line** (L_tr = 64)" in sa.markdown_tables(r)
+    old = {"experiment": "alignment", "alignment": r["alignment"]["passkey"]}  # one block, no task level
+    assert list(sa.task_blocks(old)) == ["passkey"] and len(report.compute_claims(old)) == 3
+
+
+def test_line_and_topic_study_end_to_end(tmp_path, monkeypatch):
+    """A tiny study on line and topic (their own L_tr), one PE, scored by greedy decoding and by ranking."""
+    from dataclasses import replace
+
+    tiny = replace(sa.ALIGNMENT_PRESETS["smoke"], multiples=[1, 2], n=2, probe_prompts=1, probe_tokens=0)
+    monkeypatch.setitem(sa.ALIGNMENT_PRESETS, "smoke", tiny)
+    out = tmp_path / "s"
+    assert main(["study", "--experiment", "alignment", "--preset", "smoke", "--tasks", "line,topic", "--pe", "alibi",
+                 "--steps", "4", "--jobs", "1", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["tasks"] == ["line", "topic"] and res["train_length"] == {"line": 224, "topic": 224}
+    assert res["settings"]["tasks"] == ["line", "topic"] and not res["failures"]
+    for task in ("line", "topic"):
+        al = res["alignment"][task]
+        assert al["lengths"] == [224, 448] and set(al["models"]) == {"alibi"}
+        mdl = al["models"]["alibi"]
+        assert set(mdl["accuracy"]["none"]) == set(mdl["rank_accuracy"]["none"]) == {"224", "448"}
+        assert (out / "runs" / task / "alibi" / "alignment" / "L448.json").is_file()
+        assert res["runs"][f"{task}/alibi"]["run_dir"] == f"runs/{task}/alibi"
+    assert [c["claim"].split(":")[0] for c in res["claims"]] == ["line"] * 3 + ["topic"] * 3
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "line (L_tr = 224 tokens)" in html and "topic (L_tr = 224 tokens)" in html

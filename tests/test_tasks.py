@@ -23,6 +23,7 @@ from extrap.tasks import (
     make_example,
     min_length,
     sanitize,
+    score_candidates,
     score_continuations,
     score_task,
 )
@@ -309,6 +310,25 @@ def test_greedy_scoring_equals_greedy_decoding(filler):
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([p + t])).logits[0, len(p) - 1:-1], -1)
         assert s["loglik"] == pytest.approx(float(logp.gather(1, torch.tensor(t)[:, None]).sum()), abs=1e-4)
+
+
+@pytest.mark.parametrize("pe", ["t5", "alibi", "rope", "sinusoidal"])
+def test_ranking_shares_the_prompt_and_equals_one_pass_per_candidate(pe, filler, monkeypatch):
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(pe=pe, n_layer=2, d_model=16, n_head=2)).eval()
+    ex = make_example("topic", BYTES, 300, seed=0, filler=filler)  # candidates of different token lengths
+    prompt, conts = BYTES.encode(ex["prompt"]), [BYTES.encode(f" {c}\n") for c in ex["candidates"]]
+    for tau in (1.0, 0.7):
+        model.set_temperature(tau)
+        shared = score_candidates(model, prompt, conts)
+        single = score_continuations(model, [(prompt, c) for c in conts])
+        for a, b in zip(shared, single):
+            assert a["loglik"] == pytest.approx(b["loglik"], abs=1e-4)
+            assert (a["greedy"], a["prediction"]) == (b["greedy"], b["prediction"])
+    calls = []  # one pass over the prompt, however many candidates: forward() is never called
+    monkeypatch.setattr(model, "forward", lambda *a, **k: calls.append(1))
+    rep = score_task(model, BYTES, "topic", [300], n=2, method="rank", filler=filler)
+    assert not calls and rep["results"][0]["n"] == 2
 
 
 def test_temperature_is_applied_then_restored(filler, monkeypatch):

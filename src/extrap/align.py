@@ -51,19 +51,23 @@ What is here
   for full rows (a bidirectional encoder, the paper's case) this is the exact
   sort-and-average.  Then
 
-  - Prop. 1 (P_max): A τ² - B τ + C = 0 with A = log L_ex + log P,
-    B = log L_tr + log P + σ_tr²/2, C = σ_ex²/2; the larger root.  P is the
-    training P_max *in the model of §6.1*, i.e. Eq. (2) solved for P:
-    P = e^{l_max^tr} / (L_tr e^{σ_tr²/2}) (so B = l_max^tr).  This is the only
-    choice under which Prop. 1 returns τ = 1 at L_ex = L_tr (the roots are then
-    1 and σ²/(2 l_max - σ²); 1 is the larger when l_max > σ²).  The softmax
-    maximum of the averaged vector is reported as ``P_softmax`` (its root as
-    ``prop1_softmax_P``); it ignores that the top entry is itself part of the
-    denominator.  Under §6.1's approximation lowering τ raises P_ex only down to
-    τ = 2C/B, so when l_max is not well above σ² (small models; causal rows,
-    whose short prefixes have small maxima) there is often no real root.
-    With no real root we report ``None`` and the τ that comes closest,
-    2C / B (the maximiser of the approximate P_ex(τ)).
+  - Prop. 1 (P_max, :func:`prop1`): A τ² - B τ + C = 0 with A = log L_ex + log P,
+    B = log L_tr + log P + σ_tr²/2, C = σ_ex²/2.  P is the training P_max of the
+    *model of §6.1*, Eq. (2) solved for P: P = e^{l_max^tr} / (L_tr e^{σ_tr²/2}), so
+    B = l_max^tr.  The target and the extrapolated P_max^ex(τ) then share one
+    approximation (Eq. 1, which leaves the top entry out of the denominator), and its
+    error largely cancels; this P can exceed 1.  The exact softmax maximum of the
+    averaged vector is reported as ``P_softmax`` (its root as ``prop1_softmax_P``):
+    on Gaussian logits with a planted maximum it misses Algorithm 1 by more, or has
+    no root.  Whatever P, τ = 1 solves the equation at L_ex = L_tr, σ_ex = σ_tr.
+    The larger root is taken (the paper's choice) when it is a valid temperature.
+    Writing u = 1/τ, log P_max^ex = B u - C u² - log L_ex is a parabola peaking at
+    τ = 2C/B; only for τ > 2C/B does it rise as τ falls, as a softmax does.  The
+    larger root lies there iff A > 0, B > 0 and B² >= 4AC.  Otherwise ``prop1`` is
+    None and ``prop1_status`` says why: ``no real root`` (B² < 4AC: the approximate
+    P_max^ex never reaches P; its peak ``prop1_peak_pmax`` < P at τ = 2C/B; typical of
+    ALiBi, whose linear logits are far from Gaussian: σ_ex grows with L_ex) or
+    ``no valid root`` (A <= 0, i.e. P <= 1/L_ex, below uniform attention, or B <= 0).
   - Prop. 2 (entropy): τ = σ_ex / sqrt(σ_tr² + 2 log(L_ex / L_tr)).
   - the log-length rule (Yao et al. 2021; Su 2021): τ = log_{L_ex} L_tr.
 
@@ -229,10 +233,42 @@ def prop1_roots(train_length: int, length: int, sigma_tr: float, sigma_ex: float
     return sorted({(B + r) / (2 * A), (B - r) / (2 * A)}, reverse=True)
 
 
-def prop1_tau(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float) -> float | None:
-    """004 Prop. 1 (P_max): the larger root of A τ² - B τ + C = 0, or None when it has no real root."""
+def prop1(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float) -> dict:
+    """004 Prop. 1 solved: {"tau", "status", "roots", "P", "A", "B", "C", "peak_tau", "peak_pmax"}.
+
+    ``status`` "root": ``tau`` is the larger root.  "no real root" / "no valid root":
+    ``tau`` is None (see the module docstring).  ``peak_tau`` = 2C/B and ``peak_pmax``:
+    where §6.1's approximate P_max^ex(τ) peaks and its value there (None unless B, C > 0).
+    """
+    A, B, C = prop1_coefficients(train_length, length, sigma_tr, sigma_ex, P)
     roots = prop1_roots(train_length, length, sigma_tr, sigma_ex, P)
-    return roots[0] if roots else None
+    out = {"tau": None, "roots": roots, "P": P, "A": A, "B": B, "C": C, "peak_tau": None, "peak_pmax": None}
+    if B > 0 and C > 0:  # u = 1/τ: log P_ex = B u - C u² - log L_ex peaks at u = B / 2C
+        out["peak_tau"] = 2 * C / B
+        out["peak_pmax"] = math.exp(B * B / (4 * C) - math.log(length))
+    if not roots and B * B < 4 * A * C:
+        out["status"] = "no real root"
+    elif A > 0 and B > 0 and roots:
+        out["status"], out["tau"] = "root", roots[0]
+    else:
+        out["status"] = "no valid root"
+    return out
+
+
+def prop1_tau(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float) -> float | None:
+    """004 Prop. 1 (P_max): the larger root of A τ² - B τ + C = 0, or None without a valid one (:func:`prop1`)."""
+    return prop1(train_length, length, sigma_tr, sigma_ex, P)["tau"]
+
+
+def prop1_explain(res: dict, length: int) -> str:
+    """One line on why :func:`prop1` has no τ at L_ex = ``length``."""
+    if res["status"] == "no real root":
+        peak = (f"peaks at {res['peak_pmax']:.3g} (τ = 2C/B = {res['peak_tau']:.3g}), below"
+                if res["peak_tau"] is not None else "stays below")
+        return (f"Prop. 1 has no real root at L_ex={length}: B² < 4AC (A={res['A']:.3g}, B={res['B']:.3g}, "
+                f"C={res['C']:.3g}); under 004 §6.1's approximation P_max^ex(τ) {peak} P = {res['P']:.3g}")
+    return (f"Prop. 1 has no valid root at L_ex={length} (A={res['A']:.3g}, B={res['B']:.3g}, C={res['C']:.3g}): "
+            "the larger root is not on the branch where P_max^ex falls as τ rises")
 
 
 def prop1_pmax(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float, tau: float) -> float:
@@ -478,9 +514,8 @@ def _logit_blocks(attn, x: torch.Tensor, positions: torch.Tensor, window=None):
 @torch.no_grad()
 def layer_logit_blocks(model, idx: torch.Tensor, layer: int = 0):
     """The pre-softmax logit blocks (B, H, Lq, Lk) of one layer for input ``idx`` (B, L); -inf = masked."""
-    if not hasattr(model.blocks[layer], "attn") or not hasattr(model.blocks[layer].attn, "register_forward_pre_hook"):
-        raise ExtrapError("pre-softmax logits (prop1/prop2 closed forms) are not available for hf: models; "
-                          "use pmax, entropy or log-length")
+    if hasattr(model, "layer_logits"):  # hf: models (extrap.hf.HFModel) record them under eager attention
+        return [model.layer_logits(idx, layer)]
     captured = {}
 
     def pre(mod, args, kwargs):
@@ -534,20 +569,17 @@ def closed_forms(model, stream: torch.Tensor, train_length: int, length: int, se
     s_tr, s_ex = sigma_of(a_tr), sigma_of(a_ex)
     lmax_tr, lmax_ex = float(a_tr.max()), float(a_ex.max())
     P_softmax = float(torch.softmax(a_tr, -1).max())
-    P = math.exp(lmax_tr - math.log(train_length) - s_tr ** 2 / 2)  # Eq. (2) solved for P
-    A, B, C = prop1_coefficients(train_length, length, s_tr, s_ex, P)
-    roots = prop1_roots(train_length, length, s_tr, s_ex, P)
-    alt = prop1_roots(train_length, length, s_tr, s_ex, P_softmax)
+    P = math.exp(lmax_tr - math.log(train_length) - s_tr ** 2 / 2)  # 004 Eq. (2) solved for P
+    p1 = prop1(train_length, length, s_tr, s_ex, P)
     d2 = s_tr ** 2 + 2 * math.log(length / train_length)
-    out = {"sigma_tr": s_tr, "sigma_ex": s_ex, "lmax_tr": lmax_tr, "lmax_ex": lmax_ex,
-           "P": P, "P_softmax": P_softmax, "A": A, "B": B, "C": C,
-           "prop1": roots[0] if roots else None, "prop1_roots": roots,
-           "prop1_softmax_P": alt[0] if alt else None,
-           "prop2": prop2_tau(train_length, length, s_tr, s_ex) if d2 > 0 else None,
-           "log_length": log_length_tau(train_length, length)}
-    if not roots:
-        out["prop1_closest"] = 2 * C / B if B > 0 else None
-    return out
+    return {"sigma_tr": s_tr, "sigma_ex": s_ex, "lmax_tr": lmax_tr, "lmax_ex": lmax_ex,
+            "P": P, "P_softmax": P_softmax, "A": p1["A"], "B": p1["B"], "C": p1["C"],
+            "prop1": p1["tau"], "prop1_status": p1["status"], "prop1_roots": p1["roots"],
+            "prop1_peak_tau": p1["peak_tau"], "prop1_peak_pmax": p1["peak_pmax"],
+            "prop1_note": None if p1["tau"] is not None else prop1_explain(p1, length),
+            "prop1_softmax_P": prop1_tau(train_length, length, s_tr, s_ex, P_softmax),
+            "prop2": prop2_tau(train_length, length, s_tr, s_ex) if d2 > 0 else None,
+            "log_length": log_length_tau(train_length, length)}
 
 
 # ---------------------------------------------------------------------------
@@ -611,7 +643,7 @@ def aligned_temperature(model, stream: torch.Tensor, train_length: int, length: 
     """The τ to use at L_ex = ``length`` (``--temperature auto``): one float, or one per layer.
 
     ``pmax`` / ``entropy``: Algorithm 1 (with refinement); ``prop1`` / ``prop2``: the closed
-    forms from layer 0 (Prop. 1 without a real root: the closest τ, 2C/B); ``log-length``:
+    forms from layer 0 (Prop. 1 without a valid root raises ExtrapError, saying why); ``log-length``:
     log_{L_ex} L_tr.  For L_ex <= L_tr the answer is 1.0 (nothing to align: the grid never
     goes above 1).  Only the token stream's attention is read, never its labels.
     """
@@ -629,10 +661,11 @@ def aligned_temperature(model, stream: torch.Tensor, train_length: int, length: 
         return algorithm1(model, stream, train_length, length, mode, grid=grid, per_layer=per_layer,
                           segments=segments, refine=refine, max_length=max_length)["tau"]
     cf = closed_forms(model, stream, train_length, length, segments, max_length)
-    tau = cf[mode] if cf[mode] is not None else cf.get("prop1_closest")
+    tau = cf[mode]
     if tau is None or not (tau > 0 and math.isfinite(tau)):
-        raise ExtrapError(f"{mode} gives no usable temperature at L_ex={length} (σ_tr={cf['sigma_tr']:.3g}, "
-                          f"σ_ex={cf['sigma_ex']:.3g})")
+        raise ExtrapError((cf["prop1_note"] if mode == "prop1" else f"{mode} gives no usable temperature at "
+                           f"L_ex={length} (σ_tr={cf['sigma_tr']:.3g}, σ_ex={cf['sigma_ex']:.3g})")
+                          + "; use pmax, entropy or log-length")
     return float(tau)
 
 
@@ -664,12 +697,7 @@ def align_report(model, stream: torch.Tensor, train_length: int, lengths: Sequen
     rows = []
     for L in lengths:
         row: dict = {"length": L}
-        if hasattr(model, "attention_stats"):  # hf: models expose no pre-softmax logits: log-length rule only
-            cf = {"sigma_tr": math.nan, "sigma_ex": math.nan, "prop1": None, "prop1_roots": [], "prop2": None,
-                  "log_length": log_length_tau(train_length, L),
-                  "note": "closed forms need pre-softmax logits, not available for hf: models"}
-        else:
-            cf = closed_forms(model, stream, train_length, L, segments, max_length, _cache=cf_cache)
+        cf = closed_forms(model, stream, train_length, L, segments, max_length, _cache=cf_cache)
         row["closed_form"] = cf
         if mode in SEARCH_MODES:
             a1 = algorithm1(model, stream, train_length, L, mode, grid=grid, per_layer=per_layer,
@@ -679,9 +707,9 @@ def align_report(model, stream: torch.Tensor, train_length: int, lengths: Sequen
         elif mode == "log-length":
             tau = cf["log_length"]
         else:
-            tau = cf[mode] if cf[mode] is not None else cf.get("prop1_closest")
-            if tau is None or not tau > 0:
-                tau = None
+            tau = cf[mode] if cf[mode] is not None and cf[mode] > 0 else None
+            if tau is None:
+                row["note"] = cf.get("prop1_note") if mode == "prop1" else f"{mode} gives no usable temperature"
         row["tau"] = tau
         row["before"] = probe(L, [1.0] * R).to_dict()
         row["after"] = probe(L, tau if isinstance(tau, list) else [tau] * R).to_dict() if tau is not None else None

@@ -155,7 +155,8 @@ def _timing(run_dir: Path, settings: StudySettings, threads: int) -> dict:
 # ---------------------------------------------------------------------------
 def run_study(out: str | os.PathLike, preset: str = "cpu", pes: list[str] | None = None,
               experiment: str = "extrapolation", resume: bool = True, jobs: int = 2, delta: float = 0.02,
-              steps: int | None = None, corpus: str | None = None, log=print) -> dict:
+              steps: int | None = None, corpus: str | None = None, tasks: list[str] | None = None,
+              log=print) -> dict:
     from extrap import positional
 
     if preset not in STUDY_PRESETS:
@@ -164,11 +165,13 @@ def run_study(out: str | os.PathLike, preset: str = "cpu", pes: list[str] | None
         raise ExtrapError(f"unknown experiment {experiment!r} (extrapolation | alibi-slopes | alignment)")
     if jobs < 1:
         raise ExtrapError("--jobs must be >= 1")
+    if tasks is not None and experiment != "alignment":
+        raise ExtrapError("--tasks is only for --experiment alignment")
     if experiment == "alignment":  # 004 §5.2: its own presets, models and results (extrap.study_alignment)
         from extrap.study_alignment import run_alignment_study
 
         return run_alignment_study(out, preset=preset, pes=pes, resume=resume, jobs=jobs, steps=steps,
-                                   corpus=corpus, log=log)
+                                   corpus=corpus, tasks=tasks, log=log)
     settings = STUDY_PRESETS[preset]
     out = Path(out)
     from extrap.train import build_configs

@@ -1,4 +1,4 @@
-"""``extrap study --experiment alignment``: attention alignment on a retrieval task (004 §5.2).
+"""``extrap study --experiment alignment``: attention alignment on retrieval tasks (004 §5.2).
 
 Chi, Fan and Rudnicky (004) sharpen every softmax at L_ex > L_tr with a
 temperature τ < 1 found by Algorithm 1 (match the average P_max, or entropy,
@@ -8,10 +8,13 @@ with alignment, Table 5 the τ that Algorithm 1 picks at each length, Figs. 3-5
 the τs of Propositions 1-2 and of the log-length rule beside it, and Table 9
 accuracy by the position of the answer.
 
-Here, for every PE (default: T5 bias ``t5`` and ALiBi ``alibi``):
+Here, for every task (``tasks``: passkey, line, topic) and every PE (default:
+T5 bias ``t5`` and ALiBi ``alibi``):
 
-1. a model is trained at L_tr on the task (answer-only loss, optionally mixed
-   with language-modelling batches: ``task_mix``);
+1. a model is trained at the task's L_tr on the task (answer-only loss,
+   optionally mixed with language-modelling batches: ``task_mix``).  Line and
+   topic prompts need more tokens than passkey (with bytes, 175 and 213 against
+   81), so each task has its own L_tr (``train_lengths``);
 2. at every L in L_tr x multiples, τ is found on *probe prompts* of the task
    (examples drawn with another seed than the scored ones; labels are never
    read): reference statistics on probe prompts at L_tr (τ = 1), extended
@@ -22,13 +25,15 @@ Here, for every PE (default: T5 bias ``t5`` and ALiBi ``alibi``):
    Probing is O(L^2) and capped at ``max_probe_length`` (default
    :data:`extrap.align.MAX_PROBE_LENGTH` = 4096): beyond the cap every mode
    uses the log-length rule τ = log_L L_tr instead, and the tables say so;
-3. exact-match accuracy (greedy; optionally ranking) of ``n`` examples per
-   length without alignment (``none``, τ = 1) and with each τ, with the
-   accuracy per answer-depth bucket.
+3. exact-match accuracy of ``n`` examples per length without alignment
+   (``none``, τ = 1) and with each τ, with the accuracy per answer-depth
+   bucket: greedy, and with ``rank`` also 004's ranking of the candidate
+   answers by log-likelihood (the candidates share one pass over the prompt,
+   :func:`extrap.tasks.score_candidates`).
 
-Each (PE, length) leaves ``runs/<pe>/alignment/L<length>.json``; a finished
-one is skipped on the next call (``--resume``), and the trained model is
-reused, as in the main study.  Two PEs run at a time, one thread each.
+Each (task, PE, length) leaves ``runs/<task>/<pe>/alignment/L<length>.json``; a
+finished one is skipped on the next call (``--resume``), and the trained model
+is reused, as in the main study.  Two runs go at a time, one thread each.
 """
 
 from __future__ import annotations
@@ -59,33 +64,36 @@ MIN_TRAIN_ACC = 0.2  # accuracy claims are judged only on models that retrieve a
 @dataclass
 class AlignmentSettings:
     train_preset: str  # model size and optimiser of extrap.train.PRESETS
-    task: str
-    train_length: int
+    tasks: list[str]  # tasks run by default (``tasks=`` / --tasks picks others)
+    train_lengths: dict[str, int]  # L_tr per task
     steps: int
     multiples: list[int]  # evaluation lengths as multiples of L_tr (1 first)
     n: int  # scored examples per length (stratified over the depth buckets)
     buckets: int
     probe_prompts: int  # unlabeled prompts per length for Algorithm 1 and the closed forms (at least) ...
     probe_tokens: int = 0  # ... and at least this many tokens in all: more (cheap) prompts at short lengths
-    rank: bool = False  # also score by ranking the candidates (4 forward passes per example)
+    rank: bool = False  # also score by ranking the candidates (one shared pass over each prompt)
     task_mix: float = 0.0
     max_probe_length: int | None = None  # None: extrap.align.MAX_PROBE_LENGTH
     train_overrides: dict = field(default_factory=dict)
 
 
-# passkey needs >= 81 byte tokens with its answer (line ~175, topic ~213: with those use L_tr >= 256).
+# byte tokens an example needs with its answer: passkey 81, line 175, topic 213
 ALIGNMENT_PRESETS = {
-    "smoke": AlignmentSettings("smoke", "passkey", 96, 40, [1, 2, 4], n=5, buckets=5, probe_prompts=2,
-                               probe_tokens=512, rank=True, train_overrides={"save_every": 40, "log_every": 10}),
+    "smoke": AlignmentSettings("smoke", ["passkey"], {"passkey": 96, "line": 224, "topic": 224}, 40, [1, 2, 4],
+                               n=5, buckets=5, probe_prompts=2, probe_tokens=512, rank=True,
+                               train_overrides={"save_every": 40, "log_every": 10}),
     # cpu: a 3-layer d=64 model (the 4-layer d=128 cpu preset is 4x slower per step, and the zero-initialised T5
     # table moves ~lr per step, so T5 needs lr 3e-3 and ~1800 steps before it retrieves at all); half the batches
     # are language modelling, which teaches the position table faster than the 6 scored answer tokens alone.
-    "cpu": AlignmentSettings("cpu", "passkey", 128, 3000, [1, 2, 4, 8, 16], n=40, buckets=5, probe_prompts=1,
-                             probe_tokens=2048, task_mix=0.5,
+    "cpu": AlignmentSettings("cpu", ["passkey", "line", "topic"], {"passkey": 128, "line": 256, "topic": 256}, 3000,
+                             [1, 2, 4, 8, 16], n=40, buckets=5, probe_prompts=1, probe_tokens=2048, rank=True,
+                             task_mix=0.5,
                              train_overrides={"n_layer": 3, "d_model": 64, "n_head": 4, "lr": 3e-3, "save_every": 500,
                                               "log_every": 50}),
-    "paper": AlignmentSettings("paper", "passkey", 512, 20000, [1, 2, 4, 8, 16], n=100, buckets=5, probe_prompts=4,
-                               probe_tokens=16384, rank=True, task_mix=0.25),
+    "paper": AlignmentSettings("paper", ["passkey", "line", "topic"], {"passkey": 512, "line": 512, "topic": 512},
+                               20000, [1, 2, 4, 8, 16], n=100, buckets=5, probe_prompts=4, probe_tokens=16384,
+                               rank=True, task_mix=0.25),
 }
 
 
@@ -191,7 +199,7 @@ def find_taus(model, probe: PromptProber, train_length: int, length: int, cap: i
 
 
 # ---------------------------------------------------------------------------
-# one PE (runs in a worker process)
+# one (task, PE) run (in a worker process)
 # ---------------------------------------------------------------------------
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -211,13 +219,14 @@ def _length_record(run, L: int, job: dict, probe: PromptProber) -> dict:
     from extrap import align
     from extrap.tasks import task_examples
 
-    s, task = job["settings"], job["settings"]["task"]
+    s, task = job["settings"], job["task"]
     L_tr, model, tok = run.train_length, run.model, run.tokenizer
     filler = run.config["train"].get("corpus")
     for length in (L_tr, L):
         if length not in probe.prompts:
             count = max(s["probe_prompts"], -(-s["probe_tokens"] // length))
-            exs = task_examples(task, tok, length, count, seed=PROBE_SEED, buckets=count, filler=filler)  # depths spread
+            # buckets=count: the probe prompts' depths spread over the context
+            exs = task_examples(task, tok, length, count, seed=PROBE_SEED, buckets=count, filler=filler)
             probe.prompts[length] = [torch.tensor(tok.encode(e["prompt"]), dtype=torch.long) for e in exs]
     t0 = time.perf_counter()
     found = find_taus(model, probe, L_tr, L, job["cap"])
@@ -225,6 +234,7 @@ def _length_record(run, L: int, job: dict, probe: PromptProber) -> dict:
     t0 = time.perf_counter()
     methods = ["greedy"] + (["rank"] if s["rank"] else [])
     rec["accuracy"], rec["by_depth"], rec["errors"] = {m: {} for m in methods}, {}, {}
+    rec["seconds_method"] = {m: 0.0 for m in methods}  # scoring time per method (rank's cost beside greedy's)
     done: dict = {}  # settings with the same τs (all 1 at L_tr; one log-length τ beyond the cap) are scored once
     for setting in SETTINGS:
         tau = 1.0 if setting == "none" else found["tau"][setting]
@@ -233,7 +243,9 @@ def _length_record(run, L: int, job: dict, probe: PromptProber) -> dict:
             for method in methods:
                 key = (tuple(round(float(t), 12) for t in taus), method)
                 if key not in done:
+                    t1 = time.perf_counter()
                     done[key] = _score(model, tok, task, L, s, filler, method)
+                    rec["seconds_method"][method] += time.perf_counter() - t1
                 res = done[key]
                 if "error" in res:
                     rec["errors"][f"{setting}/{method}"] = res["error"]
@@ -258,19 +270,20 @@ def _alignment_job(job: dict) -> dict:
     from extrap.train import build_configs, train
 
     run_dir = Path(job["run_dir"])
-    s = job["settings"]
+    s, task, name = job["settings"], job["task"], f"{job['task']}/{job['pe']}"
     final = run_dir / "final.json"
     if not final.exists():
-        over = {**s["train_overrides"], "task": s["task"], "task_mix": s["task_mix"],
-                "train_length": s["train_length"], "steps": s["steps"], **job["overrides"],
+        over = {**s["train_overrides"], "task": task, "task_mix": s["task_mix"],
+                "train_length": job["train_length"], "steps": s["steps"], **job["overrides"],
                 "threads": job["threads"]}
         m, t = build_configs(job["pe"], s["train_preset"], overrides=over)
-        _say(f"  {job['pe']}: training {t.steps} steps on {t.task} at L_tr={t.train_length}")
+        _say(f"  {name}: training {t.steps} steps at L_tr={t.train_length}")
         train(run_dir, m, t, resume=(run_dir / "config.json").exists(), progress=False)
-    out = {"pe": job["pe"], "run_dir": str(run_dir), "train": json.loads(final.read_text()), "lengths": {}}
+    out = {"pe": job["pe"], "task": task, "run_dir": str(run_dir), "train": json.loads(final.read_text()),
+           "lengths": {}}
     run = extrap.load(run_dir)
-    if run.config["train"].get("task") != s["task"]:
-        raise ExtrapError(f"{run_dir} was trained on {run.config['train'].get('task')!r}, not {s['task']!r}")
+    if run.config["train"].get("task") != task:
+        raise ExtrapError(f"{run_dir} was trained on {run.config['train'].get('task')!r}, not {task!r}")
     probe = PromptProber(run.model, {})
     for k in s["multiples"]:
         L = run.train_length * k
@@ -279,7 +292,7 @@ def _alignment_job(job: dict) -> dict:
             rec = _length_record(run, L, job, probe)
             atomic_write_json(path, rec)
             acc = rec["accuracy"]["greedy"]
-            _say(f"  {job['pe']} L={L}: τ " + ", ".join(f"{m} {_tau_text(rec['tau'][m])}" for m in MODES)
+            _say(f"  {name} L={L}: τ " + ", ".join(f"{m} {_tau_text(rec['tau'][m])}" for m in MODES)
                  + " | accuracy " + ", ".join(f"{st} {acc.get(st) if acc.get(st) is None else round(acc[st], 3)}"
                                               for st in SETTINGS)
                  + f" ({rec['seconds_align']:.0f} s align, {rec['seconds_score']:.0f} s score)")
@@ -291,7 +304,8 @@ def _alignment_job(job: dict) -> dict:
 # the study
 # ---------------------------------------------------------------------------
 def run_alignment_study(out, preset: str = "cpu", pes: list[str] | None = None, resume: bool = True, jobs: int = 2,
-                        steps: int | None = None, corpus: str | None = None, log=print) -> dict:
+                        steps: int | None = None, corpus: str | None = None, tasks: list[str] | None = None,
+                        log=print) -> dict:
     from extrap import align, positional
     from extrap.study import finish, run_jobs, slug
 
@@ -299,29 +313,34 @@ def run_alignment_study(out, preset: str = "cpu", pes: list[str] | None = None, 
         raise ExtrapError(f"unknown preset {preset!r} (choose from {', '.join(ALIGNMENT_PRESETS)})")
     if jobs < 1:
         raise ExtrapError("--jobs must be >= 1")
+    from extrap.data import get_tokenizer, load_corpus
+    from extrap.tasks import min_length
+    from extrap.tasks.generators import check_task
+    from extrap.train import build_configs
+
     settings = ALIGNMENT_PRESETS[preset]
-    if steps is not None:
-        settings = AlignmentSettings(**{**asdict(settings), "steps": steps})
+    tasks = [check_task(t) for t in dict.fromkeys(tasks or settings.tasks)]
+    settings = AlignmentSettings(**{**asdict(settings), "tasks": tasks,
+                                    "steps": settings.steps if steps is None else steps})
     pes = list(dict.fromkeys(pes or DEFAULT_PES))
     for pe in pes:
         positional.get(pe)  # fail early, before any training, on a bad spec
-    from extrap.data import get_tokenizer, load_corpus
-    from extrap.tasks import min_length
-    from extrap.train import build_configs
-
-    m, t = build_configs("nope", settings.train_preset, overrides={**settings.train_overrides, "task": settings.task,
-                                                                   "train_length": settings.train_length})
-    need = min_length(settings.task, get_tokenizer(t.tokenizer, load_corpus(corpus or t.corpus)), include_target=True)
-    if settings.train_length + 1 < need:
-        raise ExtrapError(f"{settings.task} needs L_tr >= {need - 1} tokens, the preset has {settings.train_length}")
+    m, t = build_configs("nope", settings.train_preset, overrides=settings.train_overrides)
+    tok = get_tokenizer(t.tokenizer, load_corpus(corpus or t.corpus))
+    for task in tasks:
+        need, L_tr = min_length(task, tok, include_target=True), settings.train_lengths[task]
+        if L_tr + 1 < need:
+            raise ExtrapError(f"{task} needs L_tr >= {need - 1} tokens with the {tok.name} tokenizer, "
+                              f"the preset has {L_tr}")
     out = Path(out)
     settings_file = out / "study.json"
-    mine = {"preset": preset, "experiment": "alignment", "pes": pes, "steps": steps, "corpus": corpus}
+    mine = {"preset": preset, "experiment": "alignment", "pes": pes, "tasks": tasks, "steps": steps,
+            "corpus": corpus}
     if settings_file.exists() and not resume:
         raise ExtrapError(f"{out} already holds a study; pass --resume to continue or choose another --out")
     if settings_file.exists():
         prev = json.loads(settings_file.read_text())
-        for k in ("preset", "experiment", "steps", "corpus"):
+        for k in ("preset", "experiment", "steps", "corpus"):  # other tasks or PEs may join: runs are per task, PE
             if prev.get(k) != mine[k]:
                 raise ExtrapError(f"{out}: the saved study used {k}={prev.get(k)!r}; use another --out")
     atomic_write_json(settings_file, mine)
@@ -331,54 +350,66 @@ def run_alignment_study(out, preset: str = "cpu", pes: list[str] | None = None, 
     cap = settings.max_probe_length or align.MAX_PROBE_LENGTH
     common = {"settings": asdict(settings), "overrides": {"corpus": corpus} if corpus else {}, "threads": threads,
               "cap": cap}
-    job_list = [{**common, "pe": pe, "run_dir": str(out / "runs" / slug(pe))} for pe in pes]
-    per_pe: dict[str, dict] = {}
+    job_list = [{**common, "task": task, "train_length": settings.train_lengths[task], "pe": pe,
+                 "run_dir": str(out / "runs" / task / slug(pe))} for task in tasks for pe in pes]
+    done: dict[tuple, dict] = {}
     failures: dict[str, str] = {}
-    L_tr = settings.train_length
-    log(f"study alignment: {', '.join(pes)}, preset {preset}, {settings.task} at L_tr={L_tr}, lengths "
-        f"{[L_tr * k for k in settings.multiples]}, {jobs} at a time -> {out}")
-    run_jobs(_alignment_job, job_list, jobs, lambda job, get: _collect(job, get, per_pe, failures, log))
+    log(f"study alignment: {', '.join(pes)}, preset {preset}, "
+        + "; ".join(f"{task} at L_tr={settings.train_lengths[task]}" for task in tasks)
+        + f", lengths L_tr x {settings.multiples}, {jobs} at a time -> {out}")
+    run_jobs(_alignment_job, job_list, jobs, lambda job, get: _collect(job, get, done, failures, log))
 
-    results = assemble(out, preset, pes, per_pe, failures, settings, cap, n_head=m.n_head)
+    results = assemble(out, preset, pes, done, failures, settings, cap, n_head=m.n_head)
     return finish(out, results, t_start, log)
 
 
-def _collect(job, get, per_pe, failures, log):
+def _collect(job, get, done, failures, log):
+    name = f"{job['task']}/{job['pe']}"
     try:
         res = get()
-    except Exception as e:  # one PE failing must not lose the others
-        failures[job["pe"]] = str(e) if isinstance(e, ExtrapError) else f"{type(e).__name__}: {e}"
-        log(f"  {job['pe']}: failed: {failures[job['pe']]}")
+    except Exception as e:  # one run failing must not lose the others
+        failures[name] = str(e) if isinstance(e, ExtrapError) else f"{type(e).__name__}: {e}"
+        log(f"  {name}: failed: {failures[name]}")
         return
-    per_pe[job["pe"]] = res
-    log(f"  {job['pe']}: done (training loss {res['train']['final_loss']:.4f})")
+    done[(job["task"], job["pe"])] = res
+    log(f"  {name}: done (training loss {res['train']['final_loss']:.4f})")
 
 
-def assemble(out: Path, preset: str, pes: list[str], per_pe: dict, failures: dict, settings: AlignmentSettings,
+def assemble(out: Path, preset: str, pes: list[str], done: dict, failures: dict, settings: AlignmentSettings,
              cap: int, n_head: int | None = None) -> dict:
-    """results.json: run metadata, and ``alignment`` = the per-PE τs, closed forms, accuracies and depth tables."""
-    L_tr = settings.train_length
-    lengths = [L_tr * k for k in settings.multiples]
+    """results.json: run metadata, and ``alignment[task]`` = the per-PE τs, closed forms, accuracies, depth tables."""
     meta = run_metadata(None, None)
-    first = next(iter(per_pe.values()), None)
+    first = next(iter(done.values()), None)
     cfg = json.loads((Path(first["run_dir"]) / "config.json").read_text()) if first else {}
     meta.update(seed=cfg.get("seed"), corpus_hash=cfg.get("corpus_hash"))
-    per_pe = {pe: per_pe[pe] for pe in pes if pe in per_pe}  # the study's order, not the finishing order
-    models = {pe: model_summary(res, L_tr, lengths) for pe, res in per_pe.items()}
+    blocks, runs = {}, {}
+    for task in settings.tasks:
+        L_tr = settings.train_lengths[task]
+        lengths = [L_tr * k for k in settings.multiples]
+        got = {pe: done[(task, pe)] for pe in pes if (task, pe) in done}  # the study's order
+        blocks[task] = {"task": task, "train_length": L_tr, "lengths": lengths, "n": settings.n,
+                        "buckets": settings.buckets, "rank": settings.rank, "probe_prompts": settings.probe_prompts,
+                        "probe_tokens": settings.probe_tokens, "probe_cap": cap, "settings": list(SETTINGS),
+                        "modes": list(MODES), "models": {pe: model_summary(r, L_tr, lengths) for pe, r in got.items()}}
+        runs.update({f"{task}/{pe}": {"run_dir": os.path.relpath(r["run_dir"], out),
+                                      **{k: r["train"].get(k) for k in ("final_loss", "seconds", "params")}}
+                     for pe, r in got.items()})
     return {
-        "preset": preset, "experiment": "alignment", "pes": pes, "train_length": L_tr, "n_head": n_head,
-        "lengths": lengths, **meta, "corpus": (cfg.get("train") or {}).get("corpus"),
+        "preset": preset, "experiment": "alignment", "pes": pes, "tasks": list(settings.tasks),
+        "train_length": {t: b["train_length"] for t, b in blocks.items()}, "n_head": n_head,
+        "lengths": sorted({L for b in blocks.values() for L in b["lengths"]}), **meta,
+        "corpus": (cfg.get("train") or {}).get("corpus"),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "settings": asdict(settings),
-        "runs": {pe: {"run_dir": os.path.relpath(r["run_dir"], out),
-                      **{k: r["train"].get(k) for k in ("final_loss", "seconds", "params")}}
-                 for pe, r in per_pe.items()},
-        "alignment": {"task": settings.task, "train_length": L_tr, "lengths": lengths, "n": settings.n,
-                      "buckets": settings.buckets, "probe_prompts": settings.probe_prompts,
-                      "probe_tokens": settings.probe_tokens, "probe_cap": cap,
-                      "settings": list(SETTINGS), "modes": list(MODES), "models": models},
-        "failures": failures,
+        "settings": asdict(settings), "runs": runs, "alignment": blocks, "failures": failures,
     }
+
+
+def task_blocks(results: dict) -> dict:
+    """{task: that task's results block}; a results.json with one block (no per-task level) is read as well."""
+    al = results.get("alignment") or {}
+    if "models" in al:
+        return {al.get("task") or "passkey": al}
+    return {t: al[t] for t in (results.get("tasks") or list(al)) if isinstance(al.get(t), dict)}
 
 
 def _mean_tau(t):
@@ -544,46 +575,58 @@ def _compare(al: dict, name: str, src: str, left: str | None, right: str) -> dic
 
 
 def alignment_claims(results: dict) -> list[dict]:
-    al = results.get("alignment") or {}
+    """The three claims of 004 §5 for every task (named "task: claim")."""
     src_acc = "004 Table 4, §5.4"
-    c2 = _compare(al, "pmax alignment beats entropy alignment", src_acc, "pmax", "entropy")
-    c3 = _compare(al, "alignment improves accuracy beyond L_tr", src_acc, None, "none")
-    if c3["ok"] is not None:
-        c3["evidence"] = "each model's best of its 3 aligned settings; " + c3["evidence"]
-    return [claim_tau_decreases(al), c2, c3]
+    out = []
+    for task, al in (task_blocks(results) or {"passkey": {}}).items():
+        c2 = _compare(al, "pmax alignment beats entropy alignment", src_acc, "pmax", "entropy")
+        c3 = _compare(al, "alignment improves accuracy beyond L_tr", src_acc, None, "none")
+        if c3["ok"] is not None:
+            c3["evidence"] = "each model's best of its 3 aligned settings; " + c3["evidence"]
+        out += [{**c, "claim": f"{task}: {c['claim']}"} for c in (claim_tau_decreases(al), c2, c3)]
+    return out
 
 
 # ---------------------------------------------------------------------------
 # report section and figures (called by extrap.report for this experiment)
 # ---------------------------------------------------------------------------
-# 004 Table 5 (Flan-T5-XL, passkey, L_tr = 512; the paper's column labels)
-PAPER_004_TABLE5 = {"source": "Chi et al. (004), Table 5: Flan-T5-XL, passkey, L_tr = 512",
-                    "labels": ["20k", "30k", "40k", "50k", "55k"],
-                    "rows": [("w/ P_max", [0.85, 0.8, 0.75, 0.75, 0.75]), ("w/ H", [0.7, 0.65, 0.6, 0.6, 0.6])]}
+# 004 Table 5 (Flan-T5-XL, L_tr = 512; the paper's column labels); topic's first P_max entry is blank in the source
+PAPER_004_TABLE5 = {
+    "passkey": {"labels": ["20k", "30k", "40k", "50k", "55k"], "unit": "sentences",
+                "rows": [("w/ P_max", [0.85, 0.8, 0.75, 0.75, 0.75]), ("w/ H", [0.7, 0.65, 0.6, 0.6, 0.6])]},
+    "line": {"labels": ["200", "300", "400", "500", "600", "680"], "unit": "lines",
+             "rows": [("w/ P_max", [0.8, 0.75, 0.75, 0.7, 0.7, 0.7]), ("w/ H", [0.6, 0.55, 0.55, 0.5, 0.5, 0.5])]},
+    "topic": {"labels": ["5", "10", "15", "20", "25"], "unit": "topics",
+              "rows": [("w/ P_max", [None, 0.75, 0.7, 0.65, 0.65]), ("w/ H", [0.7, 0.55, 0.55, 0.5, 0.5])]},
+}
 
 CAPTIONS = {
-    "alignment_tau": "τ vs length (analogue of 004 Figs. 3-5): markers, Algorithm 1 (× P_max, ● entropy, "
-                     "+ P_max per layer, mean over layers); lines, Prop. 1, Prop. 2 and the log-length rule "
-                     "log_L L_tr (values above 1.1 are off the scale: see the table). Faint markers: beyond the probe cap, "
-                     "the log-length τ.",
-    "alignment_accuracy": "Exact-match accuracy (greedy) vs length, without and with alignment; dashed: L_tr "
-                          "(analogue of 004 Table 4).",
+    "alignment_tau": "τ vs length (analogue of 004 Figs. 3-5), one row per task: markers, Algorithm 1 (× P_max, "
+                     "● entropy, + P_max per layer, mean over layers); lines, Prop. 1, Prop. 2 and the log-length "
+                     "rule log_L L_tr (values above 1.1 are off the scale: see the table). Faint markers: beyond the "
+                     "probe cap, the log-length τ.",
+    "alignment_accuracy": "Exact-match accuracy (greedy) vs length, without and with alignment, one row per task; "
+                          "dashed: L_tr (analogue of 004 Table 4).",
 }
 
 
 def missing(results: dict) -> list[str]:
-    al = results.get("alignment") or {}
-    out = [] if al.get("models") else ["no alignment results"]
+    blocks = task_blocks(results)
+    out = [] if any(b.get("models") for b in blocks.values()) else ["no alignment results"]
     pes = results.get("pes") or []
-    lack = [pe for pe in pes if pe not in (al.get("models") or {})]
-    if al.get("models") and lack:
-        out.append(f"no alignment results for {', '.join(lack)}")
-    for pe, mdl in (al.get("models") or {}).items():
-        out += [f"{pe} {k}: {v}" for k, v in (mdl.get("errors") or {}).items()]
-        got = {k for v in (mdl.get("accuracy") or {}).values() for k in v}
-        gone = [L for L in al.get("lengths") or [] if _key(L) not in got]
-        if gone:
-            out.append(f"{pe}: not evaluated at {', '.join(map(str, gone))}")
+    for task in results.get("tasks") or []:
+        if not (blocks.get(task) or {}).get("models"):
+            out.append(f"{task}: no alignment results")
+    for task, al in blocks.items():
+        lack = [pe for pe in pes if pe not in (al.get("models") or {})]
+        if al.get("models") and lack:
+            out.append(f"{task}: no alignment results for {', '.join(lack)}")
+        for pe, mdl in (al.get("models") or {}).items():
+            out += [f"{task}/{pe} {k}: {v}" for k, v in (mdl.get("errors") or {}).items()]
+            got = {k for v in (mdl.get("accuracy") or {}).values() for k in v}
+            gone = [L for L in al.get("lengths") or [] if _key(L) not in got]
+            if gone:
+                out.append(f"{task}/{pe}: not evaluated at {', '.join(map(str, gone))}")
     return out
 
 
@@ -602,32 +645,52 @@ def _tau_cell(t, source: str | None, edge: bool):
 
 
 def _cf_value(cf: dict, key: str):
+    """A closed-form τ, or "no root" where Prop. 1 has none (extrap.align.prop1: no real / no valid root)."""
     if not cf:
         return None
     v = cf.get(key)
-    if key == "prop1" and v is None and cf.get("prop1_closest") is not None:
-        return f"({cf['prop1_closest']:.3f})"
+    if key == "prop1" and v is None and ("prop1_status" in cf or "prop1_closest" in cf):
+        return "no root"
     return v
 
 
-def section(results: dict, figures: dict, notes: dict) -> str:
-    from extrap.report import _figure_html, _fmt, _missing, _table
+def _cf_text(v) -> str:
+    return v if isinstance(v, str) else "–" if v is None else f"{v:.3f}"
 
-    al = results.get("alignment") or {}
+
+def section(results: dict, figures: dict, notes: dict) -> str:
+    from extrap.report import _figure_html, _fmt, _missing
+
     head = '<section id="alignment"><h2>Attention alignment on retrieval (004 §5.2, Tables 4, 5, 9)</h2>'
-    models = al.get("models") or {}
-    if not models:
+    blocks = {t: b for t, b in task_blocks(results).items() if b.get("models")}
+    if not blocks:
         return head + _missing("alignment results") + "</section>"
+    first = next(iter(blocks.values()))
+    scoring = "greedy decoding" + (" and by ranking the candidate answers (004)" if first.get("rank") else "")
+    intro = (f"<p>Tasks <b>{_fmt(', '.join(blocks))}</b>, {_fmt(first.get('n'))} scored examples per length "
+             f"({_fmt(first.get('buckets'))} depth buckets), exact match by {scoring}. τ from "
+             f"max({_fmt(first.get('probe_prompts'))}, ⌈{_fmt(first.get('probe_tokens'))} / L⌉) unlabeled probe "
+             "prompts per length (other examples than the scored ones). Algorithm 1 grid 1.0, 0.95, …, 0.5, refined "
+             f"by bisection; probing capped at {_fmt(first.get('probe_cap'))} tokens. † beyond the probe cap: "
+             "Algorithm 1 was not run, the log-length τ is used. * at the grid edge (the target needs τ below 0.5, "
+             "or is never crossed). Per-layer τ: mean over layers (hover for the list). Prop. 1 \"no root\": under "
+             "004 §6.1's approximation no τ gives P_max^ex = P (no real root, or none on the branch where P_max "
+             "falls as τ rises; extrap.align.prop1). At L_tr every τ is 1.</p>")
+    parts = [head, intro]
+    parts += [_task_section(task, al) for task, al in blocks.items()]
+    parts.append(_figure_html(figures, notes, "alignment_accuracy", CAPTIONS["alignment_accuracy"]))
+    parts.append(_figure_html(figures, notes, "alignment_tau", CAPTIONS["alignment_tau"]))
+    return "".join(parts) + "</section>"
+
+
+def _task_section(task: str, al: dict) -> str:
+    """One task's τ table (004 Table 5), accuracy table (Table 4) and depth table (Table 9)."""
+    from extrap.report import _fmt, _table
+
+    models = al.get("models") or {}
     L_tr, lengths = al.get("train_length"), al.get("lengths") or []
     cols = [f"{L}{' (L_tr)' if L == L_tr else ''}" for L in lengths]
-    intro = (f"<p>Task <b>{_fmt(al.get('task'))}</b>, L_tr = {_fmt(L_tr)} tokens, {_fmt(al.get('n'))} scored "
-             f"examples per length ({_fmt(al.get('buckets'))} depth buckets), exact match by greedy decoding. τ from "
-             f"max({_fmt(al.get('probe_prompts'))}, ⌈{_fmt(al.get('probe_tokens'))} / L⌉) unlabeled probe prompts "
-             "per length (other examples than the scored ones). Algorithm 1 grid 1.0, 0.95, …, 0.5, refined by "
-             f"bisection; probing capped at {_fmt(al.get('probe_cap'))} tokens.</p>")
-    parts = [head, intro]
-
-    # τ table (004 Table 5 + the closed forms of §6)
+    parts = [f"<h3>{_fmt(task)} (L_tr = {_fmt(L_tr)} tokens)</h3>"]
     body = []
     for pe, mdl in models.items():
         for m in MODES:
@@ -638,39 +701,29 @@ def section(results: dict, figures: dict, notes: dict) -> str:
         cfs = mdl.get("closed_forms") or {}
         for key, label in (("prop1", "Prop. 1 (P_max)"), ("prop2", "Prop. 2 (entropy)"),
                            ("log_length", "log-length log_L L_tr")):
-            row = []
-            for L in lengths:
-                v = 1.0 if L == L_tr else _cf_value(cfs.get(_key(L)), key)
-                row.append(v if isinstance(v, str) else "–" if v is None else f"{v:.3f}")
-            body.append([pe, label] + row)
-    parts.append("<h3>Temperatures (004 Table 5, Figs. 3-5)</h3>"
-                 + _table(["PE", "τ from"] + cols, body, "tau")
-                 + "<p>† beyond the probe cap: Algorithm 1 was not run, the log-length τ is used. * at the grid "
-                   "edge (the target needs τ below 0.5, or is never crossed). Per-layer τ: mean over layers "
-                   "(hover for the list). Prop. 1 in parentheses: no real root, the closest τ 2C/B. At L_tr "
-                   "every τ is 1.</p>")
-    p = PAPER_004_TABLE5
-    parts.append(f"<h4>Paper: {_fmt(p['source'])}</h4>"
-                 + _table(["τ"] + p["labels"], [[lab] + vals for lab, vals in p["rows"]], "paper"))
-
-    # accuracy table (004 Table 4)
+            body.append([pe, label] + [_cf_text(1.0 if L == L_tr else _cf_value(cfs.get(_key(L)), key))
+                                       for L in lengths])
+    parts.append(f"<h4>Temperatures, {_fmt(task)} (004 Table 5, Figs. 3-5)</h4>" + _table(["PE", "τ from"] + cols,
+                                                                                           body, "tau"))
+    p = PAPER_004_TABLE5.get(task)
+    if p:
+        parts.append(f"<p>Paper, Flan-T5-XL, {task}, L_tr = 512 (004 Table 5; columns: {p['unit']}):</p>"
+                     + _table(["τ"] + p["labels"], [[lab] + vals for lab, vals in p["rows"]], "paper"))
     body = []
     for pe, mdl in models.items():
         for method, key in (("greedy", "accuracy"), ("rank", "rank_accuracy")):
             acc = mdl.get(key) or {}
             for st in SETTINGS:
-                if not acc.get(st):
-                    continue
-                body.append([pe, method, LABELS[st]] + [_fmt(acc[st].get(_key(L)), 3) for L in lengths]
-                            + [_fmt(mean_beyond(acc[st], L_tr), 3)])
-    parts.append("<h3>Exact-match accuracy (004 Table 4)</h3>"
-                 + _table(["PE", "scoring", "setting"] + cols + ["mean L > L_tr"], body, "accuracy"))
-    parts.append(_figure_html(figures, notes, "alignment_accuracy", CAPTIONS["alignment_accuracy"]))
-    parts.append(_figure_html(figures, notes, "alignment_tau", CAPTIONS["alignment_tau"]))
-
-    # depth table (004 Table 9)
-    body = []
-    buckets = []
+                if acc.get(st):
+                    body.append([pe, method, LABELS[st]] + [_fmt(acc[st].get(_key(L)), 3) for L in lengths]
+                                + [_fmt(mean_beyond(acc[st], L_tr), 3)])
+    chance = ("" if not any(mdl.get("rank_accuracy") for mdl in models.values()) else
+              "<p>rank: correct iff the answer's log-likelihood beats every other candidate's; chance is 1 / the "
+              "number of candidates (4 for passkey and line; for topic, the number of topics up to 4: 2 in short "
+              "prompts).</p>")
+    parts.append(f"<h4>Exact-match accuracy, {_fmt(task)} (004 Table 4)</h4>"
+                 + _table(["PE", "scoring", "setting"] + cols + ["mean L > L_tr"], body, "accuracy") + chance)
+    body, buckets = [], []
     for pe, mdl in models.items():
         d = mdl.get("depth") or {}
         buckets = d.get("buckets") or buckets
@@ -684,24 +737,38 @@ def section(results: dict, figures: dict, notes: dict) -> str:
                 body.append([pe, LABELS[st], "all L > L_tr"] + [_fmt(v, 3) for v in pooled])
     if body:
         hdr = ["PE", "setting", "L"] + [f"depth {lo:.1f}–{hi:.1f}" for lo, hi in buckets]
-        parts.append("<h3>Accuracy by answer depth (004 Table 9)</h3><p>Unaligned and each model's best aligned "
-                     "setting (highest mean accuracy over L > L_tr). Depth 0 = the pass key opens the context, 1 = "
-                     "it is right before the question.</p>" + _table(hdr, body, "depth"))
-    return "".join(parts) + "</section>"
+        parts.append(f"<h4>Accuracy by answer depth, {_fmt(task)} (004 Table 9)</h4><p>Unaligned and each model's "
+                     "best aligned setting (highest mean accuracy over L > L_tr). Depth 0 = the needle opens the "
+                     "context, 1 = it is right before the question.</p>" + _table(hdr, body, "depth"))
+    return "".join(parts)
+
+
+def _grid(results: dict):
+    """(figure, [(task, block, pe, model, axes)]) with one row per task and one column per PE; None without models."""
+    from extrap.report import _new_figure
+
+    blocks = {t: b for t, b in task_blocks(results).items() if b.get("models")}
+    if not blocks:
+        return None, []
+    cols = max(len(b["models"]) for b in blocks.values())
+    fig = _new_figure(4.2 * cols, 3.6 * len(blocks))
+    cells = []
+    for r, (task, al) in enumerate(blocks.items()):
+        for c, (pe, mdl) in enumerate(al["models"].items()):
+            ax = fig.add_subplot(len(blocks), cols, r * cols + c + 1)
+            ax.set_title(f"{task}, {pe}", fontsize=9)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("L (tokens)")
+            ax.grid(alpha=0.3)
+            cells.append((task, al, pe, mdl, ax))
+    return fig, cells
 
 
 def _fig_tau(results: dict):
-    from extrap.report import _new_figure
-
-    al = results.get("alignment") or {}
-    models = al.get("models") or {}
-    L_tr = al.get("train_length")
-    if not models or not L_tr:
-        return None
-    fig = _new_figure(4.2 * len(models), 3.6)
+    fig, cells = _grid(results)
     markers = {"pmax": "x", "entropy": "o", "pmax-layer": "+"}
-    for i, (pe, mdl) in enumerate(models.items()):
-        ax = fig.add_subplot(1, len(models), i + 1)
+    for _task, al, _pe, mdl, ax in cells:
+        L_tr = al.get("train_length") or 1
         for m in MODES:
             pts = sorted((int(k), _mean_tau(v), (mdl.get("tau_source") or {}).get(m, {}).get(k))
                          for k, v in ((mdl.get("tau") or {}).get(m) or {}).items() if v is not None)
@@ -719,27 +786,16 @@ def _fig_tau(results: dict):
             if pts:
                 ax.plot([L_tr] + [L for L, _ in pts], [1.0] + [t for _, t in pts], ls=ls, color="grey", lw=1,
                         label=label)
-        ax.set_xscale("log", base=2)
         ax.set_ylim(0.0, 1.1)  # closed forms above 1 (no alignment needed by their model) run off the top
-        ax.set_xlabel("L (tokens)")
         ax.set_ylabel("τ")
-        ax.set_title(pe, fontsize=9)
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     return fig
 
 
 def _fig_accuracy(results: dict):
-    from extrap.report import _new_figure
-
-    al = results.get("alignment") or {}
-    models = al.get("models") or {}
-    if not models:
-        return None
-    fig = _new_figure(4.2 * len(models), 3.6)
+    fig, cells = _grid(results)
     drawn = False
-    for i, (pe, mdl) in enumerate(models.items()):
-        ax = fig.add_subplot(1, len(models), i + 1)
+    for _task, al, _pe, mdl, ax in cells:
         for st in SETTINGS:
             pts = sorted((int(k), v) for k, v in ((mdl.get("accuracy") or {}).get(st) or {}).items()
                          if isinstance(v, (int, float)))
@@ -747,12 +803,8 @@ def _fig_accuracy(results: dict):
                 ax.plot([L for L, _ in pts], [a for _, a in pts], marker="o", ms=3, label=LABELS[st])
                 drawn = True
         ax.axvline(al.get("train_length") or 1, color="grey", ls="--", lw=1)
-        ax.set_xscale("log", base=2)
         ax.set_ylim(-0.03, 1.03)
-        ax.set_xlabel("L (tokens)")
         ax.set_ylabel("exact-match accuracy")
-        ax.set_title(pe, fontsize=9)
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     return fig if drawn else None
 
@@ -762,32 +814,39 @@ def figure_plan(results: dict) -> list:
 
 
 def markdown_tables(results: dict) -> str:
-    """The τ and accuracy tables as Markdown (for a README or a message)."""
-    al = results.get("alignment") or {}
-    L_tr, lengths = al.get("train_length"), al.get("lengths") or []
-    cols = [f"{L}" + (" (L_tr)" if L == L_tr else "") for L in lengths]
-    lines = ["| PE | τ from | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
-    for pe, mdl in (al.get("models") or {}).items():
-        for m in MODES:
-            row = []
-            for L in lengths:
-                t = (mdl.get("tau") or {}).get(m, {}).get(_key(L))
-                s = (mdl.get("tau_source") or {}).get(m, {}).get(_key(L)) or ""
-                e = (mdl.get("at_grid_edge") or {}).get(m, {}).get(_key(L))
-                row.append("–" if t is None else f"{_mean_tau(t):.3f}" + ("†" if s.startswith("log") else "")
-                           + ("*" if e else ""))
-            lines.append(f"| {pe} | {LABELS[m]}{' (mean)' if m == 'pmax-layer' else ''} | " + " | ".join(row) + " |")
-        for key, label in (("prop1", "Prop. 1"), ("prop2", "Prop. 2"), ("log_length", "log-length")):
-            row = []
-            for L in lengths:
-                v = 1.0 if L == L_tr else _cf_value((mdl.get("closed_forms") or {}).get(_key(L)), key)
-                row.append(v if isinstance(v, str) else "–" if v is None else f"{v:.3f}")
-            lines.append(f"| {pe} | {label} | " + " | ".join(row) + " |")
-    lines += ["", "| PE | setting | " + " | ".join(cols) + " | mean L > L_tr |", "|---|---|" + "---|" * (len(cols) + 1)]
-    for pe, mdl in (al.get("models") or {}).items():
-        for st in SETTINGS:
-            acc = (mdl.get("accuracy") or {}).get(st) or {}
-            cells = ["–" if acc.get(_key(L)) is None else f"{acc[_key(L)]:.3f}" for L in lengths]
-            mb = mean_beyond(acc, L_tr)
-            lines.append(f"| {pe} | {LABELS[st]} | " + " | ".join(cells) + f" | {'–' if mb is None else f'{mb:.3f}'} |")
-    return "\n".join(lines) + "\n"
+    """The τ and accuracy tables of every task as Markdown (for a README or a message)."""
+    lines = []
+    for task, al in task_blocks(results).items():
+        L_tr, lengths = al.get("train_length"), al.get("lengths") or []
+        cols = [f"{L}" + (" (L_tr)" if L == L_tr else "") for L in lengths]
+        lines += [f"**{task}** (L_tr = {L_tr})", "", "| PE | τ from | " + " | ".join(cols) + " |",
+                  "|---|---|" + "---|" * len(cols)]
+        for pe, mdl in (al.get("models") or {}).items():
+            for m in MODES:
+                row = []
+                for L in lengths:
+                    t = (mdl.get("tau") or {}).get(m, {}).get(_key(L))
+                    s = (mdl.get("tau_source") or {}).get(m, {}).get(_key(L)) or ""
+                    e = (mdl.get("at_grid_edge") or {}).get(m, {}).get(_key(L))
+                    row.append("–" if t is None else f"{_mean_tau(t):.3f}" + ("†" if s.startswith("log") else "")
+                               + ("*" if e else ""))
+                lines.append(f"| {pe} | {LABELS[m]}{' (mean)' if m == 'pmax-layer' else ''} | "
+                             + " | ".join(row) + " |")
+            for key, label in (("prop1", "Prop. 1"), ("prop2", "Prop. 2"), ("log_length", "log-length")):
+                row = [_cf_text(1.0 if L == L_tr else _cf_value((mdl.get("closed_forms") or {}).get(_key(L)), key))
+                       for L in lengths]
+                lines.append(f"| {pe} | {label} | " + " | ".join(row) + " |")
+        lines += ["", "| PE | scoring | setting | " + " | ".join(cols) + " | mean L > L_tr |",
+                  "|---|---|---|" + "---|" * (len(cols) + 1)]
+        for pe, mdl in (al.get("models") or {}).items():
+            for method, key in (("greedy", "accuracy"), ("rank", "rank_accuracy")):
+                for st in SETTINGS:
+                    acc = (mdl.get(key) or {}).get(st) or {}
+                    if not acc:
+                        continue
+                    cells = ["–" if acc.get(_key(L)) is None else f"{acc[_key(L)]:.3f}" for L in lengths]
+                    mb = mean_beyond(acc, L_tr)
+                    lines.append(f"| {pe} | {method} | {LABELS[st]} | " + " | ".join(cells)
+                                 + f" | {'–' if mb is None else f'{mb:.3f}'} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -127,6 +127,5 @@ def _print(rep: dict) -> None:
                 print(f"       layer {lay['layer']}: τ {lay['tau']:.3f} (grid {lay['grid_tau']:.2f}) target "
                       f"{lay['target']:.4f} -> {lay['value']:.4f}" + ("  (target outside the grid)"
                                                                       if lay["at_grid_edge"] else ""))
-        if cf["prop1"] is None:
-            extra = cf.get("prop1_closest")
-            print("       prop1: no real root" + (f" (closest τ 2C/B = {extra:.3f})" if extra else ""))
+        if cf.get("prop1_note"):
+            print(f"       {cf['prop1_note']}")

@@ -9,11 +9,14 @@ from extrap.errors import ExtrapError
 
 def register(sub) -> None:
     p = sub.add_parser("study", help="theory, training, evaluation, receptive fields and a report",
-                       description="Run the extrapolation study (000) or the ALiBi slope study (003 §4).")
+                       description="Run the extrapolation study (000), the ALiBi slope study (003 §4) or the "
+                                   "attention alignment study (004 §5.2).")
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument("--pe", help="comma-separated PEs (default: alibi,kerple-log,sandwich,type1,type2,example1,"
                                 "example2,sinusoidal,rope,nope)")
     p.add_argument("--experiment", default="extrapolation", help="extrapolation | alibi-slopes | alignment")
+    p.add_argument("--tasks", help="alignment: comma-separated retrieval tasks, passkey,line,topic (default: the "
+                                   "preset's; smoke: passkey)")
     p.add_argument("--out", default="study", help="output folder (default: ./study)")
     p.add_argument("--resume", action="store_true", help="continue a study in --out, reusing finished runs")
     p.add_argument("--jobs", type=int, default=2, help="PEs trained at once, one thread each (default 2)")
@@ -31,8 +34,11 @@ def run(args) -> int:
         raise ExtrapError("--pe is empty")
     if args.steps is not None and args.steps < 1:
         raise ExtrapError("--steps must be positive")
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
+    if args.tasks is not None and not tasks:
+        raise ExtrapError("--tasks is empty")
     results = run_study(args.out, preset=args.preset, pes=pes, experiment=args.experiment, resume=args.resume,
-                        jobs=args.jobs, delta=args.delta, steps=args.steps, corpus=args.corpus,
+                        jobs=args.jobs, delta=args.delta, steps=args.steps, corpus=args.corpus, tasks=tasks,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print("claims:")
     for c in results.get("claims", []):

@@ -24,7 +24,14 @@ from extrap.tasks.generators import (
     topic,
 )
 from extrap.tasks.sampler import IGNORE_INDEX, TaskSampler
-from extrap.tasks.score import METHODS, parse_temperature, score_continuations, score_task, task_examples
+from extrap.tasks.score import (
+    METHODS,
+    parse_temperature,
+    score_candidates,
+    score_continuations,
+    score_task,
+    task_examples,
+)
 
 __all__ = [
     "IGNORE_INDEX",
@@ -42,6 +49,7 @@ __all__ = [
     "parse_temperature",
     "passkey",
     "sanitize",
+    "score_candidates",
     "score_continuations",
     "score_task",
     "task_examples",

@@ -12,7 +12,9 @@ Two methods (``method=``):
 * ``rank``: the summed log-likelihood of each candidate continuation
   `` <candidate>\\n`` given the prompt; correct iff the true answer scores
   strictly higher than every other candidate (a tie counts as wrong).
-  Candidates: see :mod:`extrap.tasks.generators`.
+  Candidates: see :mod:`extrap.tasks.generators`.  The candidates of a prompt
+  share one pass over it (:func:`score_candidates`: a KV cache of the prompt),
+  so ranking costs about as much as greedy scoring.
 
 Examples at each length are stratified over ``buckets`` equal depth buckets
 (example ``i`` asks for a depth in bucket ``i mod buckets``), and accuracy is
@@ -102,6 +104,16 @@ def _device(model) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def _summary(rows: torch.Tensor, cont: list[int]) -> dict:
+    """Log-likelihood, greedy match and greedy prediction of ``cont`` from its log-prob rows (T, V)."""
+    tgt = torch.tensor(cont, dtype=torch.long)
+    arg = rows.argmax(-1)
+    hits = (arg == tgt).tolist()
+    j = hits.index(False) if False in hits else len(cont)
+    return {"loglik": float(rows.gather(1, tgt[:, None]).sum()), "greedy": j == len(cont),
+            "prediction": list(cont[:j]) + ([int(arg[j])] if j < len(cont) else [])}
+
+
 @torch.no_grad()
 def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: int = 4) -> list[dict]:
     """For (prompt ids, continuation ids): log-likelihood, greedy match, greedy prediction ids.
@@ -122,14 +134,54 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
         logits = model(x.to(device), last=width - start).logits.float()
         logp = F.log_softmax(logits, dim=-1).cpu()
         for i, (p, c) in enumerate(chunk):
-            rows = logp[i, len(p) - 1 - start:len(p) - 1 - start + len(c)]  # (T, V)
-            tgt = torch.tensor(c, dtype=torch.long)
-            arg = rows.argmax(-1)
-            hits = (arg == tgt).tolist()
-            j = hits.index(False) if False in hits else len(c)
-            out.append({"loglik": float(rows.gather(1, tgt[:, None]).sum()), "greedy": j == len(c),
-                        "prediction": list(c[:j]) + ([int(arg[j])] if j < len(c) else [])})
+            out.append(_summary(logp[i, len(p) - 1 - start:len(p) - 1 - start + len(c)], c))
     return out
+
+
+@torch.no_grad()
+def _prefill(model, prompt: list[int]):
+    """One pass over ``prompt``: the logits (1, V) after it and a KV cache of its keys and values."""
+    from extrap.generate import KVCache
+
+    device = _device(model)
+    idx = torch.tensor([prompt], dtype=torch.long, device=device)
+    pos = model.default_positions(len(prompt), device)
+    H, Dh = model.cfg.n_head, model.cfg.head_dim
+    x, cache = model.embed(idx, pos), KVCache(None)
+    for layer, blk in enumerate(model.blocks):
+        q, k, v = blk.attn.qkv(blk.ln1(x)).view(1, len(prompt), 3, H, Dh).permute(2, 0, 3, 1, 4)
+        if model.scheme.kind == "rotary":
+            q, k = model.scheme.rotate(q, k, pos)
+        cache.append(layer, k, v)
+        x, _ = blk(x, pos)
+    cache.positions = pos
+    return model.head(model.ln_f(x[:, -1])), cache
+
+
+@torch.no_grad()
+def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[dict]:
+    """:func:`score_continuations` of several continuations of one prompt, sharing the prompt.
+
+    For an extrap GPT the prompt is run once into a KV cache; the continuations
+    then advance together, one token per step (:func:`extrap.generate.step_logits`),
+    so ranking N candidates costs about one forward pass instead of N.  Other
+    models score every (prompt, continuation) pair on its own.
+    """
+    from extrap.generate import step_logits
+    from extrap.model import GPT
+
+    if not isinstance(model, GPT):
+        return score_continuations(model, [(prompt, c) for c in conts], batch=len(conts))
+    first, cache = _prefill(model, prompt)
+    N, T = len(conts), max(len(c) for c in conts)
+    cache.keys = [k.expand(N, -1, -1, -1) for k in cache.keys]
+    cache.values = [v.expand(N, -1, -1, -1) for v in cache.values]
+    tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=first.device)  # padded
+    rows = [first.expand(N, -1)]
+    for t in range(T - 1):
+        rows.append(step_logits(model, tok[:, t], len(prompt) + t, cache))
+    logp = F.log_softmax(torch.stack(rows, 1).float(), dim=-1).cpu()  # (N, T, V)
+    return [_summary(logp[i, :len(c)], c) for i, c in enumerate(conts)]
 
 
 def _buckets(k: int) -> list[dict]:
@@ -276,16 +328,10 @@ def _predict(model, tokenizer, examples, prompts, method, batch) -> list[tuple[b
         pairs = [(p, tokenizer.encode(ex["target"])) for ex, p in zip(examples, prompts)]
         scored = score_continuations(model, pairs, batch)
         return [(s["greedy"], tokenizer.decode(s["prediction"]).strip()) for s in scored]
-    pairs, owner = [], []
-    for k, (ex, p) in enumerate(zip(examples, prompts)):
-        for c in ex["candidates"]:
-            pairs.append((p, tokenizer.encode(f" {c}\n")))
-            owner.append(k)
-    scored = score_continuations(model, pairs, batch)
     out = []
-    for k, ex in enumerate(examples):
+    for ex, p in zip(examples, prompts):
         cands = ex["candidates"]
-        ll = [s["loglik"] for s, o in zip(scored, owner) if o == k]
+        ll = [r["loglik"] for r in score_candidates(model, p, [tokenizer.encode(f" {c}\n") for c in cands])]
         best = max(range(len(cands)), key=lambda i: ll[i])
         truth = cands.index(ex["answer"])
         ok = all(ll[truth] > ll[i] for i in range(len(cands)) if i != truth)
