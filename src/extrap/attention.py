@@ -24,6 +24,10 @@ from extrap.positional.base import BiasRPE
 # A learned mask runs explicit softmax, which is memory-bound: smaller query blocks waste less
 # of the causal triangle (measured: 128 beats 256 at L = 512 for KERPLE and T5).
 GRAD_BLOCK = 128
+# The fused kernel runs each block in parallel over its rows: at long L fewer, larger blocks (up to
+# L/8, which costs 1/8 more of the causal triangle) keep the cores busy (measured: 8k, 2 threads,
+# 256 -> 1024 takes the ratio to causal SDPA from 1.13-1.27 to 1.08-1.10).
+MAX_FUSED_BLOCK = 2048
 MASKED = -1e30  # finite "minus infinity": a row with every key masked gives no NaN
 
 
@@ -191,6 +195,8 @@ def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: floa
     bs = min(block, L)
     if table.requires_grad and torch.is_grad_enabled():
         bs = min(bs, GRAD_BLOCK)
+    elif not return_probs:
+        bs = min(L, max(bs, min(L // 8, MAX_FUSED_BLOCK)))
     # w[c] = r(c - (bs - 1)) / τ, c = 0 .. L + bs - 2: the distances of every block, -(bs-1) .. L-1.
     w = toeplitz_vector(table.to(q.dtype), -(bs - 1), L + bs - 1, window)
     if tau != 1.0:

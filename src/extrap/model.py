@@ -38,7 +38,7 @@ class ModelConfig:
     tie_embeddings: bool = False
     embed_std: float = 1.0  # N(0,1) token embeddings keep an additive APE from swamping them
     dropout: float = 0.0
-    attn_block: int = 256  # query block size of the biased attention
+    attn_block: int = 256  # queries per block of the biased attention (long inputs use up to L/8)
     attn_backend: str = "auto"  # auto | blocked | flex (FlexAttention: GPU, or compiled CPU inference)
 
     def __post_init__(self):
