@@ -487,27 +487,18 @@ def _logit_blocks(attn, x: torch.Tensor, positions: torch.Tensor, window=None):
     Mirrors :meth:`extrap.model.Attention.forward` up to the softmax; yields (B, H, Lq, Lk)
     blocks whose masked entries are <= -1e29.
     """
-    from extrap.attention import BiasContext, bias_block, toeplitz_table
-    from extrap.model import _is_arange
+    from extrap.attention import bias_block
 
-    B, L, _ = x.shape
-    H, Dh = attn.cfg.n_head, attn.cfg.head_dim
-    q, k, _v = attn.qkv(x).view(B, L, 3, H, Dh).permute(2, 0, 3, 1, 4)
-    if attn.scheme.kind == "rotary":
-        q, k = attn.scheme.rotate(q, k, positions)
-    ctx = BiasContext(scheme=None, values={}, positions=positions, window=window, contiguous=_is_arange(positions))
-    if attn.scheme.kind == "bias" and not attn.scheme.is_identity:
-        ctx.scheme, ctx.values = attn.scheme, attn.bias_values()
-        if attn.scheme.toeplitz:
-            span = int(positions.max() - positions.min()) if positions.numel() else 0
-            ctx.table = toeplitz_table(attn.scheme, ctx.values, span, x.dtype, x.device)
+    L = x.shape[1]
+    q, k, _v = attn.heads(x, positions)
+    ctx = attn.bias_context(positions, window, x.dtype, x.device)
     block = attn.cfg.attn_block
     for q0 in range(0, L, block):
         q1 = min(L, q0 + block)
         mask = bias_block(ctx, q0, q1, 0, q1, q.dtype)
         if mask.dim() == 3:
             mask = mask.unsqueeze(0)
-        s = (q[:, :, q0:q1] @ k[:, :, :q1].transpose(-1, -2)) / math.sqrt(Dh) + mask
+        s = (q[:, :, q0:q1] @ k[:, :, :q1].transpose(-1, -2)) / math.sqrt(attn.cfg.head_dim) + mask
         yield torch.where(mask > -1e29, s, torch.full((), -math.inf, dtype=s.dtype))
 
 

@@ -45,7 +45,7 @@ class KVCache:
 @torch.no_grad()
 def step_logits(model, token: torch.Tensor, position: int, cache: KVCache) -> torch.Tensor:
     """Logits (B, V) for one new token (B,) at ``position``, updating ``cache``."""
-    cfg, scheme = model.cfg, model.scheme
+    cfg = model.cfg
     B = token.shape[0]
     pos = torch.tensor([position], device=token.device)
     x = model.embed(token[:, None], pos)  # (B, 1, d)
@@ -55,9 +55,7 @@ def step_logits(model, token: torch.Tensor, position: int, cache: KVCache) -> to
     for layer, blk in enumerate(model.blocks):
         a = blk.attn
         h = blk.ln1(x)
-        q, k, v = a.qkv(h).view(B, 1, 3, cfg.n_head, cfg.head_dim).permute(2, 0, 3, 1, 4)
-        if scheme.kind == "rotary":
-            q, k = scheme.rotate(q, k, pos)
+        q, k, v = a.heads(h, pos)  # the new token's q, k (rotated at its position) and v
         keys, vals = cache.append(layer, k, v)
         ctx = a.bias_context(new_positions, None, x.dtype, x.device)
         C, tau = keys.shape[2], float(a.temperature)

@@ -116,12 +116,17 @@ class Attention(nn.Module):
                 ctx.toeplitz_rows = rows
         return ctx
 
-    def forward(self, x, positions, window=None, return_probs=False, table_cache=None):
+    def heads(self, x, positions):
+        """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme."""
         B, L, _ = x.shape
-        H, Dh = self.cfg.n_head, self.cfg.head_dim
-        q, k, v = self.qkv(x).view(B, L, 3, H, Dh).permute(2, 0, 3, 1, 4)  # 3 x (B, H, L, Dh)
+        q, k, v = self.qkv(x).view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
         if self.scheme.kind == "rotary":
             q, k = self.scheme.rotate(q, k, positions)
+        return q, k, v
+
+    def forward(self, x, positions, window=None, return_probs=False, table_cache=None):
+        B, L, _ = x.shape
+        q, k, v = self.heads(x, positions)
         ctx = self.bias_context(positions, window, x.dtype, x.device, table_cache)
         y, probs = attend(q, k, v, ctx, temperature=self.temperature, block=self.cfg.attn_block,
                           return_probs=return_probs, backend=self.cfg.attn_backend)
