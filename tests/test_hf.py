@@ -431,3 +431,28 @@ def test_mpt_theory(saved, capsys):
     assert len(rows) == 4 and all(r["verdict"] == "converges" for r in rows)
     assert main(["theory", "--checkpoint", f"hf:{saved('mpt')}", "--eps", "1e-3", "--lengths", "64"]) == 0
     assert "converges" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "bloom", "mpt"])
+def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
+    """erf, align (Algorithm 1 and Prop. 2) and task scoring each run on every causal family."""
+    import extrap
+    from extrap.align import align_report
+    from extrap.erf import run_erf
+    from extrap.evaluate import eval_stream_for
+    from extrap.tasks import min_length, score_task
+
+    path = f"hf:{saved(kind)}"
+    row = run_erf(path, length=24, segments=2, corpus=tiny_text)
+    assert 1 <= row["grad_erf"] <= 23 and len(row["attn_erf"]["per_layer_head"]) == 2
+    run = extrap.load(path, device="cpu", corpus=tiny_text)
+    stream = eval_stream_for(run, "validation", 200)
+    for mode in ("pmax", "prop2"):
+        rep = align_report(run.model, stream, 16, [32], mode, segments=2, grid=[1.0, 0.8, 0.6], refine=False)
+        tau = rep["lengths"][0]["tau"]
+        assert 0 < tau <= 1.0 + 1e-9 or mode == "prop2" and tau > 0
+    L = min_length("passkey", run.tokenizer) + 8
+    res = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", filler=tiny_text,
+                     buckets=2)["results"][0]
+    assert res["n"] == 2 and 0 <= res["accuracy"] <= 1
+    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]  # nothing left applied
