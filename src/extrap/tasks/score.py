@@ -146,12 +146,9 @@ def _prefill(model, prompt: list[int]):
     device = _device(model)
     idx = torch.tensor([prompt], dtype=torch.long, device=device)
     pos = model.default_positions(len(prompt), device)
-    H, Dh = model.cfg.n_head, model.cfg.head_dim
     x, cache = model.embed(idx, pos), KVCache(None)
     for layer, blk in enumerate(model.blocks):
-        q, k, v = blk.attn.qkv(blk.ln1(x)).view(1, len(prompt), 3, H, Dh).permute(2, 0, 3, 1, 4)
-        if model.scheme.kind == "rotary":
-            q, k = model.scheme.rotate(q, k, pos)
+        _q, k, v = blk.attn.heads(blk.ln1(x), pos)
         cache.append(layer, k, v)
         x, _ = blk(x, pos)
     cache.positions = pos
