@@ -74,9 +74,7 @@ def run(args) -> int:
         summary = train(args.out, model_cfg, train_cfg, resume=args.resume)
     finally:
         if distributed:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
+            _shutdown_distributed()
     if int(os.environ.get("RANK", "0")) == 0:
         if args.json:
             print(json.dumps(summary))
@@ -84,6 +82,17 @@ def run(args) -> int:
             print(f"trained {model_cfg.pe} for {summary['step']} steps: final loss {summary['final_loss']:.4f} "
                   f"({summary['seconds']:.0f} s) -> {args.out}")
     return 0
+
+
+def _shutdown_distributed() -> None:
+    """Free the DDP wrapper before its process group: left to interpreter exit, gloo's threads can
+    outlive the group and the process aborts ('terminate called without an active exception')."""
+    import gc
+
+    import torch.distributed as dist
+
+    gc.collect()  # the DDP wrapper sits in reference cycles; collect it while the group still exists
+    dist.destroy_process_group()
 
 
 def _cuda() -> bool:
