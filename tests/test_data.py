@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -195,9 +194,7 @@ def test_bpe_trains_roundtrips_and_is_cached(small_corpus, tmp_path, monkeypatch
         raise AssertionError("retrained instead of loading from the cache")
 
     monkeypatch.setattr(tokenizers, "_train_bpe", no_training)
-    t0 = time.perf_counter()
     again = get_tokenizer("bpe:300", small_corpus, cache_dir=cache)
-    assert time.perf_counter() - t0 < 1.0
     assert again.to_json() == tok.to_json() and again.encode(PROSE) == tok.encode(PROSE)
 
 
