@@ -7,6 +7,7 @@ import time
 import pytest
 
 from extrap import report
+from extrap import report_alignment as ra
 from extrap import study_alignment as sa
 from extrap.cli import main
 
@@ -76,7 +77,7 @@ def test_smoke_alignment_claims_and_report(smoke):
         assert text in html, text
     assert "Theory (000" not in html and "Perplexity vs length" not in html
     assert (out / "figures" / "alignment_tau.svg").is_file()
-    md = sa.markdown_tables(res)
+    md = ra.markdown_tables(res)
     assert md.count("| t5 |") == 6 + 4 + 4 and "mean L > L_tr" in md  # τ rows; greedy and rank accuracy rows
 
 
@@ -260,9 +261,9 @@ def test_each_task_has_its_own_tables_and_claims(tmp_path):
     text = report.write_report(r, tmp_path).read_text(encoding="utf-8")
     for t in ("passkey", "line"):
         assert f"{t} (L_tr = 64 tokens)" in text and f"Exact-match accuracy, {t} (004 Table 4)" in text
-    assert "columns: lines" in text and "**line** (L_tr = 64)" in sa.markdown_tables(r)
+    assert "columns: lines" in text and "**line** (L_tr = 64)" in ra.markdown_tables(r)
     old = {"experiment": "alignment", "alignment": r["alignment"]["passkey"]}  # one block, no task level
-    assert list(sa.task_blocks(old)) == ["passkey"] and len(report.compute_claims(old)) == 3
+    assert list(ra.task_blocks(old)) == ["passkey"] and len(report.compute_claims(old)) == 3
 
 
 def test_line_and_topic_study_end_to_end(tmp_path, monkeypatch):

@@ -289,8 +289,8 @@ def _claim_timing(results: dict) -> dict:
 
 def compute_claims(results: dict) -> list[dict]:
     """The claims checklist: [{"claim", "ok": True | False | None, "evidence", "source"}]."""
-    if results.get("experiment") == "alignment":  # 004's claims (extrap.study_alignment)
-        from extrap.study_alignment import alignment_claims
+    if results.get("experiment") == "alignment":  # 004's claims (extrap.report_alignment)
+        from extrap.report_alignment import alignment_claims
 
         return alignment_claims(results)
     if results.get("experiment") == "alibi-slopes":
@@ -630,7 +630,7 @@ def _safe(name: str) -> str:
 
 def _figure_plan(results: dict, notes: dict, out_dir: Path) -> list[tuple[str, Callable[[], Any]]]:
     if results.get("experiment") == "alignment":
-        from extrap.study_alignment import figure_plan
+        from extrap.report_alignment import figure_plan
 
         return figure_plan(results)
     plan = [(f"ppl_{p}", (lambda p=p: _fig_ppl(results, p))) for p in PROTOCOLS]
@@ -725,7 +725,7 @@ def _section_claims(claims: list[dict]) -> str:
 def missing_summary(results: dict) -> list[str]:
     """What results.json lacks, one line each."""
     if results.get("experiment") == "alignment":
-        from extrap.study_alignment import missing
+        from extrap.report_alignment import missing
 
         return missing(results) + _recorded_errors(results)
     out = []
@@ -964,7 +964,7 @@ def render_html(results: dict, figures: dict, claims: list[dict], notes: dict | 
     """The report as one HTML string (figures referenced by the relative paths in ``figures``)."""
     notes = notes or {}
     if results.get("experiment") == "alignment":  # 004 §5.2: no theory / perplexity / ERF sections
-        from extrap.study_alignment import section
+        from extrap.report_alignment import section
 
         body = [_section_header(results), _section_claims(claims), _section_missing(results, notes),
                 _section_runs(results), section(results, figures, notes)]
