@@ -402,19 +402,12 @@ def test_cli_score_a_task_run(with_task_cli, capsys, passkey_run, tmp_path):
     (["task", "score", "NOPE", "--task", "line"], "does not exist"),
     (["task", "score", "RUN", "--temperature", "hot"], "temperature"),
     (["task", "score", "RUN", "--lengths", "20"], "below the minimum"),
-    (["task", "score", "RUN", "--temperature", "auto"], "temperature auto needs extrap.align"),
     (["task", "score", "RUN", "--temperature", "auto:magic"], "mode"),
     (["train", "--pe", "alibi", "--task", "bogus", "--out", "OUT"], "unknown task"),
     (["train", "--pe", "alibi", "--task-mix", "0.5", "--out", "OUT"], "task_mix needs a task"),
     (["train", "--pe", "alibi", "--task", "line", "--task-mix", "1.5", "--out", "OUT"], "task_mix must be"),
 ])
 def test_cli_bad_input_is_one_line_and_status_2(with_task_cli, capsys, passkey_run, tmp_path, argv, needle):
-    if "auto" in argv:  # only an error while extrap.align is missing
-        try:
-            from extrap.align import aligned_temperature  # noqa: F401
-            pytest.skip("extrap.align exists")
-        except ImportError:
-            pass
     argv = [str(passkey_run) if a == "RUN" else str(tmp_path / "out") if a == "OUT" else a for a in argv]
     try:
         rc = cli.main(argv)

@@ -59,19 +59,6 @@ def parse_temperature(value: Any) -> float | str | None:
     return tau
 
 
-def _align():
-    try:
-        from extrap import align
-    except ImportError as e:
-        if getattr(e, "name", None) not in (None, "extrap.align"):
-            raise
-        align = None
-    if align is None or not hasattr(align, "aligned_temperature"):
-        raise ExtrapError("temperature auto needs extrap.align (aligned_temperature); "
-                          "pass a number with --temperature TAU instead")
-    return align
-
-
 def _auto_temperature(align, spec: str, model, train_length: int, length: int, prompts: list[list[int]]):
     """004 Algorithm 1 (``extrap.align.aligned_temperature``) on the task's own prompts at this length.
 
@@ -250,9 +237,9 @@ def score_task(model, tokenizer, task: str, lengths, n: int = 50, seed: int = 0,
     tau = parse_temperature(temperature)
     align = None
     if isinstance(tau, str):
-        align = _align()
-        if hasattr(align, "check_mode"):
-            align.check_mode(tau.split(":", 1)[1] if ":" in tau else "pmax")
+        from extrap import align
+
+        align.check_mode(tau.split(":", 1)[1] if ":" in tau else "pmax")
         if train_length is None:
             raise ExtrapError("temperature auto needs the training length (train_length=L_tr)")
     if tau is not None and not hasattr(model, "set_temperature"):
