@@ -161,7 +161,7 @@ def test_every_scheme_trains_and_loss_falls(pe):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < 0.6 * losses[0], (pe, losses[0], losses[-1])
 
 

@@ -102,15 +102,17 @@ def test_plot_option(tmp_path, capsys):
 
 
 def test_all_builtins_fast_at_1e12():
-    """Every built-in bias RPE, 8 heads, eps = 1e-12: well under a second (bench/theory_speed.py)."""
+    """Every built-in bias RPE, 8 heads, eps = 1e-12: well under a second of CPU time (bench/theory_speed.py).
+
+    CPU time, not wall time, so a busy machine cannot fail it."""
     from extrap.theory import analyse, clear_cache
 
     clear_cache()
-    start = time.perf_counter()
+    start = time.process_time()
     for name, cls in P.REGISTRY.items():
         if cls.kind == "bias":
             analyse(name, 8, eps=(1e-12,))
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
 
 
 def test_checkpoint_of_a_trained_run_gives_verdicts_per_layer_and_head(tmp_path, tiny_text, capsys):
