@@ -7,7 +7,7 @@ import time
 import pytest
 
 from extrap import report
-from extrap import report_alignment as ra
+from extrap.report import alignment as ra
 from extrap import study_alignment as sa
 from extrap.cli import main
 

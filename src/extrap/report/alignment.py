@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import itertools
 
+from extrap.report.figures import _new_figure
+from extrap.report.markup import Raw, _figure_html, _missing, _table
+from extrap.report.results import _fmt
 from extrap.study_alignment import (LABELS, MIN_TRAIN_ACC, MODES, SETTINGS, TAU_TOL, _key, _mean_tau, _tau_text,
                                     best_setting, mean_beyond)
 
@@ -168,7 +171,6 @@ def missing(results: dict) -> list[str]:
 
 
 def _tau_cell(t, source: str | None, edge: bool):
-    from extrap.report import Raw
 
     if t is None:
         return "–"
@@ -196,7 +198,6 @@ def _cf_text(v) -> str:
 
 
 def section(results: dict, figures: dict, notes: dict) -> str:
-    from extrap.report import _figure_html, _fmt, _missing
 
     head = '<section id="alignment"><h2>Attention alignment on retrieval (004 §5.2, Tables 4, 5, 9)</h2>'
     blocks = {t: b for t, b in task_blocks(results).items() if b.get("models")}
@@ -222,7 +223,6 @@ def section(results: dict, figures: dict, notes: dict) -> str:
 
 def _task_section(task: str, al: dict) -> str:
     """One task's τ table (004 Table 5), accuracy table (Table 4) and depth table (Table 9)."""
-    from extrap.report import _fmt, _table
 
     models = al.get("models") or {}
     L_tr, lengths = al.get("train_length"), al.get("lengths") or []
@@ -282,7 +282,6 @@ def _task_section(task: str, al: dict) -> str:
 
 def _grid(results: dict):
     """(figure, [(task, block, pe, model, axes)]) with one row per task and one column per PE; None without models."""
-    from extrap.report import _new_figure
 
     blocks = {t: b for t, b in task_blocks(results).items() if b.get("models")}
     if not blocks:
