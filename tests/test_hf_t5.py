@@ -6,7 +6,7 @@ import torch
 pytest.importorskip("transformers")
 
 from extrap.errors import ExtrapError  # noqa: E402
-from extrap.hf_t5 import (attention_modules, get_t5_temperature, load_t5, remove_t5_temperature,  # noqa: E402
+from extrap.hf.t5 import (attention_modules, get_t5_temperature, load_t5, remove_t5_temperature,  # noqa: E402
                           set_t5_temperature, t5_algorithm1, t5_attention_stats)
 
 
@@ -118,7 +118,7 @@ def test_algorithm1_on_t5_encoder_model_and_loading(tmp_path):
 def test_missing_transformers_is_a_clear_error(monkeypatch):
     import sys
 
-    import extrap.hf_t5 as hf
+    import extrap.hf.t5 as hf
 
     for name in [n for n in sys.modules if n == "transformers" or n.startswith("transformers.")]:
         monkeypatch.delitem(sys.modules, name)

@@ -1,0 +1,72 @@
+"""Shared by the hf: modules: supported families, limits, folder and config checks, device and dtype."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+
+from extrap.errors import ExtrapError
+
+ROPE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt_neox")
+CAUSAL_FAMILIES = {**{k: "rope" for k in ROPE_FAMILIES}, "gpt2": "learned", "bloom": "alibi", "mpt": "alibi"}
+T5_FAMILIES = ("t5", "mt5", "umt5")
+EAGER_FAMILIES = ("bloom", "mpt")  # hand-written eager attention, not through transformers' AttentionInterface
+PROBS_MAX_LENGTH = 2048  # output_attentions / logits only up to this length (dense (B, H, L, L) per layer)
+WINDOW_IMPL = "extrap_window"  # name of _window_attention in transformers' AttentionInterface
+WINDOW_CHUNK = 256  # queries per block of _window_attention
+ROPE_KINDS = ("linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated")
+HF_ROPE_KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3")
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ExtrapError("hf: models need transformers: pip install 'extrap[hf]'") from None
+    return transformers
+
+
+def strip_prefix(path) -> str:
+    s = str(path)
+    return s[3:] if s.startswith("hf:") else s
+
+
+def _check_folder(path) -> Path:
+    p = Path(strip_prefix(path)).expanduser()
+    if not p.is_dir() or not (p / "config.json").is_file():
+        raise ExtrapError(f"no such model folder: {strip_prefix(path)} (extrap does not download)")
+    return p
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_hf_config(folder: Path):
+    transformers = _transformers()
+    try:
+        return transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise ExtrapError(f"not supported: cannot read {folder}/config.json ({str(e).splitlines()[0]})") from None
+
+
+def _arch(cfg) -> str:
+    archs = getattr(cfg, "architectures", None) or []
+    return archs[0] if archs else str(getattr(cfg, "model_type", "unknown"))
+
+
+def default_device_dtype(device=None, dtype=None) -> tuple[str, torch.dtype]:
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype is None:
+        dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    elif isinstance(dtype, str):
+        names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+                 "float64": torch.float64}
+        if dtype not in names:
+            raise ExtrapError(f"--dtype must be one of {', '.join(names)}, got {dtype!r}")
+        dtype = names[dtype]
+    return str(device), dtype
