@@ -149,7 +149,7 @@ def averaged_prompt_logits(model, prompts: list, length: int):
     for p in prompts:
         v = align.averaged_layer_logits(model, p.view(1, -1), 0).double()
         n = v.numel()
-        total += align._resampled(v.view(1, -1), torch.tensor([n]), length)[0] * n
+        total += align.resampled(v.view(1, -1), torch.tensor([n]), length)[0] * n
         rows += n
     return total / rows
 
