@@ -225,6 +225,7 @@ class Learned(_APE):
     """
 
     name = "learned"
+    learned = True  # the model owns the table: training changes it
     summary = "trainable absolute embedding table of max_positions rows; cannot go beyond it"
     reference = "Gehring et al. 2017; Devlin et al. 2019 / Radford et al. 2019 (survey 002 §3.1)"
     OPTIONS = (

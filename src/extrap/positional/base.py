@@ -78,6 +78,32 @@ class Scheme:
     def validate(self) -> None:
         """Cross-option checks; raise ExtrapError."""
 
+    # ---- capabilities: what the model, the theory and the plots ask of a scheme ----------
+    @property
+    def adds_bias(self) -> bool:
+        """It adds a non-zero r to the attention logits (a bias RPE other than NoPE)."""
+        return False
+
+    @property
+    def is_toeplitz(self) -> bool:
+        """Its bias depends on the distance t alone (a Toeplitz matrix r(i - j))."""
+        return False
+
+    @property
+    def rotates(self) -> bool:
+        """It rotates queries and keys (RoPE, xPos and their interpolations)."""
+        return False
+
+    @property
+    def embeds(self) -> bool:
+        """It adds an absolute embedding to the token embeddings (APE)."""
+        return False
+
+    @property
+    def learned(self) -> bool:
+        """Training changes it: learnable bias parameters or a learned position table."""
+        return False
+
     @property
     def spec(self) -> str:
         """Canonical spec string that recreates this scheme through the registry."""
@@ -133,6 +159,18 @@ class BiasRPE(Scheme):
 
     def params(self, num_heads: int) -> list[Param]:
         return []
+
+    @property
+    def adds_bias(self) -> bool:
+        return not self.is_identity
+
+    @property
+    def is_toeplitz(self) -> bool:
+        return self.adds_bias and self.toeplitz
+
+    @property
+    def learned(self) -> bool:
+        return any(q.learnable for q in self.params(1))
 
     def fn(self, xp, t, p: dict[str, Any], i=None):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -222,3 +260,11 @@ class EmbeddingScheme(Scheme):
     """Base for schemes that act on embeddings (APE) or on queries and keys (RoPE)."""
 
     kind = "ape"
+
+    @property
+    def embeds(self) -> bool:
+        return self.kind == "ape"
+
+    @property
+    def rotates(self) -> bool:
+        return self.kind == "rotary"
