@@ -13,6 +13,7 @@ import torch
 
 import extrap
 from extrap.cli import main
+from extrap.run import RUN_FORMAT
 from extrap.train import build_configs, lr_at, train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "EXTRAP_PROGRESS": "0"}
@@ -80,8 +81,8 @@ def test_load_returns_model_tokenizer_config(tmp_path, tiny_text):
     m, t = build_configs("sandwich", "smoke", overrides=dict(steps=4, corpus=tiny_text))
     train(tmp_path / "r", m, t, progress=False)
     model, tok, cfg = extrap.load(tmp_path / "r")
-    assert cfg["model"]["pe"] == "sandwich" and cfg["seed"] == 0 and cfg["corpus_hash"]
-    assert cfg["extrap_version"] == extrap.__version__ and cfg["command"]
+    assert cfg.model.pe == "sandwich" and cfg.seed == 0 and cfg.corpus_hash
+    assert cfg.extrap_version == extrap.__version__ and cfg.command and cfg.format == RUN_FORMAT
     ids = torch.tensor([tok.encode("import os\n")])
     assert model(ids).logits.shape == (1, ids.shape[1], tok.vocab_size)
 

@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="extrap", description="Length extrapolation of transformer LMs.")
-    from extrap import __version__
+    from extrap.version import __version__
 
     parser.add_argument("--version", action="version", version=f"extrap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

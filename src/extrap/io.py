@@ -43,7 +43,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 def run_metadata(seed: int | None = None, corpus_hash: str | None = None) -> dict[str, Any]:
     """What every result JSON records so that it can be reproduced."""
-    from extrap import __version__
+    from extrap.version import __version__
 
     return {
         "seed": seed,

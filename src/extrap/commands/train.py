@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-
-from extrap.errors import ExtrapError
 
 
 def register(sub) -> None:
@@ -36,34 +33,14 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_config(path: str | None) -> dict:
-    if not path:
-        return {}
-    p = Path(path)
-    if not p.exists():
-        raise ExtrapError(f"config file {path} does not exist")
-    text = p.read_text()
-    try:
-        if p.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as e:
-        raise ExtrapError(f"cannot parse {path}: {str(e).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ExtrapError(f"{path} must hold a mapping with 'model' and 'train' sections")
-    return data
-
-
 def run(args) -> int:
-    from extrap.train import build_configs, train
+    from extrap.config import build_configs, read_config_file
+    from extrap.train import train
 
     keys = ("steps", "train_length", "batch_size", "grad_accum", "lr", "corpus", "tokenizer", "seed",
             "save_every", "positions", "device", "threads", "task", "task_mix")
     overrides = {k: getattr(args, k) for k in keys}
-    model_cfg, train_cfg = build_configs(args.pe, args.preset, _read_config(args.config), overrides)
+    model_cfg, train_cfg = build_configs(args.pe, args.preset, read_config_file(args.config), overrides)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         import torch.distributed as dist

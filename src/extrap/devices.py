@@ -1,0 +1,20 @@
+"""Choosing the torch device a command runs on."""
+
+from __future__ import annotations
+
+import torch
+
+from extrap.errors import ExtrapError
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """``auto`` (or None): cuda when available, else cpu; otherwise the named device, checked."""
+    if name in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ExtrapError(f"unknown device {name!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ExtrapError("device cuda requested but no CUDA device is available")
+    return dev

@@ -1,0 +1,44 @@
+"""Runs: the one owner of the run directory format, and the ``Run`` protocol every consumer uses.
+
+* :mod:`.config`: :class:`RunConfig`, the typed ``config.json`` with its format version;
+* :mod:`.directory`: :class:`RunDir`, every file of a run directory (config, checkpoints,
+  latest.json, metrics.jsonl, final.json);
+* :mod:`.trained`: :class:`TrainedRun`, a run directory loaded for use;
+* :mod:`.protocol`: the :class:`Run` protocol, shared with ``hf:PATH`` checkpoints (:class:`extrap.hf.HFRun`).
+
+:func:`load` is the single place where a run directory and an ``hf:PATH`` are told apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from extrap.errors import ExtrapError
+from extrap.run.config import READABLE_FORMATS, RUN_FORMAT, RunConfig, RunFormatError
+from extrap.run.directory import Checkpoint, RunDir
+from extrap.run.protocol import EVAL_SPLITS, Run, eval_stream
+from extrap.run.trained import TrainedRun, changed_settings, load_model_weights, model_weights, open_run
+
+HF_PREFIX = "hf:"
+
+
+def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
+    """The model at its latest checkpoint (eval mode), its tokenizer and its config, as a :class:`Run`.
+
+    ``hf:PATH`` loads a local Hugging Face checkpoint instead (:func:`extrap.hf.load_hf`;
+    ``hf_options``: dtype, rope, factor, train_length, corpus); device None: cpu for
+    project runs, cuda (bfloat16) when available for hf: models.
+    """
+    hf_options = {k: v for k, v in hf_options.items() if v is not None}
+    if str(source).startswith(HF_PREFIX):
+        from extrap.hf import load_hf
+
+        return load_hf(source, device=device, **hf_options)
+    if hf_options:
+        raise ExtrapError(f"{', '.join(sorted(hf_options))}: only for hf: models")
+    return open_run(source, device)
+
+
+__all__ = ["EVAL_SPLITS", "HF_PREFIX", "READABLE_FORMATS", "RUN_FORMAT", "Checkpoint", "Run", "RunConfig",
+           "RunDir", "RunFormatError", "TrainedRun", "changed_settings", "eval_stream", "load",
+           "load_model_weights", "model_weights", "open_run"]

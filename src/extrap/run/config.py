@@ -1,0 +1,64 @@
+"""What a run directory's ``config.json`` holds, as a typed record with a format version."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from extrap.config import TrainConfig
+from extrap.errors import ExtrapError
+from extrap.model import ModelConfig
+
+# 1: extrap 0.1.0 wrote no "format" key; the layout is the same, so it still loads.
+RUN_FORMAT = 2
+READABLE_FORMATS = (1, 2)
+
+
+class RunFormatError(ExtrapError):
+    """A run directory written in a format this version cannot read."""
+
+
+@dataclass
+class RunConfig:
+    """A trained run's settings and provenance (``RUN_DIR/config.json``)."""
+
+    model: ModelConfig
+    train: TrainConfig
+    tokenizer: str  # the tokenizer's name (bytes, bpe:V)
+    corpus: str  # the corpus's resolved name
+    corpus_hash: str | None
+    seed: int
+    extrap_version: str
+    command: str
+    world_size: int = 1
+    format: int = RUN_FORMAT
+
+    @property
+    def pe(self) -> str:
+        return self.model.pe
+
+    @property
+    def train_length(self) -> int:
+        return int(self.train.train_length)
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "model": self.model.to_dict(), "train": asdict(self.train),
+                "tokenizer": self.tokenizer, "corpus": self.corpus, "seed": self.seed,
+                "corpus_hash": self.corpus_hash, "extrap_version": self.extrap_version, "command": self.command,
+                "world_size": self.world_size}
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "config.json") -> RunConfig:
+        if not isinstance(d, dict):
+            raise ExtrapError(f"{source} does not hold a JSON object")
+        fmt = d.get("format", 1)
+        if fmt not in READABLE_FORMATS:
+            raise RunFormatError(f"{source}: run format {fmt!r} is not readable by this extrap "
+                                 f"(it reads formats {', '.join(map(str, READABLE_FORMATS))})")
+        for section in ("model", "train"):
+            if not isinstance(d.get(section), dict):
+                raise ExtrapError(f"{source} has no {section} section")
+        return cls(model=ModelConfig.from_dict(d["model"]), train=TrainConfig.from_dict(d["train"]),
+                   tokenizer=str(d.get("tokenizer", "bytes")), corpus=str(d.get("corpus", d["train"].get("corpus"))),
+                   corpus_hash=d.get("corpus_hash"), seed=int(d.get("seed", d["train"].get("seed", 0))),
+                   extrap_version=str(d.get("extrap_version", "")), command=str(d.get("command", "")),
+                   world_size=int(d.get("world_size", 1)), format=fmt)

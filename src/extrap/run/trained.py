@@ -1,0 +1,130 @@
+"""A run directory written by ``extrap train``, loaded as a :class:`~extrap.run.protocol.Run`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+
+from extrap.config import TrainConfig
+from extrap.errors import ExtrapError
+from extrap.io import run_metadata
+from extrap.run.config import RunConfig
+from extrap.run.directory import Checkpoint, RunDir
+
+
+def model_weights(model) -> dict[str, torch.Tensor]:
+    """The model's tensors as a checkpoint stores them (a tied head is stored once, as tok.weight)."""
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if model.cfg.tie_embeddings:
+        state.pop("head.weight", None)  # shared with tok.weight; safetensors refuses aliases
+    return state
+
+
+def load_model_weights(model, run_dir: RunDir, ckpt: Checkpoint) -> None:
+    state = run_dir.read_weights(ckpt)
+    if model.cfg.tie_embeddings:
+        state["head.weight"] = state["tok.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ExtrapError(f"checkpoint {ckpt.path} does not match its config (missing {missing[:3]}, "
+                          f"unexpected {unexpected[:3]})")
+
+
+@dataclass
+class TrainedRun:
+    """A GPT at its latest checkpoint (eval mode), its tokenizer and its typed config."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    config: RunConfig
+    path: Path
+    step: int
+
+    def __iter__(self):  # model, tokenizer, config = extrap.load(run_dir)
+        return iter((self.model, self.tokenizer, self.config))
+
+    @property
+    def directory(self) -> RunDir:
+        return RunDir(self.path)
+
+    @property
+    def pe(self) -> str:
+        return self.config.pe
+
+    @property
+    def train_length(self) -> int:
+        return self.config.train_length
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def task(self) -> str | None:
+        return self.config.train.task
+
+    @property
+    def corpus(self) -> str:
+        return self.config.train.corpus
+
+    @property
+    def corpus_hash(self) -> str | None:
+        return self.config.corpus_hash
+
+    def use_corpus(self, name: str) -> None:
+        if name != self.corpus:
+            raise ExtrapError(f"{self.path} is evaluated on its training corpus ({self.corpus}); another "
+                              "corpus is only for hf: models")
+
+    def eval_corpus(self):
+        """The training corpus, refused if its content changed since training."""
+        from extrap.data import load_corpus
+
+        corpus = load_corpus(self.corpus)
+        if self.corpus_hash is not None and corpus.hash != self.corpus_hash:
+            raise ExtrapError(f"corpus {corpus.name} changed since {self.path} was trained (hash differs); "
+                              "evaluate on the same data")
+        return corpus
+
+    def use_attention_backend(self, name: str) -> None:
+        from extrap.attention import BACKENDS
+
+        if name not in BACKENDS:
+            raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+        self.model.cfg.attn_backend = name
+
+    def provenance(self) -> dict:
+        return run_metadata(self.seed, self.corpus_hash)
+
+
+def open_run(path: str | Path, device: str | None = None) -> TrainedRun:
+    """The run in directory ``path`` at its latest checkpoint, on ``device`` (default cpu)."""
+    from extrap.data import load_tokenizer
+    from extrap.model import GPT
+
+    run_dir = RunDir(path)
+    if not run_dir.path.is_dir():
+        raise ExtrapError(f"run directory {run_dir.path} does not exist")
+    config = run_dir.read_config()
+    ckpt = run_dir.latest()
+    if ckpt is None:
+        raise ExtrapError(f"{run_dir.path} has no checkpoint yet (train it, or resume it)")
+    model = GPT(config.model)
+    load_model_weights(model, run_dir, ckpt)
+    model.to(device or "cpu").eval()
+    return TrainedRun(model=model, tokenizer=load_tokenizer(run_dir.path), config=config, path=run_dir.path,
+                      step=ckpt.step)
+
+
+def changed_settings(saved: RunConfig, model_cfg, train_cfg) -> dict[str, list[str]]:
+    """Settings that differ between a saved run and a resumption of it, per section."""
+    out = {}
+    for section, mine, theirs in (("model", model_cfg, saved.model), ("train", train_cfg, saved.train)):
+        skip = set(TrainConfig.RESUMABLE) if section == "train" else set()
+        diff = sorted(f.name for f in fields(mine) if f.name not in skip
+                      and getattr(mine, f.name) != getattr(theirs, f.name))
+        if diff:
+            out[section] = diff
+    return out
