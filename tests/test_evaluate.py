@@ -81,11 +81,13 @@ def test_fixed_window_evaluation_changes_nothing_below_the_window(tiny_runs):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--protocol", "bogus"], "unknown protocol"),
+    (["--protocol", "bogus"], "argument --protocol: invalid choice"),
     (["--lengths", "a,b"], "comma-separated"),
     (["--lengths", "1"], ">= 2"),
     (["--window", "-4"], ">= 1"),
-    (["--split", "train"], "validation or test"),
+    (["--split", "train"], "argument --split: invalid choice"),
+    (["--eps", "1"], "argument --eps: must be in (0, 1)"),
+    (["--targets", "0"], "argument --targets: must be >= 1"),
 ])
 def test_eval_bad_input(tiny_runs, capsys, argv, needle):
     assert main(["eval", str(tiny_runs["alibi"]), *argv]) == 2

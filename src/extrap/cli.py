@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from extrap.errors import ExtrapError
@@ -63,9 +64,37 @@ def _protect_formulas(argv: list[str]) -> list[str]:
     return out
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the record (it may be swapped, as in tests)."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
+def _log_to_stderr() -> None:
+    """The library reports progress through ``logging``; the CLI shows extrap's INFO lines as plain text."""
+    logger = logging.getLogger("extrap")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _log_to_stderr()
     parser = build_parser()
-    args = parser.parse_args(_protect_formulas(list(sys.argv[1:] if argv is None else argv)))
+    try:  # argparse reports a bad flag or value in one line and exits 2; --help and --version exit 0
+        args = parser.parse_args(_protect_formulas(list(sys.argv[1:] if argv is None else argv)))
+    except SystemExit as e:
+        return int(e.code or 0)
     try:
         return int(args.func(args) or 0)
     except ExtrapError as e:

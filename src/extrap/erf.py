@@ -32,15 +32,19 @@ trends of TRF and ERF across RPEs).
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from extrap.data.streams import segments as segments_of
 from extrap.errors import ExtrapError
+from extrap.run import eval_stream
+
+log = logging.getLogger(__name__)
 
 GRAD_THRESHOLD = 0.99  # 003 §5.1: ERF = where 99% of the normalised gradient is reached
 ATTN_EPS = 1e-2  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
@@ -73,32 +77,6 @@ def _check_positive(name: str, value: int) -> int:
     return int(value)
 
 
-# ---------------------------------------------------------------------------
-# segments of a token stream
-# ---------------------------------------------------------------------------
-def segment_starts(stream_len: int, need: int, n: int) -> list[int]:
-    """``n`` start offsets, evenly spread, each leaving ``need`` tokens in the stream.
-
-    Deterministic: the same stream, length and count always give the same segments.
-    """
-    if stream_len < need:
-        raise ExtrapError(f"the evaluation stream has {stream_len:,} tokens, fewer than the {need:,} a segment "
-                          "needs; use a shorter --length or a larger corpus")
-    room = stream_len - need
-    if n == 1:
-        return [0]
-    return [round(k * room / (n - 1)) for k in range(n)]
-
-
-def stream_segments(stream: torch.Tensor, length: int, n: int) -> torch.Tensor:
-    """(n, length) int64 windows of a 1-D stream, from :func:`segment_starts`."""
-    starts = segment_starts(stream.numel(), length, n)
-    return torch.stack([stream[s:s + length] for s in starts]).long()
-
-
-# ---------------------------------------------------------------------------
-# gradient ERF (003 §5.1)
-# ---------------------------------------------------------------------------
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 
@@ -172,7 +150,7 @@ def gradient_erf(model, stream: torch.Tensor, length: int, segments: int = DEFAU
     if length < 2:
         raise ExtrapError(f"gradient ERF needs a length >= 2 (a context and a target), got {length}")
     segments, batch = _check_positive("segments", segments), _check_positive("batch", batch)
-    windows = stream_segments(stream, length, segments)
+    windows = segments_of(stream, length, segments)
     model.eval()
     curves = []
     for b0 in range(0, segments, batch):
@@ -249,7 +227,7 @@ def attention_erf(model, stream: torch.Tensor, length: int, segments: int = DEFA
     first_query = length // 2 if first_query is None else int(first_query)
     if not 0 <= first_query < length:
         raise ExtrapError(f"first_query must be in [0, {length}), got {first_query}")
-    windows = stream_segments(stream, length, segments).to(_device(model))
+    windows = segments_of(stream, length, segments).to(_device(model))
     model.eval()
     per_layer: list[list[torch.Tensor]] | None = None
     with torch.no_grad():
@@ -272,34 +250,15 @@ def attention_erf(model, stream: torch.Tensor, length: int, segments: int = DEFA
 # ---------------------------------------------------------------------------
 # rank correlation
 # ---------------------------------------------------------------------------
-def average_ranks(values: list[float]) -> list[float]:
-    """1-based ranks; tied values share the mean of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda k: values[k])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for k in range(start, end + 1):
-            ranks[order[k]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
 def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman's rho: the Pearson correlation of average ranks (ties handled). None if undefined."""
+    """Spearman's rho (scipy: Pearson correlation of average ranks, ties handled); None if undefined."""
+    from scipy.stats import spearmanr
+
     if len(x) != len(y):
         raise ValueError(f"spearman: {len(x)} values against {len(y)}")
-    if len(x) < 2:
+    if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:  # a constant ranking has no order to correlate with
         return None
-    rx, ry = average_ranks(list(x)), average_ranks(list(y))
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    vx, vy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    if vx == 0 or vy == 0:  # a constant ranking has no order to correlate with
-        return None
-    return cov / math.sqrt(vx * vy)
+    return float(spearmanr(x, y).statistic)
 
 
 # ---------------------------------------------------------------------------
@@ -360,7 +319,7 @@ def theory_trf_heads(pe_spec: str, num_heads: int, eps: float, values: dict | No
     except ImportError:  # engine not installed: only the closed form of a window is available
         heads = [float(_window_trf(int(scheme.opts["W"]), eps))] * num_heads if scheme.name == "window" else [None]
     except Exception as e:  # the engine could not sum this series (SeriesError, time limit, ...)
-        print(f"extrap erf: no TRF for {pe_spec}: {type(e).__name__}: {e}", file=sys.stderr)
+        log.warning("no TRF for %s: %s: %s", pe_spec, type(e).__name__, e)
         return None
     return None if any(h is None for h in heads) else heads
 
@@ -396,21 +355,6 @@ def model_bias_values(model) -> list[dict] | None:
 # ---------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------
-def run_stream(run, split: str, min_tokens: int) -> torch.Tensor:
-    """The run's own corpus split as token ids; refuses a corpus that changed since training."""
-    from extrap.data import eval_stream, load_corpus
-
-    if split not in ("validation", "test"):
-        raise ExtrapError(f"split must be validation or test, got {split!r}")
-    corpus = load_corpus(run.config["train"]["corpus"])
-    saved = run.config.get("corpus_hash")
-    if "hf_path" in run.config:  # an hf: model has no training corpus: record the one used
-        run.config["corpus_hash"] = corpus.hash
-    elif saved is not None and corpus.hash != saved:
-        raise ExtrapError(f"corpus {corpus.name} changed since {run.path} was trained (hash differs)")
-    return eval_stream(corpus, run.tokenizer, split, min_tokens)
-
-
 def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments: int = DEFAULT_SEGMENTS,
             threshold: float = GRAD_THRESHOLD, eps: float = ATTN_EPS, split: str = "validation", batch: int = 4,
             trf_reduce: str = "median", trf_source: str = "init", device: str = "cpu",
@@ -432,44 +376,34 @@ def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments:
     threshold, eps = check_threshold(threshold), check_eps(eps)
     _check_positive("segments", segments)
     _check_positive("batch", batch)
-    if isinstance(run_or_dir, (str, Path)):  # extrap.load refuses a corpus for a project run
-        run = extrap.load(run_or_dir, device, **({"corpus": corpus} if corpus else {}))
-    else:
-        run = run_or_dir
-        if corpus is not None:
-            if "hf_path" not in run.config:
-                raise ExtrapError("corpus: only for hf: models (a run reads its training corpus)")
-            run.config["train"]["corpus"] = corpus
+    run = extrap.load(run_or_dir, device) if isinstance(run_or_dir, (str, Path)) else run_or_dir
+    if corpus is not None:
+        run.use_corpus(corpus)
     length = int(length) if length is not None else 4 * run.train_length
     if length < 2:
         raise ExtrapError(f"length must be >= 2, got {length}")
-    attn_length = min(length, ATTN_MAX_LENGTH)
-    stream = run_stream(run, split, length)
-    cfg = run.config["model"]
-    row = {"run": str(run.path), "pe": cfg["pe"], "length": length, "train_length": run.train_length,
+    stream = eval_stream(run, split, length)
+    row = {"run": str(run.path), "pe": run.pe, "length": length, "train_length": run.train_length,
            "split": split, "segments": segments, "step": run.step,
            "grad_erf": None, "grad_erf_of_mean_curve": None, "grad_per_segment": None, "grad_curve": None,
            "threshold": threshold, "attn_erf": None, "eps": eps,
            "trf": _run_trf(run, eps, trf_reduce, trf_source), "trf_reduce": trf_reduce, "trf_source": trf_source,
-           "seed": run.config.get("seed"), "corpus_hash": run.config.get("corpus_hash")}
-    from extrap.hf import config_summary
-
-    row.update(config_summary(run))
+           **run.provenance()}
     if kind in ("grad", "both"):
         g = gradient_erf(run.model, stream, length, segments, threshold, batch)
         row.update(grad_erf=g.erf, grad_erf_of_mean_curve=g.erf_of_mean_curve, grad_per_segment=g.per_segment,
                    grad_curve=g.curve)
     if kind in ("attn", "both"):
-        row["attn_erf"] = attention_erf(run.model, stream, attn_length, segments, eps).to_dict()
+        row["attn_erf"] = attention_erf(run.model, stream, min(length, ATTN_MAX_LENGTH), segments, eps).to_dict()
     return row
 
 
 def _run_trf(run, eps: float, reduce: str, source: str) -> float | None:
-    cfg = run.config["model"]
-    if "hf_path" in run.config:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
+    scheme = run.model.scheme
+    if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
         return None
     values = model_bias_values(run.model) if source == "trained" else None
-    return theory_trf(cfg["pe"], int(cfg["n_head"]), eps, reduce, values)
+    return theory_trf(scheme.spec, run.model.cfg.n_head, eps, reduce, values)
 
 
 def spearman_table(rows: list[dict]) -> dict:
@@ -494,7 +428,7 @@ def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progr
     rows = []
     for r in runs:
         if progress:
-            print(f"  erf: {r}", file=sys.stderr, flush=True)
+            log.info("  erf: %s", r)
         rows.append(run_erf(r, kind=kind, eps=eps, **kwargs))
     return {"rows": rows, "spearman": spearman_table(rows)}
 
@@ -511,7 +445,7 @@ def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "gra
 
     rows = [r for r in rows if r.get("grad_curve")]
     if not rows:
-        raise ExtrapError("nothing to plot: no gradient ERF was measured (use --kind grad or both)")
+        raise ExtrapError("nothing to plot: no gradient ERF was measured (measure kind grad or both)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -541,6 +475,6 @@ def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "gra
 __all__ = [
     "ATTN_EPS", "ATTN_MAX_LENGTH", "GRAD_THRESHOLD", "AttentionERF", "GradientERF", "attention_erf",
     "attention_n_emp", "average_ranks", "compare_trf_erf", "cumulative_from_recent", "erf_from_curve",
-    "gradient_erf", "gradient_norms", "plot_gradient_curves", "run_erf", "segment_starts", "spearman",
+    "gradient_erf", "gradient_norms", "plot_gradient_curves", "run_erf", "spearman",
     "spearman_table", "theory_trf", "theory_trf_heads", "model_bias_values",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from extrap.commands import args as types
 from extrap.errors import ExtrapError
 
 
@@ -16,71 +17,47 @@ def register(sub) -> None:
                                    "L_tr and at L_ex before and after applying τ.")
     p.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder)")
     p.add_argument("--corpus", help="hf: probing corpus, tokenized with the model's tokenizer (default stdlib)")
-    p.add_argument("--dtype", help="hf: float32 | bfloat16 | float16")
-    p.add_argument("--mode", default="pmax", help="pmax | entropy | log-length | prop1 | prop2 (default pmax)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="hf: float32 | bfloat16 | float16")
+    p.add_argument("--mode", default="pmax", choices=("pmax", "entropy", "log-length", "prop1", "prop2"), help="pmax | entropy | log-length | prop1 | prop2 (default pmax)")
     p.add_argument("--per-layer", action="store_true", dest="per_layer",
                    help="one τ per layer (greedy, layer by layer; pmax or entropy only)")
-    p.add_argument("--train-length", type=int, dest="train_length", help="L_tr (default: the run's)")
-    p.add_argument("--lengths", default=None, help="comma-separated L_ex (default: L_tr x 2,4,8, at most "
+    p.add_argument("--train-length", type=types.length, dest="train_length", help="L_tr (default: the run's)")
+    p.add_argument("--lengths", type=types.lengths, default=None, help="comma-separated L_ex (default: L_tr x 2,4,8, at most "
                                                    "--max-length)")
-    p.add_argument("--segments", type=int, default=4, help="segments of the split averaged per length (default 4)")
-    p.add_argument("--split", default="validation", help="validation | test")
-    p.add_argument("--grid", default=None, help="comma-separated τ grid (default 1.0,0.95,...,0.5)")
+    p.add_argument("--segments", type=types.positive_int, default=4, help="segments of the split averaged per length (default 4)")
+    types.add_split(p)
+    p.add_argument("--grid", type=types.floats, default=None, help="comma-separated τ grid (default 1.0,0.95,...,0.5)")
     p.add_argument("--no-refine", action="store_false", dest="refine",
                    help="keep the paper's grid answer (no bisection between grid points)")
-    p.add_argument("--max-length", type=int, default=None, dest="max_length",
+    p.add_argument("--max-length", type=types.length, default=None, dest="max_length",
                    help="cap on probed lengths (default 4096: O(L^2) memory per layer)")
     p.add_argument("--out", help="also write the JSON report to this file (atomically)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
-def _floats(text: str, what: str) -> list[float]:
-    try:
-        out = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ExtrapError(f"{what} must be comma-separated numbers, got {text!r}") from None
-    if not out:
-        raise ExtrapError(f"{what} is empty")
-    return out
-
-
 def run(args) -> int:
     import extrap
-    from extrap.align import (DEFAULT_GRID, MAX_PROBE_LENGTH, MODES, SEARCH_MODES, align_report, check_grid,
-                              check_lengths, check_mode)
-    from extrap.commands.eval import parse_lengths
-    from extrap.evaluate import eval_stream_for
+    from extrap.align import DEFAULT_GRID, MAX_PROBE_LENGTH, SEARCH_MODES, align_report, check_grid, check_lengths
+    from extrap.run import eval_stream
 
-    check_mode(args.mode, MODES)
     if args.per_layer and args.mode not in SEARCH_MODES:
         raise ExtrapError(f"--per-layer needs --mode pmax or entropy, not {args.mode}")
-    if args.segments < 1:
-        raise ExtrapError("--segments must be >= 1")
-    if args.max_length is not None and args.max_length < 2:
-        raise ExtrapError("--max-length must be >= 2")
-    grid = check_grid(_floats(args.grid, "--grid")) if args.grid else list(DEFAULT_GRID)
-    if args.split not in ("validation", "test"):
-        raise ExtrapError(f"--split must be validation or test, got {args.split!r}")
-    lengths = parse_lengths(args.lengths) if args.lengths else None
-    if args.train_length is not None and args.train_length < 2:
-        raise ExtrapError("--train-length must be >= 2")
+    grid = check_grid(args.grid) if args.grid else list(DEFAULT_GRID)
+    lengths = args.lengths
 
-    hf = str(args.run).startswith("hf:")
-    if not hf and (args.corpus or args.dtype):
-        raise ExtrapError("--corpus and --dtype are only for hf: models")
-    run_ = extrap.load(args.run, **({"dtype": args.dtype} if args.dtype else {})) if hf else extrap.load(args.run)
-    if hf and args.corpus:
-        run_.config["train"]["corpus"] = args.corpus
+    run_ = extrap.load(args.run, dtype=args.dtype)
+    if args.corpus:
+        run_.use_corpus(args.corpus)
     L_tr = args.train_length or run_.train_length
     cap = args.max_length or MAX_PROBE_LENGTH
     if lengths is None:
         lengths = [L_tr * k for k in (2, 4, 8) if L_tr * k <= cap] or [min(cap, 2 * L_tr)]
     check_lengths(L_tr, lengths, cap)
-    stream = eval_stream_for(run_, args.split, max([L_tr, *lengths]) + 1)
+    stream = eval_stream(run_, args.split, max([L_tr, *lengths]) + 1)
     report = align_report(run_.model, stream, L_tr, lengths, args.mode, per_layer=args.per_layer,
                           segments=args.segments, grid=grid, refine=args.refine, max_length=cap)
-    report = {"run": str(run_.path), "pe": run_.config["model"]["pe"], "split": args.split, "step": run_.step,
+    report = {"run": str(run_.path), "pe": run_.pe, "split": args.split, "step": run_.step,
               **report}
     if args.out:
         from extrap.io import atomic_write_json

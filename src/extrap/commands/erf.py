@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from extrap.commands import args as types
 from extrap.errors import ExtrapError
 
 
@@ -16,19 +17,19 @@ def register(sub) -> None:
                                    "rank correlation.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, or hf:PATH (local Hugging Face "
                                                                 "checkpoint folders)")
-    p.add_argument("--length", type=int, help="L_ex: context of L_ex-1 tokens predicting the L_ex-th "
+    p.add_argument("--length", type=types.length, help="L_ex: context of L_ex-1 tokens predicting the L_ex-th "
                                               "(default 4 x L_tr; the attention ERF uses at most 2048)")
-    p.add_argument("--segments", type=int, default=8, help="segments of the split to average over (default 8)")
-    p.add_argument("--threshold", type=float, default=0.99, help="gradient ERF threshold in (0, 1) (default 0.99)")
-    p.add_argument("--eps", type=float, default=0.01, help="eps of n_emp and of the TRF, in (0, 1) (default 0.01)")
-    p.add_argument("--kind", default="both", help="grad | attn | both (default both)")
-    p.add_argument("--split", default="validation", help="validation | test")
-    p.add_argument("--trf-reduce", default="median", dest="trf_reduce",
+    p.add_argument("--segments", type=types.positive_int, default=8, help="segments of the split to average over (default 8)")
+    p.add_argument("--threshold", type=types.fraction, default=0.99, help="gradient ERF threshold in (0, 1) (default 0.99)")
+    p.add_argument("--eps", type=types.fraction, default=0.01, help="eps of n_emp and of the TRF, in (0, 1) (default 0.01)")
+    p.add_argument("--kind", default="both", choices=("grad", "attn", "both"), help="grad | attn | both (default both)")
+    types.add_split(p)
+    p.add_argument("--trf-reduce", default="median", dest="trf_reduce", choices=("mean", "median", "max"),
                    help="how per-head TRFs become one number: mean | median | max (default median)")
-    p.add_argument("--trf-source", default="init", dest="trf_source",
+    p.add_argument("--trf-source", default="init", dest="trf_source", choices=("init", "trained"),
                    help="TRF parameters: init (the scheme's formula values, as in 000) | trained (the run's "
                         "learned bias, every layer) (default init)")
-    p.add_argument("--batch", type=int, default=4, help="segments per backward pass (default 4)")
+    p.add_argument("--batch", type=types.positive_int, default=4, help="segments per backward pass (default 4)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--plot", metavar="DIR", help="write the cumulative gradient curves to DIR as PNG and SVG")
@@ -37,22 +38,6 @@ def register(sub) -> None:
 
 
 def _check(args) -> None:
-    from extrap.erf import HEAD_REDUCTIONS, KINDS, TRF_SOURCES, check_eps, check_threshold
-
-    check_threshold(args.threshold)
-    check_eps(args.eps)
-    if args.kind not in KINDS:
-        raise ExtrapError(f"--kind must be one of {', '.join(KINDS)}, got {args.kind!r}")
-    if args.split not in ("validation", "test"):
-        raise ExtrapError(f"--split must be validation or test, got {args.split!r}")
-    if args.trf_source not in TRF_SOURCES:
-        raise ExtrapError(f"--trf-source must be one of {', '.join(TRF_SOURCES)}")
-    if args.trf_reduce not in HEAD_REDUCTIONS:
-        raise ExtrapError(f"--trf-reduce must be one of {', '.join(HEAD_REDUCTIONS)}")
-    if args.segments < 1 or args.batch < 1:
-        raise ExtrapError("--segments and --batch must be >= 1")
-    if args.length is not None and args.length < 2:
-        raise ExtrapError(f"--length must be >= 2, got {args.length}")
     if args.plot and args.kind == "attn":
         raise ExtrapError("--plot draws gradient curves; use --kind grad or both")
 
@@ -90,9 +75,9 @@ def _print_table(report: dict) -> None:
 
 
 def run(args) -> int:
+    from extrap.devices import resolve_device
     from extrap.erf import compare_trf_erf, plot_gradient_curves
     from extrap.io import run_metadata
-    from extrap.train import resolve_device
 
     _check(args)
     device = str(resolve_device(args.device))

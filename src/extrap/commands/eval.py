@@ -5,65 +5,40 @@ from __future__ import annotations
 import json
 import sys
 
+from extrap.commands import args as types
 from extrap.errors import ExtrapError
-
-
-def parse_lengths(text: str, minimum: int = 2) -> list[int]:
-    """Comma-separated token counts, sorted and deduplicated; each an integer >= ``minimum``."""
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ExtrapError(f"--lengths must be comma-separated integers, got {text!r}") from None
-    if not values or any(not v.is_integer() or v < minimum or v > 10**7 for v in values):
-        raise ExtrapError(f"--lengths must be integers >= {minimum} (and at most 1e7)")
-    return sorted({int(v) for v in values})
 
 
 def _tau_text(t) -> str:
     return "[" + ",".join(f"{x:.3f}" for x in t) + "]" if isinstance(t, list) else f"{t:.3f}"
 
 
-def add_hf_arguments(p, corpus: bool = True) -> None:
-    """Options of hf:PATH models (ignored by nothing: they are refused for project runs)."""
-    g = p.add_argument_group("hf:PATH models")
-    g.add_argument("--dtype", help="hf: float32 | bfloat16 | float16 (default float32 on cpu, bfloat16 on cuda)")
-    g.add_argument("--rope", help="hf: re-scale RoPE at inference: linear | ntk | dynamic | ntk-by-parts | yarn | "
-                                  "truncated (extrap's frequencies) or hf:linear | hf:dynamic | hf:yarn (HF's own)")
-    g.add_argument("--factor", type=float, help="hf: RoPE scale factor s for --rope")
-    g.add_argument("--train-length", type=int, dest="train_length",
-                   help="hf: L_tr (default: max_position_embeddings / n_positions of the config)")
-    if corpus:
-        g.add_argument("--corpus", help="hf: evaluation corpus, tokenized with the model's tokenizer "
-                                        "(stdlib, text:PATH, ...; default stdlib)")
-
-
-def hf_options(args) -> dict:
-    out = {k: getattr(args, k, None) for k in ("dtype", "rope", "factor", "train_length")}
-    return {k: v for k, v in out.items() if v is not None}
+PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="perplexity versus evaluation length",
                        description="Evaluate a run at several lengths with one protocol; print a table or JSON.")
     p.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder)")
-    p.add_argument("--lengths", default=None, help="comma-separated L_ex (default: L_tr x 1,2,4,...,16)")
-    p.add_argument("--protocol", default="nonoverlapping", help="nonoverlapping | sliding | last-token")
-    p.add_argument("--stride", type=int, help="sliding stride (default L_ex/2)")
-    p.add_argument("--targets", type=int, default=64, help="last-token: number of target tokens")
-    p.add_argument("--tokens", type=int, help="tokens evaluated per length (default: the longest length)")
-    p.add_argument("--split", default="validation", help="validation | test")
+    p.add_argument("--lengths", type=types.lengths, default=None, help="comma-separated L_ex (default: L_tr x 1,2,4,...,16)")
+    p.add_argument("--protocol", default="nonoverlapping", choices=PROTOCOLS,
+                   help="nonoverlapping | sliding | last-token")
+    p.add_argument("--stride", type=types.positive_int, help="sliding stride (default L_ex/2)")
+    p.add_argument("--targets", type=types.positive_int, default=64, help="last-token: number of target tokens")
+    p.add_argument("--tokens", type=types.length, help="tokens evaluated per length (default: the longest length)")
+    types.add_split(p)
     p.add_argument("--window", default="none", help="auto | none | W: attention window used at evaluation")
-    p.add_argument("--eps", type=float, default=1e-6, help="window auto: TRF(eps) of the trained bias")
-    p.add_argument("--cache-window", type=int, dest="cache_window",
+    p.add_argument("--eps", type=types.fraction, default=1e-6, help="window auto: TRF(eps) of the trained bias")
+    p.add_argument("--cache-window", type=types.positive_int, dest="cache_window",
                    help="rolling KV cache of W tokens (003 Appendix B); same as --window W")
-    p.add_argument("--delta", type=float, default=0.02, help="δ of 000 Definition 0.1")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--backend", help="attention: auto | blocked | flex (flex on CPU compiles once per length)")
+    p.add_argument("--delta", type=types.positive_float, default=0.02, help="δ of 000 Definition 0.1")
+    p.add_argument("--batch", type=types.positive_int, default=8)
+    p.add_argument("--backend", choices=("auto", "blocked", "flex"), help="attention: auto | blocked | flex (flex on CPU compiles once per length)")
     p.add_argument("--temperature", default=None,
                    help="softmax temperature (004): auto (the aligned τ for each L_ex, see --align-mode) | TAU")
     p.add_argument("--align-mode", default="pmax", dest="align_mode",
                    help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)")
-    add_hf_arguments(p)
+    types.add_hf_arguments(p)
     p.add_argument("--out", help="also write the JSON result to this file (atomically)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -72,19 +47,13 @@ def register(sub) -> None:
 def run(args) -> int:
     from extrap.evaluate import evaluate_run
 
-    if args.targets < 1 or args.batch < 1 or (args.tokens is not None and args.tokens < 2):
-        raise ExtrapError("--targets, --batch and --tokens must be positive")
-    window = args.window
-    if args.cache_window is not None:
-        if args.cache_window < 1:
-            raise ExtrapError("--cache-window must be >= 1")
-        window = str(args.cache_window)
-    report = evaluate_run(args.run, lengths=parse_lengths(args.lengths) if args.lengths else None,
+    window = args.window if args.cache_window is None else str(args.cache_window)
+    report = evaluate_run(args.run, lengths=args.lengths,
                           protocol=args.protocol, stride=args.stride, targets=args.targets, tokens=args.tokens,
                           split=args.split, window=window, eps=args.eps, delta=args.delta, batch=args.batch,
                           backend=args.backend, temperature=args.temperature, align_mode=args.align_mode,
                           progress=not args.json, corpus=getattr(args, "corpus", None),
-                          hf_options=hf_options(args))
+                          hf_options=types.hf_options(args))
     if args.out:
         from extrap.io import atomic_write_json
 

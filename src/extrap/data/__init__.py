@@ -11,7 +11,7 @@ Typical use::
 
 from extrap.data.cache import cache_root
 from extrap.data.corpora import SPLITS, Corpus, list_corpora, load_corpus
-from extrap.data.streams import BatchSampler, eval_stream, token_stream
+from extrap.data.streams import BatchSampler, eval_stream, segment_starts, segments, token_stream
 from extrap.data.tokenizers import BPETokenizer, ByteTokenizer, Tokenizer, get_tokenizer, load_tokenizer
 
 __all__ = [
@@ -27,5 +27,7 @@ __all__ = [
     "list_corpora",
     "load_corpus",
     "load_tokenizer",
+    "segment_starts",
+    "segments",
     "token_stream",
 ]

@@ -260,9 +260,9 @@ def _stat_fingerprint(files: Iterable[tuple[str, Path]]) -> str:
 def text_path(spec_path: str) -> Path:
     path = Path(spec_path).expanduser()
     if not spec_path:
-        raise ExtrapError("corpus 'text:' needs a path, e.g. --corpus text:./my_texts/")
+        raise ExtrapError("corpus 'text:' needs a path, e.g. text:./my_texts/")
     if not path.exists():
-        raise ExtrapError(f"corpus path not found: {path} (give an existing file or folder, e.g. --corpus text:./data/)")
+        raise ExtrapError(f"corpus path not found: {path} (give an existing file or folder, e.g. text:./data/)")
     return path.resolve()
 
 

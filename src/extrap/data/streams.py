@@ -36,6 +36,25 @@ def _storage_dtype(vocab_size: int) -> type:
     return np.uint16 if vocab_size <= 1 << 16 else np.int32
 
 
+def segment_starts(stream_len: int, need: int, n: int) -> list[int]:
+    """``n`` start offsets spread evenly over the stream, each leaving ``need`` tokens after it.
+
+    Deterministic: the same stream, length and count always give the same segments.
+    """
+    if n < 1:
+        raise ExtrapError(f"the number of segments must be >= 1, got {n}")
+    if stream_len < need:
+        raise ExtrapError(f"the token stream has {stream_len:,} tokens, fewer than the {need:,} a segment needs")
+    room = stream_len - need
+    return [0] if n == 1 else [round(k * room / (n - 1)) for k in range(n)]
+
+
+def segments(stream: torch.Tensor, length: int, n: int) -> torch.Tensor:
+    """(n, length) int64 windows of a 1-D stream at :func:`segment_starts`."""
+    stream = torch.as_tensor(stream).reshape(-1)
+    return torch.stack([stream[s:s + length] for s in segment_starts(stream.numel(), length, n)]).long()
+
+
 def token_stream(
     corpus: Corpus, tokenizer: Tokenizer, split: str, cache_dir: str | os.PathLike | None = None
 ) -> torch.Tensor:

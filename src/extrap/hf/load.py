@@ -2,49 +2,113 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from extrap.errors import ExtrapError
-from extrap.hf.common import (CAUSAL_FAMILIES, T5_FAMILIES, _arch, _check_folder, _read_hf_config, _sha256,
-                              _transformers, default_device_dtype)
+from extrap.hf.common import (
+    CAUSAL_FAMILIES,
+    T5_FAMILIES,
+    architecture,
+    check_folder,
+    default_device_dtype,
+    read_hf_config,
+    require_transformers,
+    sha256_file,
+)
 from extrap.hf.model import HFModel
 from extrap.hf.rope import apply_rope
 from extrap.hf.tokenizer import HFTokenizer
+from extrap.io import run_metadata
+
+
+@dataclass
+class HFRunConfig:
+    """What extrap knows of an hf: checkpoint: its shape, L_tr and where it came from."""
+
+    pe: str
+    n_layer: int
+    n_head: int
+    d_model: int
+    vocab_size: int
+    architecture: str
+    model_type: str
+    train_length: int
+    train_length_source: str  # "config", "bloom default (2048)", or "given" by the caller
+    corpus: str  # the evaluation corpus (an hf: model has no training corpus extrap knows)
+    hf_path: str
+    config_hash: str
+    dtype: str
+    device: str
+    rope: dict | None = None  # RoPE re-scaling applied at load: kind, factor, ...
 
 
 @dataclass
 class HFRun:
+    """A local Hugging Face causal LM behind the :class:`extrap.run.Run` protocol."""
+
     model: HFModel
     tokenizer: HFTokenizer
-    config: dict
+    config: HFRunConfig
     path: str
     step: int | None = None
-    extra: dict = field(default_factory=dict)
+    corpus_hash: str | None = None  # of the evaluation corpus, once it is loaded
 
     def __iter__(self):
         return iter((self.model, self.tokenizer, self.config))
 
     @property
+    def pe(self) -> str:
+        return self.config.pe
+
+    @property
     def train_length(self) -> int:
-        return int(self.config["train"]["train_length"])
+        return self.config.train_length
 
+    @property
+    def seed(self) -> None:
+        return None
 
-def is_hf(path) -> bool:
-    return str(path).startswith("hf:")
+    @property
+    def task(self) -> None:
+        return None
+
+    @property
+    def corpus(self) -> str:
+        return self.config.corpus
+
+    def use_corpus(self, name: str) -> None:
+        self.config.corpus = name
+        self.corpus_hash = None
+
+    def eval_corpus(self):
+        """The chosen evaluation corpus; its hash is recorded, as there is no training corpus to compare."""
+        from extrap.data import load_corpus
+
+        corpus = load_corpus(self.corpus)
+        self.corpus_hash = corpus.hash
+        return corpus
+
+    def use_attention_backend(self, name: str) -> None:
+        raise ExtrapError("the attention backend cannot be chosen for hf: models")
+
+    def provenance(self) -> dict:
+        c = self.config
+        return {**run_metadata(None, self.corpus_hash), "hf_path": c.hf_path, "config_hash": c.config_hash,
+                "dtype": c.dtype, **({"rope": c.rope} if c.rope else {}), "corpus": c.corpus}
 
 
 def load_hf(path, dtype=None, device=None, rope: str | None = None, factor: float | None = None,
             train_length: int | None = None, corpus: str = "stdlib") -> HFRun:
     """An HF causal LM from a local folder as an extrap run (see the module docstring)."""
-    transformers = _transformers()
-    folder = _check_folder(path)
-    hf_cfg = _read_hf_config(folder)
+    transformers = require_transformers()
+    folder = check_folder(path)
+    hf_cfg = read_hf_config(folder)
     mtype = str(getattr(hf_cfg, "model_type", ""))
     if mtype in T5_FAMILIES:
-        raise ExtrapError(f"not supported: {_arch(hf_cfg)} is an encoder-decoder; use "
+        raise ExtrapError(f"not supported: {architecture(hf_cfg)} is an encoder-decoder; use "
                           f"`extrap theory --checkpoint hf:PATH` or extrap.hf.t5 for T5")
     if mtype not in CAUSAL_FAMILIES:
-        raise ExtrapError(f"not supported: {_arch(hf_cfg)}")
+        raise ExtrapError(f"not supported: {architecture(hf_cfg)}")
     device, dt = default_device_dtype(device, dtype)
     try:
         hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dt)
@@ -59,38 +123,26 @@ def load_hf(path, dtype=None, device=None, rope: str | None = None, factor: floa
     model = HFModel(hf_model, mtype, pe)
     n_pos = getattr(hf_cfg, "max_position_embeddings", None) or getattr(hf_cfg, "n_positions", None) \
         or getattr(hf_cfg, "max_seq_len", None)
-    tl_source = "--train-length"
+    tl_source = "given"
     if train_length is None:
         if n_pos is not None:
             train_length, tl_source = int(n_pos), "config"
         elif mtype == "bloom":  # ALiBi: the config stores no length; BLOOM was trained at 2048 tokens
             train_length, tl_source = 2048, "bloom default (2048)"
         else:
-            raise ExtrapError(f"{folder}: the config gives no context length; pass --train-length")
+            raise ExtrapError(f"{folder}: the config gives no context length; give the training length")
     if train_length < 2:
-        raise ExtrapError(f"--train-length must be >= 2, got {train_length}")
+        raise ExtrapError(f"training length must be >= 2, got {train_length}")
     rope_info = None
     if rope is not None:
         rope_info = apply_rope(model, rope, factor, int(n_pos or train_length))
         model.cfg.pe = f"{pe}+{rope}x{rope_info['factor']:g}"
     elif factor is not None:
-        raise ExtrapError("--factor needs --rope")
-    config = {
-        "model": {"pe": model.cfg.pe, "n_layer": model.cfg.n_layer, "n_head": model.cfg.n_head,
-                  "d_model": model.cfg.d_model, "vocab_size": model.cfg.vocab_size, "architecture": _arch(hf_cfg),
-                  "model_type": mtype},
-        "train": {"train_length": int(train_length), "train_length_source": tl_source, "corpus": corpus},
-        "hf_path": str(folder), "config_hash": _sha256(folder / "config.json"),
-        "dtype": str(dt).replace("torch.", ""), "device": device,
-        **({"rope": rope_info} if rope_info else {}),
-    }
+        raise ExtrapError("a RoPE factor needs a RoPE scaling (rope)")
+    config = HFRunConfig(
+        pe=model.cfg.pe, n_layer=model.cfg.n_layer, n_head=model.cfg.n_head, d_model=model.cfg.d_model,
+        vocab_size=model.cfg.vocab_size, architecture=architecture(hf_cfg), model_type=mtype,
+        train_length=int(train_length), train_length_source=tl_source, corpus=corpus, hf_path=str(folder),
+        config_hash=sha256_file(folder / "config.json"), dtype=str(dt).replace("torch.", ""), device=str(device),
+        rope=rope_info)
     return HFRun(model=model, tokenizer=HFTokenizer(tok, folder), config=config, path=f"hf:{folder}")
-
-
-def config_summary(run) -> dict:
-    """What a results JSON records about an hf: run (empty for project runs)."""
-    c = getattr(run, "config", {}) or {}
-    if "hf_path" not in c:
-        return {}
-    return {k: c[k] for k in ("hf_path", "config_hash", "dtype", "rope") if k in c}
-

@@ -4,6 +4,7 @@
 * :mod:`.directory`: :class:`RunDir`, every file of a run directory (config, checkpoints,
   latest.json, metrics.jsonl, final.json);
 * :mod:`.trained`: :class:`TrainedRun`, a run directory loaded for use;
+* :mod:`.parameters`: the stored bias parameters per layer, for the theory's checkpoint analysis;
 * :mod:`.protocol`: the :class:`Run` protocol, shared with ``hf:PATH`` checkpoints (:class:`extrap.hf.HFRun`).
 
 :func:`load` is the single place where a run directory and an ``hf:PATH`` are told apart.
@@ -16,10 +17,16 @@ from pathlib import Path
 from extrap.errors import ExtrapError
 from extrap.run.config import READABLE_FORMATS, RUN_FORMAT, RunConfig, RunFormatError
 from extrap.run.directory import Checkpoint, RunDir
+from extrap.run.parameters import StoredParams, read_bias_parameters
 from extrap.run.protocol import EVAL_SPLITS, Run, eval_stream
 from extrap.run.trained import TrainedRun, changed_settings, load_model_weights, model_weights, open_run
 
 HF_PREFIX = "hf:"
+
+
+def is_hf(source) -> bool:
+    """``hf:PATH``, a local Hugging Face checkpoint, rather than an extrap run directory."""
+    return str(source).startswith(HF_PREFIX)
 
 
 def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
@@ -30,7 +37,7 @@ def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
     project runs, cuda (bfloat16) when available for hf: models.
     """
     hf_options = {k: v for k, v in hf_options.items() if v is not None}
-    if str(source).startswith(HF_PREFIX):
+    if is_hf(source):
         from extrap.hf import load_hf
 
         return load_hf(source, device=device, **hf_options)
@@ -40,5 +47,5 @@ def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
 
 
 __all__ = ["EVAL_SPLITS", "HF_PREFIX", "READABLE_FORMATS", "RUN_FORMAT", "Checkpoint", "Run", "RunConfig",
-           "RunDir", "RunFormatError", "TrainedRun", "changed_settings", "eval_stream", "load",
-           "load_model_weights", "model_weights", "open_run"]
+           "RunDir", "RunFormatError", "StoredParams", "TrainedRun", "changed_settings", "eval_stream", "is_hf",
+           "load", "load_model_weights", "model_weights", "open_run", "read_bias_parameters"]

@@ -1,0 +1,104 @@
+"""Argument types shared by every command: argparse ``type=`` callables and common option groups.
+
+A bad value fails inside argparse, which prints one line (``extrap: error: argument --x: ...``)
+and exits with status 2 before anything is loaded or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+MAX_LENGTH = 10**7  # longest evaluation length accepted on the command line
+SPLITS = ("validation", "test")
+
+
+def lengths(text: str, minimum: int = 2) -> list[int]:
+    """Comma-separated token counts, sorted and deduplicated; each an integer >= ``minimum``."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}") from None
+    if not values or any(not v.is_integer() or v < minimum or v > MAX_LENGTH for v in values):
+        raise argparse.ArgumentTypeError(f"must be integers >= {minimum} (and at most {MAX_LENGTH:.0e})")
+    return sorted({int(v) for v in values})
+
+
+def lengths_from(minimum: int):
+    """:func:`lengths` with another lower bound (theory accepts L = 1)."""
+    def parse(text: str) -> list[int]:
+        return lengths(text, minimum)
+    parse.__name__ = "lengths"
+    return parse
+
+
+def floats(text: str) -> list[float]:
+    """Comma-separated numbers (a τ grid, a list of eps)."""
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
+    if not out:
+        raise argparse.ArgumentTypeError("is empty")
+    return out
+
+
+def _bounded_int(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+positive_int = _bounded_int(1)
+length = _bounded_int(2)  # a sequence length: at least one token of context and one to predict
+
+
+def fraction(text: str) -> float:
+    """A number strictly between 0 and 1 (eps, a threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def add_split(p) -> None:
+    p.add_argument("--split", default="validation", choices=SPLITS, help="validation | test")
+
+
+def add_hf_arguments(p, corpus: bool = True) -> None:
+    """Options of hf:PATH models (refused for extrap runs when given)."""
+    g = p.add_argument_group("hf:PATH models")
+    g.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                   help="hf: float32 | bfloat16 | float16 (default float32 on cpu, bfloat16 on cuda)")
+    g.add_argument("--rope", help="hf: re-scale RoPE at inference: linear | ntk | dynamic | ntk-by-parts | yarn | "
+                                  "truncated (extrap's frequencies) or hf:linear | hf:dynamic | hf:yarn (HF's own)")
+    g.add_argument("--factor", type=positive_float, help="hf: RoPE scale factor s for --rope")
+    g.add_argument("--train-length", type=length, dest="train_length",
+                   help="hf: L_tr (default: max_position_embeddings / n_positions of the config)")
+    if corpus:
+        g.add_argument("--corpus", help="hf: evaluation corpus, tokenized with the model's tokenizer "
+                                        "(stdlib, text:PATH, ...; default stdlib)")
+
+
+def hf_options(args) -> dict:
+    """The hf: options given on the command line (None when absent)."""
+    return {k: getattr(args, k, None) for k in ("dtype", "rope", "factor", "train_length")}

@@ -1,0 +1,177 @@
+"""Evaluating a run (CLI and Python API): load it, choose window and temperature, report as JSON.
+
+The result follows the schema of ``extrap eval --json``: the run and its provenance, the
+protocol, one entry per length (:meth:`LengthResult.to_dict`) and the 000 Definition 0.1 verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from extrap.errors import ExtrapError
+from extrap.evaluate.protocols import PROTOCOLS, LengthResult, evaluate
+from extrap.evaluate.verdict import verdict
+from extrap.run import Run, eval_stream
+
+log = logging.getLogger(__name__)
+
+WINDOW_CHECK_MAX = 8192  # the exact-attention comparison of a windowed length runs up to this length
+
+
+def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[int], int | None] | None, dict]:
+    """``none``, a fixed W, or ``auto``: the theory's TRF(eps) of the trained bias, when its series converges."""
+    if mode in (None, "none"):
+        return None, {"mode": "none", "size": None, "reason": "exact attention"}
+    if mode != "auto":
+        try:
+            w = int(mode)
+        except ValueError:
+            raise ExtrapError(f"window must be auto, none or an integer, got {mode!r}") from None
+        if w < 1:
+            raise ExtrapError("window must be >= 1")
+        return (lambda L: w if w < L else None), {"mode": "fixed", "size": w, "reason": "set by the user"}
+    if not 0 < eps < 1:
+        raise ExtrapError(f"eps must be in (0, 1), got {eps}")
+    if run.model.scheme is None:
+        raise ExtrapError("an automatic window reads the trained bias of an extrap run; give a window size "
+                          "for hf: models")
+    w, reason = model_trf_window(run.model, eps)
+    info = {"mode": "auto", "size": w, "eps": eps, "reason": reason}
+    if w is None:
+        return None, info
+    return (lambda L: w if w < L else None), info
+
+
+def model_trf_window(model, eps: float) -> tuple[int | None, str]:
+    """The attention window that the theory allows: max over layers and heads of TRF(eps).
+
+    Only for Toeplitz bias RPEs whose series converges in every head (000 Theorem 0.4):
+    the keys beyond TRF(eps) then hold less than a fraction eps of the bias mass
+    (000 Eq. 22), so dropping them changes the output by O(eps).
+    """
+    from extrap.theory import analyse, eps_key
+
+    scheme = model.scheme
+    if not scheme.is_toeplitz:
+        return None, f"{scheme.spec} is not a Toeplitz bias RPE: exact attention"
+    widest, where = 0, None
+    for layer, blk in enumerate(model.blocks):
+        values = {k: v.detach().double().cpu() for k, v in blk.attn.bias_values().items()}
+        for r in analyse(scheme, model.cfg.n_head, values, eps=[eps]):
+            if r.verdict != "converges":
+                return None, f"layer {layer} head {r.head}: series {r.verdict} ({r.test}): exact attention"
+            n = r.trf.get(eps_key(eps))
+            if n is None:
+                return None, f"layer {layer} head {r.head}: no TRF at eps={eps:g}: exact attention"
+            if n > widest:
+                widest, where = n, (layer, r.head)
+    return widest, (f"TRF({eps:g}) of the trained bias, widest at layer {where[0]} head {where[1]}; "
+                    "keys further back are dropped")
+
+
+def resolve_temperature(run: Run, spec, stream: torch.Tensor, lengths: list[int], mode: str = "pmax",
+                        segments: int = 4, per_layer: bool = False, max_length: int | None = None):
+    """None (τ untouched), a fixed τ, or ``auto`` (004: the aligned τ for each L_ex).
+
+    ``auto`` calls :func:`extrap.align.aligned_temperature` with ``mode`` on ``segments`` segments of
+    the evaluation stream (only its attention is read); τ = 1 for L_ex <= L_tr.  Returns
+    (temperature_for or None, info for the report).
+    """
+    if spec in (None, "", "none"):
+        return None, {"mode": "none"}
+    from extrap import align
+
+    if spec != "auto":
+        try:
+            tau = float(spec)
+        except (TypeError, ValueError):
+            raise ExtrapError(f"temperature must be auto, none or a positive number, got {spec!r}") from None
+        tau = align.check_tau(tau)
+        return (lambda L: tau), {"mode": "fixed", "tau": tau}
+    align.check_mode(mode)
+    if per_layer and mode not in align.SEARCH_MODES:
+        raise ExtrapError(f"per-layer temperatures need the pmax or entropy alignment mode, not {mode}")
+    L_tr = run.train_length
+    if mode != "log-length":  # probing lengths are capped: fail before evaluating anything
+        align.check_lengths(L_tr, [L for L in lengths if L > L_tr], max_length)
+    chosen: dict = {}
+
+    def temperature_for(L: int):
+        if L not in chosen:
+            chosen[L] = align.aligned_temperature(run.model, stream, L_tr, L, mode, per_layer, segments,
+                                                  max_length=max_length)
+        return chosen[L]
+    return temperature_for, {"mode": "auto", "align_mode": mode, "per_layer": per_layer, "segments": segments,
+                             "chosen": chosen}
+
+
+def _open(source, run: Run | None, corpus: str | None, hf_options: dict | None, backend: str | None) -> Run:
+    import extrap
+
+    if run is None:
+        run = extrap.load(source, **(hf_options or {}))
+    if corpus is not None:
+        run.use_corpus(corpus)
+    if backend is not None:
+        run.use_attention_backend(backend)
+    return run
+
+
+def _show(r: LengthResult) -> None:
+    log.info("  L_ex=%s: %s", r.length, f"ppl {r.ppl:.3f} ({r.seconds:.1f} s)" if not r.error else r.error)
+
+
+def _check_window_cost(run: Run, results: list[LengthResult], stream, protocol, settings: dict,
+                       temperature_for, exact_check_max: int) -> None:
+    """Measure what the window costs where exact attention is affordable: the same length without it."""
+    for r in results:
+        if r.window is not None and r.error is None and r.length <= exact_check_max:
+            exact = evaluate(run.model, stream, [r.length], protocol, temperature_for=temperature_for, **settings)
+            r.exact_loss = exact[0].loss
+
+
+def evaluate_run(source: str | Path | Run, lengths=None, protocol="nonoverlapping", stride=None, targets=64,
+                 tokens=None, split="validation", window="none", eps=1e-6, delta=0.02, batch=8,
+                 progress=False, run: Run | None = None, exact_check_max: int = WINDOW_CHECK_MAX,
+                 backend: str | None = None, temperature=None, align_mode: str = "pmax", align_segments: int = 4,
+                 align_per_layer: bool = False, align_max_length: int | None = None, corpus: str | None = None,
+                 hf_options: dict | None = None) -> dict:
+    """Evaluate a run (a directory, ``hf:PATH`` or a loaded :class:`Run`); returns the JSON-ready report.
+
+    ``temperature``: None, a τ, or "auto" (004 attention alignment by ``align_mode``; the τ
+    used at each length is recorded in its result and under "temperature" in the report).
+    ``corpus`` and ``hf_options`` are for hf: models; an extrap run reads its training corpus.
+    """
+    if protocol not in PROTOCOLS:
+        raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
+    run = _open(source, run if run is not None else (None if isinstance(source, (str, Path)) else source),
+                corpus, hf_options, backend)
+    L_tr = run.train_length
+    lengths = sorted(set(lengths or [L_tr * 2**k for k in range(5)]) | {L_tr})
+    window_for, window_info = resolve_window(run, window, eps)
+    need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
+    stream = eval_stream(run, split, need)
+    temperature_for, temperature_info = resolve_temperature(run, temperature, stream, lengths, align_mode,
+                                                            align_segments, align_per_layer, align_max_length)
+    settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch)
+    results = evaluate(run.model, stream, lengths, protocol, window_for=window_for,
+                       on_result=_show if progress else None, temperature_for=temperature_for, **settings)
+    if window_for is not None:
+        _check_window_cost(run, results, stream, protocol, settings, temperature_for, exact_check_max)
+    v = verdict(results, L_tr, delta)
+    return {"run": str(run.path), "pe": run.pe, "protocol": protocol, "split": split, "train_length": L_tr,
+            "delta": delta, "extrapolates": v.extrapolates, "worst_ratio": v.worst_ratio, "window": window_info,
+            "results": [r.to_dict() for r in results], "step": run.step,
+            **({"temperature": _temperature_report(temperature_info)} if temperature is not None else {}),
+            **run.provenance()}
+
+
+def _temperature_report(info: dict) -> dict:
+    out = {k: v for k, v in info.items() if k != "chosen"}
+    if "chosen" in info:
+        out["tau"] = {str(L): t for L, t in sorted(info["chosen"].items())}
+    return out
