@@ -18,13 +18,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from extrap.version import __version__
 from extrap.config import PRESETS, TrainConfig, build_configs
 from extrap.devices import resolve_device
 from extrap.errors import ExtrapError
 from extrap.io import run_metadata
 from extrap.model import GPT, ModelConfig
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
+from extrap.version import __version__
 
 log = logging.getLogger(__name__)
 
