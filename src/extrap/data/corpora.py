@@ -27,15 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extrap.data.cache import cache_key, cache_root
+from extrap.data.documents import Document
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_bytes, atomic_write_json
 
 SPLITS = ("train", "validation", "test")
 FILE_SEPARATOR = "\n\n"
 """Between two files of a split: files lose their trailing newlines and are joined by one blank line."""
-
-Document = tuple[str, bytes]
-"""(relative POSIX path or other stable key, raw bytes)."""
 
 _CACHE_FORMAT = 1  # bump when the assembled text of any corpus would change
 

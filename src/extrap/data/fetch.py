@@ -20,7 +20,7 @@ import sys
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from extrap.data.corpora import Document
+from extrap.data.documents import Document
 from extrap.errors import ExtrapError
 
 PYDOC_PACKAGE = "python3.11-doc"
