@@ -29,10 +29,11 @@ def main() -> None:
     import torch
 
     from extrap import positional
+    from extrap.positional.base import BiasRPE
     from extrap.theory import analyse, clear_cache
 
     import_s = time.perf_counter() - t0
-    names = [n for n, cls in positional.REGISTRY.items() if cls.kind == "bias"]
+    names = [n for n, cls in positional.REGISTRY.items() if issubclass(cls, BiasRPE)]
 
     best = None
     for _ in range(max(1, args.repeat)):

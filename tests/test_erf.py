@@ -21,10 +21,9 @@ from extrap.erf import (
     run_erf,
     spearman,
     spearman_table,
-    theory_trf,
-    theory_trf_heads,
 )
 from extrap import positional
+from extrap.theory import receptive_field
 from extrap.errors import ExtrapError
 from extrap.model import GPT, ModelConfig
 
@@ -165,6 +164,17 @@ def test_attention_length_cap():
 # ---------------------------------------------------------------------------
 # Spearman and TRF
 # ---------------------------------------------------------------------------
+def test_erf_trf_setting_alibi_closed_form():
+    """b_t = exp(-m t): the tail drops below B eps once exp(-m j) < eps, so n = floor(ln(1/eps) / m) + 1."""
+    eps = 0.01
+    slopes = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8]  # ALiBi, 4 heads
+    expected = [math.floor(math.log(1 / eps) / m) + 1 for m in slopes]
+    assert receptive_field("alibi", eps=eps, reduce="none", num_heads=4).values == expected
+    assert receptive_field("alibi", eps=eps, reduce="median", num_heads=4).value == (expected[1] + expected[2]) / 2
+    vals = positional.get("alibi").init_values(4)  # per layer, as --trf-source trained passes them
+    assert receptive_field("alibi", [vals, vals], eps=eps, reduce="mean").value == sum(expected) / 4
+
+
 def test_spearman_known_rankings():
     assert spearman([1, 2, 3, 4], [10, 20, 30, 45]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
@@ -174,29 +184,6 @@ def test_spearman_known_rankings():
     assert spearman([1], [2]) is None
     with pytest.raises(ValueError):
         spearman([1, 2], [1])
-
-
-def test_theory_trf_window_and_non_bias():
-    assert theory_trf("window:4", 2, 0.01) == 4  # 000 Eq. 22: smallest j with j > 4 * 0.99
-    assert theory_trf("window:512", 8, 0.01) == 507  # j > 506.88
-    assert theory_trf("rope", 4, 0.01) is None
-    assert theory_trf("sinusoidal", 4, 0.01) is None
-    assert theory_trf("nope", 4, 0.01) is None  # divergent: no finite TRF
-    with pytest.raises(ExtrapError):
-        theory_trf("window:4", 2, 0.01, reduce="sum")
-
-
-def test_theory_trf_alibi_closed_form():
-    """b_t = exp(-m t): the tail drops below B eps once exp(-m j) < eps, so n = floor(ln(1/eps) / m) + 1."""
-    eps = 0.01
-    slopes = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8]  # ALiBi, 4 heads
-    expected = [math.floor(math.log(1 / eps) / m) + 1 for m in slopes]
-    assert theory_trf_heads("alibi", 4, eps) == expected
-    assert theory_trf("alibi", 4, eps, reduce="max") == expected[-1]
-    assert theory_trf("alibi", 4, eps, reduce="median") == (expected[1] + expected[2]) / 2
-    # per-layer values (what --trf-source trained passes): two identical layers, same TRFs
-    vals = positional.get("alibi").init_values(4)
-    assert theory_trf("alibi", 4, eps, reduce="mean", values=[vals, vals]) == sum(expected) / 4
 
 
 def test_attention_erf_of_pure_bias_matches_the_series():
@@ -216,7 +203,7 @@ def test_attention_erf_of_pure_bias_matches_the_series():
         assert a.per_layer_head[0][h] == torch.tensor(ref, dtype=torch.float64).median().item()
         assert a.per_layer_head_mean[0][h] == pytest.approx(sum(ref) / len(ref))
     # far enough from the start, the steep head already sits at its TRF (000 Eq. 22): floor(16 ln 100) + 1 = 74
-    assert a.per_layer_head[0][0] == math.floor(math.log(1 / eps) * 16) + 1 == theory_trf_heads("alibi", 2, eps)[0]
+    assert a.per_layer_head[0][0] == math.floor(math.log(1 / eps) * 16) + 1 == receptive_field("alibi", eps=eps, num_heads=2).values[0]
 
 
 # ---------------------------------------------------------------------------

@@ -113,7 +113,28 @@ def test_fire_is_bounded_by_progressive_interpolation():
     t = (i - torch.arange(100.0).unsqueeze(0)).clamp_min(0)
     b = s.bias(t, v, i=i)
     assert b.shape == (3, 100, 100) and torch.isfinite(b).all()
-    assert not s.toeplitz
+    assert not s.is_toeplitz and s.adds_bias
+
+
+def test_conventions_define_t_and_n_once():
+    from extrap.positional import conventions as C
+    from extrap.positional.base import T
+
+    assert P.T is T is C.T and C.distance(7, 3) == 4 and C.n_from_t(0) == 1
+    assert P.get("n").symbolic(0, {}) == C.n_from_t(C.T) == C.T + 1  # a formula's n is t + 1
+    assert P.get("type1").symbolic(0, {}) == -2 * sympy.log(C.n_from_t(C.T))
+    i, j = torch.arange(4.0)[:, None], torch.arange(4.0)[None, :]
+    assert torch.equal(C.distance(i, j), i - j)
+
+
+def test_capabilities_of_every_scheme():
+    caps = {name: tuple(getattr(P.get(name), c) for c in ("adds_bias", "is_toeplitz", "rotates", "embeds"))
+            for name in P.REGISTRY}
+    assert caps["alibi"] == caps["window"] == (True, True, False, False)
+    assert caps["fire"] == (True, False, False, False)
+    assert caps["nope"] == (False, False, False, False)  # r = 0: no bias to add
+    assert caps["rope"] == caps["xpos"] == (False, False, True, False)
+    assert caps["sinusoidal"] == caps["learned"] == (False, False, False, True)
 
 
 def test_symbolic_forms_are_exact():

@@ -118,6 +118,15 @@ def test_frequency_errors():
         R.rope_frequencies("ntk", 2, factor=2.0)
     with pytest.raises(ExtrapError):
         R.rope_frequencies("linear", 16, factor=0.0)
+    with pytest.raises(ExtrapError, match="alpha < beta"):
+        R.rope_frequencies("ntk-by-parts", 16, alpha=2.0, beta=1.0)
+
+
+def test_frequencies_live_in_rope_scaling_and_stay_importable_from_rotary():
+    from extrap.positional import rope_scaling
+
+    assert R.rope_frequencies is rope_scaling.rope_frequencies and R.SCALINGS is rope_scaling.SCALINGS
+    assert R.default_inv_freq is rope_scaling.default_inv_freq
 
 
 # ---------------------------------------------------------------------------

@@ -16,8 +16,19 @@ import torch
 
 from extrap import positional as P
 from extrap.errors import ExtrapError
-from extrap.positional.base import T
-from extrap.theory import analyse, analyse_checkpoint, classify, collapse, compare
+from extrap.positional.conventions import T
+from extrap.theory import (
+    ERF_TRF,
+    STUDY_TRF,
+    WINDOW_AUTO_TRF,
+    analyse,
+    analyse_checkpoint,
+    classify,
+    clear_cache,
+    collapse,
+    compare,
+    receptive_field,
+)
 from extrap.theory.asymptotics import expand, log_scale
 
 EPS4 = (1e-3, 1e-6, 1e-9, 1e-12)
@@ -103,9 +114,10 @@ def test_growth_of_divergent_series():
 
 
 def test_not_applicable_schemes():
-    for name, cls in P.REGISTRY.items():
-        if cls.kind in ("ape", "rotary"):
-            res = analyse(name, 4)
+    for name in P.REGISTRY:
+        scheme = P.get(name)
+        if scheme.rotates or scheme.embeds:
+            res = analyse(scheme, 4)
             assert len(res) == 1 and res[0].verdict == "not-applicable" and res[0].head is None
             assert "bias" in res[0].explanation
 
@@ -362,3 +374,115 @@ def test_analyse_checkpoint_of_a_real_model(tmp_path):
     for heads in out["layers"].values():  # init r1 = linspace(1.5, 3): every head converges
         assert [r.verdict for r in heads] == ["converges"] * 4
         assert heads[-1].trf["0.001"] == pytest.approx(zeta_trf(3, 1e-3), abs=1)
+
+
+# ---------------------------------------------------------------------------
+# one TRF for a scheme or a model: receptive_field
+# ---------------------------------------------------------------------------
+def kerple_log_layer(*r1):
+    """KERPLE-log values with r2 = 1: b_t = (1 + t)^-r1, B = zeta(r1), tail sum_{t>=j} b_t = zeta(r1, j + 1)."""
+    return {"r1": torch.tensor(r1, dtype=torch.float64), "r2": torch.ones(len(r1), dtype=torch.float64)}
+
+
+def test_receptive_field_alibi_geometric_series_by_hand():
+    # b_t = e^{-m t}: B = 1/(1 - e^{-m}), tail sum_{t>=j} b_t = e^{-m j} B, so the tail drops below
+    # B eps exactly when j > ln(1/eps)/m: n(eps) = floor(ln(1/eps)/m) + 1.  Eight heads have
+    # m_h = 2^-(h+1); ln 1000 = 6.90775527...: 13.8, 27.6, 55.3, 110.5, 221.0, 442.1, 884.2, 1768.4
+    by_hand = [14, 28, 56, 111, 222, 443, 885, 1769]
+    assert by_hand == [math.floor(math.log(1000) * 2 ** (h + 1)) + 1 for h in range(8)]
+    r = receptive_field("alibi", eps=1e-3, num_heads=8)
+    assert (r.pe, r.eps, r.reduce, r.value, r.reason) == ("alibi", 1e-3, "max", 1769, None)
+    assert r.values == by_hand and [h.head for h in r.heads] == list(range(8))
+    assert r.widest.head == 7 and r.widest.layer is None
+    assert receptive_field("alibi", eps=1e-3, reduce="median", num_heads=8).value == (111 + 222) / 2 == 166.5
+    assert receptive_field("alibi", eps=1e-3, reduce="mean", num_heads=8).value == 3528 // 8 == 441
+    none = receptive_field("alibi", eps=1e-3, reduce="none", num_heads=8)
+    assert none.value is None and none.reason is None and none.values == by_hand
+
+
+@pytest.mark.parametrize("W, eps, n", [(1, 0.5, 1), (64, 1e-2, 64), (64, 1e-6, 64), (512, 1e-3, 512),
+                                       (512, 1e-2, 507), (1000, 1e-1, 901)])
+def test_receptive_field_window_is_exact(W, eps, n):
+    # b_t = 1 for t < W, 0 beyond: B = W, R(j) = W - j < W eps  <=>  j > W (1 - eps), so
+    # n = floor(W (1 - eps)) + 1, the whole window W whenever W eps < 1 (507 = floor(506.88) + 1)
+    for reduce in ("max", "median", "mean"):
+        assert receptive_field(f"window:{W}", eps=eps, reduce=reduce, num_heads=4).value == n
+
+
+def test_receptive_field_type1():
+    # b_n = 1/n^2: B = pi^2/6, tail zeta(2, j + 1); the pinned 608 at 1e-3 and 607,927,101,854 at 1e-12
+    assert receptive_field("type1", eps=1e-3).value == 608 == zeta_trf(2, 1e-3)
+    assert receptive_field("type1", eps=1e-3, reduce="median", num_heads=8).value == 608
+    assert receptive_field("type1", eps=1e-12).value == 607927101854
+
+
+def test_receptive_field_reduces_over_layers_and_heads():
+    z = {s: zeta_trf(s, 1e-3) for s in (2, 2.5, 3, 4)}  # z[4] < z[3] < z[2.5] < z[2] = 608
+    values = [kerple_log_layer(2.0, 3.0), kerple_log_layer(2.5, 4.0)]
+    r = receptive_field("kerple-log", values, eps=1e-3)
+    assert [(h.layer, h.head) for h in r.heads] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert r.values == [z[2], z[3], z[2.5], z[4]] and r.value == z[2] == 608
+    assert (r.widest.layer, r.widest.head) == (0, 0)
+    assert receptive_field("kerple-log", values, eps=1e-3, reduce="median").value == (z[3] + z[2.5]) / 2
+    assert receptive_field("kerple-log", values, eps=1e-3, reduce="mean").value == sum(z.values()) / 4
+    one_layer = receptive_field("kerple-log", values[1], eps=1e-3)
+    assert one_layer.value == z[2.5] and [h.layer for h in one_layer.heads] == [None, None]
+
+
+def test_receptive_field_divergent_head_gives_no_number_and_the_reason():
+    values = [kerple_log_layer(2.0, 3.0), kerple_log_layer(0.9, 4.0)]  # sum (1 + t)^-0.9 diverges (p <= 1)
+    r = receptive_field("kerple-log", values, eps=1e-3)
+    assert r.value is None and r.reason.startswith("layer 1 head 0: the series diverges")
+    assert r.heads[2].value == math.inf and r.values[:2] == [608, zeta_trf(3, 1e-3)]
+    assert receptive_field("kerple-log", values, eps=1e-3, reduce="mean").value is None
+    # one infinite head of four: the median is still the mean of the two middle heads
+    assert receptive_field("kerple-log", values, eps=1e-3, reduce="median").value == (zeta_trf(3, 1e-3) + 608) / 2
+    assert "2 of 2 heads diverge" in receptive_field("kerple-log:r1=0.9", eps=1e-3, num_heads=2).reason
+    nope = receptive_field("nope", eps=1e-3, num_heads=4)
+    assert nope.value is None and "diverges" in nope.reason and nope.values == [math.inf] * 4
+    for spec, why in (("rope", "rotary"), ("sinusoidal", "absolute"), ("fire", "not Toeplitz")):
+        r = receptive_field(spec, eps=1e-3, num_heads=4)
+        assert r.value is None and r.heads == () and r.reason.startswith("not a Toeplitz bias") and why in r.reason
+    assert r.to_dict()["value"] is None
+
+
+def test_receptive_field_engine_time_limit_is_a_reason(monkeypatch, caplog):
+    import contextlib
+
+    from extrap.theory import analysis
+    from extrap.theory.timeout import TimeLimit
+
+    @contextlib.contextmanager
+    def expired(seconds, required=True):  # the series engine's time limit, run out at once
+        raise TimeLimit(f"gave up after {seconds:g} s")
+        yield
+
+    monkeypatch.setattr(analysis, "time_limit", expired)
+    clear_cache()
+    try:
+        with caplog.at_level("WARNING", logger="extrap.theory"):
+            r = receptive_field("kerple-log:r1=1.5", eps=1e-12, num_heads=1)
+    finally:
+        clear_cache()
+    assert r.value is None and r.values == [None]
+    assert r.reason == "head 0: no TRF at eps=1e-12: B and TRF not computed: gave up after 20 s"
+    assert "no TRF for kerple-log:r1=1.5" in caplog.text
+
+
+def test_receptive_field_bad_inputs():
+    with pytest.raises(ExtrapError, match="reduce"):
+        receptive_field("type1", reduce="sum")
+    with pytest.raises(ExtrapError, match="eps"):
+        receptive_field("type1", eps=1.0)
+    with pytest.raises(ExtrapError, match="num_heads"):
+        receptive_field("alibi")  # the initial slopes depend on the head count
+    with pytest.raises(ExtrapError, match="heads"):
+        receptive_field("kerple-log", kerple_log_layer(2.0, 3.0), num_heads=4)
+    with pytest.raises(ExtrapError, match="empty"):
+        receptive_field("kerple-log", [])
+
+
+def test_trf_settings_of_the_commands():
+    assert (WINDOW_AUTO_TRF.eps, WINDOW_AUTO_TRF.reduce) == (1e-6, "max")
+    assert (ERF_TRF.eps, ERF_TRF.reduce) == (1e-2, "median")
+    assert (STUDY_TRF.eps, STUDY_TRF.reduce) == (1e-3, "max")

@@ -33,7 +33,6 @@ trends of TRF and ERF across RPEs).
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -43,15 +42,16 @@ import torch.nn.functional as F
 from extrap.data.streams import segments as segments_of
 from extrap.errors import ExtrapError
 from extrap.run import eval_stream
+from extrap.theory.receptive import ERF_TRF
 
 log = logging.getLogger(__name__)
 
 GRAD_THRESHOLD = 0.99  # 003 §5.1: ERF = where 99% of the normalised gradient is reached
-ATTN_EPS = 1e-2  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
+ATTN_EPS = ERF_TRF.eps  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
 ATTN_MAX_LENGTH = 2048  # dense per-layer (B, H, L, L) probabilities beyond this get too large
 DEFAULT_SEGMENTS = 8
 KINDS = ("grad", "attn", "both")
-HEAD_REDUCTIONS = ("mean", "median", "max")
+HEAD_REDUCTIONS = ("mean", "median", "max")  # one number for a model; the theory also offers "none"
 TRF_SOURCES = ("init", "trained")
 
 
@@ -261,92 +261,9 @@ def spearman(x: list[float], y: list[float]) -> float | None:
     return float(spearmanr(x, y).statistic)
 
 
-# ---------------------------------------------------------------------------
-# theory adapter (000 Eq. 22) -- kept in one place so the theory engine can change freely
-# ---------------------------------------------------------------------------
-def _reduce(values: list[float], how: str) -> float:
-    if how == "mean":
-        return sum(values) / len(values)
-    if how == "max":
-        return max(values)
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
-def _window_trf(width: int, eps: float) -> int:
-    """000 Eq. 22 for exp(r) = 1 on t < W, 0 beyond: the smallest j with j > W (1 - eps)."""
-    return min(width, math.floor(width * (1 - eps)) + 1)
-
-
-def _engine_head_trf(scheme, head: int, values: dict, eps: float) -> float | None:
-    """n_the(eps) of one head through :mod:`extrap.theory`: int, ``math.inf`` (divergent) or None (unknown).
-
-    The only place that touches the engine's internals: its convergence verdict
-    (000 Theorem 0.4) and its exact series tail (000 Eq. 22).
-    """
-    from extrap.theory.convergence import classify
-    from extrap.theory.trf import Series
-
-    verdict = classify(scheme.symbolic(head, values))
-    if verdict.verdict == "diverges":
-        return math.inf  # no finite B: every window misses a fixed share of the mass
-    if verdict.verdict != "converges":
-        return None
-    series = Series(head=lambda k: scheme.scalar(k, head, values), tail_expr=None if verdict.finite else verdict.expr,
-                    cutoff=verdict.cutoff or 0, fast=verdict.fast)
-    return float(series.trf(eps))
-
-
-def theory_trf_heads(pe_spec: str, num_heads: int, eps: float, values: dict | None = None) -> list[float] | None:
-    """Per-head TRF n_the(eps) (000 Eq. 22) of a bias scheme.
-
-    ``values``: the scheme's parameter values, (H, ...) each (e.g. a trained
-    layer's ``attn.bias_values()``); default its initial parameters, as 000
-    computes the TRF "without training".  A head is ``math.inf`` when its
-    exp(RPE) series diverges.  None when the theory has nothing to say: not a
-    Toeplitz bias RPE, an inconclusive head, or no theory engine.
-    """
-    from extrap import positional
-
-    eps = check_eps(eps)
-    scheme = positional.get(pe_spec)
-    if scheme.kind != "bias" or not getattr(scheme, "toeplitz", False):
-        return None
-    values = scheme.init_values(num_heads) if values is None else values
-    try:
-        heads = [_engine_head_trf(scheme, h, values, eps) for h in range(num_heads)]
-    except ImportError:  # engine not installed: only the closed form of a window is available
-        heads = [float(_window_trf(int(scheme.opts["W"]), eps))] * num_heads if scheme.name == "window" else [None]
-    except Exception as e:  # the engine could not sum this series (SeriesError, time limit, ...)
-        log.warning("no TRF for %s: %s: %s", pe_spec, type(e).__name__, e)
-        return None
-    return None if any(h is None for h in heads) else heads
-
-
-def theory_trf(pe_spec: str, num_heads: int, eps: float, reduce: str = "median",
-               values: list[dict] | dict | None = None) -> float | None:
-    """One TRF for a model: per-head TRFs reduced over heads (and layers); None if unknown or not finite.
-
-    ``values``: None (initial parameters), one layer's values, or a list with one
-    dict per layer (trained learnable biases differ between layers).
-    """
-    if reduce not in HEAD_REDUCTIONS:
-        raise ExtrapError(f"reduce must be one of {', '.join(HEAD_REDUCTIONS)}, got {reduce!r}")
-    layers = values if isinstance(values, list) else [values]
-    heads: list[float] = []
-    for v in layers:
-        h = theory_trf_heads(pe_spec, num_heads, eps, v)
-        if h is None:
-            return None
-        heads += h
-    value = _reduce(heads, reduce)
-    return value if math.isfinite(value) else None
-
-
 def model_bias_values(model) -> list[dict] | None:
     """Each layer's bias parameter values (H, ...) of a trained model; None when it has no bias RPE."""
-    if model.scheme.kind != "bias" or model.scheme.is_identity:
+    if not model.scheme.adds_bias:
         return None
     with torch.no_grad():
         return [{k: v.detach().double().cpu() for k, v in blk.attn.bias_values().items()} for blk in model.blocks]
@@ -357,7 +274,7 @@ def model_bias_values(model) -> list[dict] | None:
 # ---------------------------------------------------------------------------
 def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments: int = DEFAULT_SEGMENTS,
             threshold: float = GRAD_THRESHOLD, eps: float = ATTN_EPS, split: str = "validation", batch: int = 4,
-            trf_reduce: str = "median", trf_source: str = "init", device: str = "cpu",
+            trf_reduce: str = ERF_TRF.reduce, trf_source: str = "init", device: str = "cpu",
             corpus: str | None = None) -> dict:
     """Gradient and/or attention ERF of one run, JSON-ready.
 
@@ -387,7 +304,8 @@ def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments:
            "split": split, "segments": segments, "step": run.step,
            "grad_erf": None, "grad_erf_of_mean_curve": None, "grad_per_segment": None, "grad_curve": None,
            "threshold": threshold, "attn_erf": None, "eps": eps,
-           "trf": _run_trf(run, eps, trf_reduce, trf_source), "trf_reduce": trf_reduce, "trf_source": trf_source,
+           "trf": _run_trf(run, eps, trf_reduce, trf_source), "trf_eps": eps, "trf_reduce": trf_reduce,
+           "trf_source": trf_source,
            **run.provenance()}
     if kind in ("grad", "both"):
         g = gradient_erf(run.model, stream, length, segments, threshold, batch)
@@ -399,11 +317,14 @@ def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments:
 
 
 def _run_trf(run, eps: float, reduce: str, source: str) -> float | None:
+    """The theory's TRF(eps) (000 Eq. 22) of the run's scheme, reduced over heads (and layers)."""
+    from extrap.theory import receptive_field
+
     scheme = run.model.scheme
     if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
         return None
     values = model_bias_values(run.model) if source == "trained" else None
-    return theory_trf(scheme.spec, run.model.cfg.n_head, eps, reduce, values)
+    return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.cfg.n_head).value
 
 
 def spearman_table(rows: list[dict]) -> dict:
@@ -474,7 +395,7 @@ def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "gra
 
 __all__ = [
     "ATTN_EPS", "ATTN_MAX_LENGTH", "GRAD_THRESHOLD", "AttentionERF", "GradientERF", "attention_erf",
-    "attention_n_emp", "average_ranks", "compare_trf_erf", "cumulative_from_recent", "erf_from_curve",
+    "attention_n_emp", "compare_trf_erf", "cumulative_from_recent", "erf_from_curve",
     "gradient_erf", "gradient_norms", "plot_gradient_curves", "run_erf", "spearman",
-    "spearman_table", "theory_trf", "theory_trf_heads", "model_bias_values",
+    "spearman_table", "model_bias_values",
 ]

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import logging
 import math
-import sys
+import re
 
+from extrap.commands import args as types
 from extrap.errors import ExtrapError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_EPS_TEXT = "1e-3,1e-6"
 DEFAULT_LENGTHS_TEXT = "1024,2048,4096,8192,16384"
@@ -42,7 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--heads", type=int, default=8, help="number of heads (default 8)")
     p.add_argument("--eps", default=DEFAULT_EPS_TEXT,
                    help=f"comma-separated eps values in (0, 1) for n(eps) (default {DEFAULT_EPS_TEXT})")
-    p.add_argument("--lengths", default=DEFAULT_LENGTHS_TEXT,
+    p.add_argument("--lengths", type=types.lengths_from(1), default=DEFAULT_LENGTHS_TEXT,
                    help=f"comma-separated evaluation lengths for S(L)/S(L_train) (default {DEFAULT_LENGTHS_TEXT})")
     p.add_argument("--train-length", type=int, default=512, help="training length L_train (default 512)")
     p.add_argument("--json", action="store_true", help="print one JSON object {\"results\": [...]} instead of a table")
@@ -83,12 +86,6 @@ def _layer_index(key: str) -> int | str:
     return int(numbers[0]) if numbers else str(key)
 
 
-def parse_lengths(text: str) -> list[int]:
-    from extrap.commands.eval import parse_lengths as parse
-
-    return parse(text, minimum=1)
-
-
 def _split(text: str, flag: str) -> list[str]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -118,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.train_length <= 0:
         raise ExtrapError(f"--train-length must be positive, got {args.train_length}")
     eps = parse_eps(args.eps)
-    lengths = parse_lengths(args.lengths)
+    lengths = args.lengths
     if args.checkpoint:
         if args.pe:
             raise ExtrapError("give either PEs or --checkpoint, not both")
@@ -159,19 +156,21 @@ def _run_checkpoint(args, eps, lengths) -> int:
     """``--checkpoint``: per-head verdicts of a run's learned bias, or of an hf: checkpoint's."""
     from types import SimpleNamespace
 
+    from extrap.run import is_hf, read_bias_parameters
     from extrap.theory import analyse_checkpoint, eps_key
 
     src = args.checkpoint
     tl = args.train_length
     plots = []
-    if str(src).startswith("hf:"):
+    if is_hf(src):
         from extrap.hf import hf_theory, plot_t5_tables
 
         rows = hf_theory(src, eps, lengths, tl)
         if args.plot and any(r.get("pe", "").startswith("t5") for r in rows):
             plots = plot_t5_tables(src, args.plot)
     else:
-        res = analyse_checkpoint(src, eps=eps, lengths=lengths, train_length=tl)
+        spec, heads, stored = read_bias_parameters(src)
+        res = analyse_checkpoint(stored, spec, heads, eps=eps, lengths=lengths, train_length=tl)
         rows = [{"checkpoint": str(src), "part": "decoder", "layer": _layer_index(layer), **r.to_dict()}
                 for layer, heads in res["layers"].items() for r in heads]
     if args.json:
@@ -234,18 +233,19 @@ def _explanations(rows) -> list[str]:
 
 
 def _plots(schemes, args) -> list:
+    from extrap.positional.base import BiasRPE
     from extrap.theory import not_applicable_reason, plots
 
     out = []
-    applicable = [s for s in schemes if not not_applicable_reason(s) or s.kind == "bias"]
-    for s in applicable:
+    biases = [s for s in schemes if isinstance(s, BiasRPE)]  # heatmaps of Toeplitz and non-Toeplitz biases
+    for s in biases:
         heads = [0] if not s.params(args.heads) else sorted({0, args.heads - 1})
         for h in heads:
             out.extend(plots.heatmap(s, args.plot, head=h, num_heads=args.heads))
     toeplitz = [s for s in schemes if not not_applicable_reason(s)]
     if toeplitz:
         out.extend(plots.trf_curves(toeplitz, args.plot, num_heads=args.heads))
-        out.extend(plots.partial_sums_plot(toeplitz, args.plot, max_length=max(parse_lengths(args.lengths)),
+        out.extend(plots.partial_sums_plot(toeplitz, args.plot, max_length=max(args.lengths),
                                            num_heads=args.heads))
-    print(f"extrap theory: {len(out)} figure files in {args.plot}", file=sys.stderr)
+    log.info("extrap theory: %d figure files in %s", len(out), args.plot)
     return out

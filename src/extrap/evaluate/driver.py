@@ -16,6 +16,7 @@ from extrap.errors import ExtrapError
 from extrap.evaluate.protocols import PROTOCOLS, LengthResult, evaluate
 from extrap.evaluate.verdict import verdict
 from extrap.run import Run, eval_stream
+from extrap.theory.receptive import WINDOW_AUTO_TRF
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[in
         raise ExtrapError("an automatic window reads the trained bias of an extrap run; give a window size "
                           "for hf: models")
     w, reason = model_trf_window(run.model, eps)
-    info = {"mode": "auto", "size": w, "eps": eps, "reason": reason}
+    info = {"mode": "auto", "size": w, "eps": eps, "reduce": WINDOW_AUTO_TRF.reduce, "reason": reason}
     if w is None:
         return None, info
     return (lambda L: w if w < L else None), info
@@ -53,24 +54,18 @@ def model_trf_window(model, eps: float) -> tuple[int | None, str]:
     the keys beyond TRF(eps) then hold less than a fraction eps of the bias mass
     (000 Eq. 22), so dropping them changes the output by O(eps).
     """
-    from extrap.theory import analyse, eps_key
+    from extrap.erf import model_bias_values
+    from extrap.theory import receptive_field
 
     scheme = model.scheme
     if not scheme.is_toeplitz:
         return None, f"{scheme.spec} is not a Toeplitz bias RPE: exact attention"
-    widest, where = 0, None
-    for layer, blk in enumerate(model.blocks):
-        values = {k: v.detach().double().cpu() for k, v in blk.attn.bias_values().items()}
-        for r in analyse(scheme, model.cfg.n_head, values, eps=[eps]):
-            if r.verdict != "converges":
-                return None, f"layer {layer} head {r.head}: series {r.verdict} ({r.test}): exact attention"
-            n = r.trf.get(eps_key(eps))
-            if n is None:
-                return None, f"layer {layer} head {r.head}: no TRF at eps={eps:g}: exact attention"
-            if n > widest:
-                widest, where = n, (layer, r.head)
-    return widest, (f"TRF({eps:g}) of the trained bias, widest at layer {where[0]} head {where[1]}; "
-                    "keys further back are dropped")
+    trf = receptive_field(scheme, model_bias_values(model), eps=eps, reduce=WINDOW_AUTO_TRF.reduce,
+                          num_heads=model.cfg.n_head)
+    if trf.value is None:
+        return None, f"{trf.reason}: exact attention"
+    return int(trf.value), (f"TRF({eps:g}) of the trained bias, {trf.reduce} over layers and heads "
+                            f"(widest at {trf.widest.where}); keys further back are dropped")
 
 
 def resolve_temperature(run: Run, spec, stream: torch.Tensor, lengths: list[int], mode: str = "pmax",
@@ -135,7 +130,7 @@ def _check_window_cost(run: Run, results: list[LengthResult], stream, protocol, 
 
 
 def evaluate_run(source: str | Path | Run, lengths=None, protocol="nonoverlapping", stride=None, targets=64,
-                 tokens=None, split="validation", window="none", eps=1e-6, delta=0.02, batch=8,
+                 tokens=None, split="validation", window="none", eps=WINDOW_AUTO_TRF.eps, delta=0.02, batch=8,
                  progress=False, run: Run | None = None, exact_check_max: int = WINDOW_CHECK_MAX,
                  backend: str | None = None, temperature=None, align_mode: str = "pmax", align_segments: int = 4,
                  align_per_layer: bool = False, align_max_length: int | None = None, corpus: str | None = None,

@@ -9,12 +9,14 @@ Conventions (distance t = i - j >= 0, n = t + 1, bias added to logits) are pinne
 :mod:`extrap.positional.conventions`.
 """
 
-from extrap.positional import bias, formula  # noqa: F401  (register the bias RPEs)
-from extrap.positional.base import BiasRPE, EmbeddingScheme, Option, Param, Scheme, T
+from extrap.positional import bias, formula  # noqa: F401  (register the bias RPEs first: registry order)
+from extrap.positional.base import BiasRPE, EmbeddingScheme, Option, Param, Scheme
 from extrap.positional.bias import alibi_slopes, t5_bucket
+from extrap.positional.conventions import T
 from extrap.positional.registry import REGISTRY, get, register
 
-from extrap.positional import absolute, rotary  # noqa: E402,F401  (APE, RoPE, interpolation)
+# isort: split
+from extrap.positional import absolute, rotary  # noqa: F401  (then APE, RoPE and its interpolations)
 
 
 def names() -> list[str]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import sympy
 import torch
 
 from extrap.errors import ExtrapError
 from extrap.positional import ops
+from extrap.positional.conventions import T
 
 
 @dataclass(frozen=True)
@@ -240,10 +242,6 @@ class BiasRPE(Scheme):
         hv = {k: (mpmath.mpf(float(v)) if not isinstance(v, list) else [mpmath.mpf(float(e)) for e in v])
               for k, v in self.head_values(values, head, exact=False).items()}
         return self.fn(ops.MPMATH, mpmath.mpf(t), hv)
-
-
-T = sympy.Symbol("t", integer=True, nonnegative=True)
-"""The distance symbol used by every symbolic bias."""
 
 
 def _exact(x: float):

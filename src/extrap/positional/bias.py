@@ -15,11 +15,8 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.positional.base import BiasRPE, Option, Param
+from extrap.positional.conventions import n_from_t
 from extrap.positional.registry import register
-
-
-def _n(t):
-    return t + 1  # n = t + 1, pinned in conventions.py
 
 
 # ---------------------------------------------------------------------------
@@ -78,7 +75,8 @@ class ALiBi(BiasRPE):
 # KERPLE (Chi et al. 2022)
 # ---------------------------------------------------------------------------
 def _linspace(lo: float, hi: float):
-    return lambda h: torch.linspace(lo, hi, h, dtype=torch.float64) if h > 1 else torch.tensor([lo], dtype=torch.float64)
+    return lambda h: (torch.linspace(lo, hi, h, dtype=torch.float64) if h > 1
+                      else torch.tensor([lo], dtype=torch.float64))
 
 
 def _fill(v: float):
@@ -317,7 +315,7 @@ class Type1(_Fixed):
     reference = "Qin et al. 2024 (000), Two New RPEs, Type1"
 
     def fn(self, xp, t, p, i=None):
-        return -2 * xp.log(_n(t))  # 000: b_n = 1/n^2 = exp(-2 ln n)
+        return -2 * xp.log(n_from_t(t))  # 000: b_n = 1/n^2 = exp(-2 ln n)
 
 
 @register
@@ -327,7 +325,7 @@ class Type2(_Fixed):
     reference = "Qin et al. 2024 (000), Two New RPEs, Type2"
 
     def fn(self, xp, t, p, i=None):
-        return -xp.log(_n(t)) ** 2  # 000: b_n = exp(-ln^2 n)
+        return -xp.log(n_from_t(t)) ** 2  # 000: b_n = exp(-ln^2 n)
 
 
 @register
@@ -337,7 +335,7 @@ class Example1(_Fixed):
     reference = "Qin et al. 2024 (000), Validating the Necessity, Example1"
 
     def fn(self, xp, t, p, i=None):
-        return -xp.log(_n(t))  # 000: b_n = 1/n
+        return -xp.log(n_from_t(t))  # 000: b_n = 1/n
 
 
 @register
@@ -349,7 +347,7 @@ class Example2(_Fixed):
     def fn(self, xp, t, p, i=None):
         # 000 writes b_n = 1/(n ln n), which is infinite at n = 1; we index by m = n + 1
         # so that every distance has a finite bias.  The tail, hence the verdict, is unchanged.
-        m = _n(t) + 1
+        m = n_from_t(t) + 1
         return -xp.log(m) - xp.log(xp.log(m))
 
 

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
+import sympy
 
 from extrap.errors import ExtrapError
+from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Option
+from extrap.positional.conventions import T, n_from_t
 
 MAX_LENGTH = 400
 VARIABLES = ("t", "n")
@@ -53,7 +58,7 @@ def _build(node: ast.AST, text: str) -> Node:
         if node.id == "t":
             return lambda xp, t: t
         if node.id == "n":
-            return lambda xp, t: t + 1  # n = t + 1 (conventions.py)
+            return lambda xp, t: n_from_t(t)
         if node.id in CONSTANTS:
             return (lambda xp, t: xp.pi) if CONSTANTS[node.id] == "pi" else (lambda xp, t: xp.exp(xp.const(1, t)))
         raise ExtrapError(f"formula refused: unknown name '{node.id}' (use t, n, pi, e and {', '.join(FUNCTIONS)})")
@@ -99,11 +104,6 @@ class Formula(BiasRPE):
         self._node = compile_formula(expr)
         # reject formulas that never mention the distance only if they are not constants: a
         # constant is legitimate (it is NoPE shifted), so just check it evaluates.
-        import sympy
-
-        from extrap.positional import ops
-        from extrap.positional.base import T
-
         value = self._node(ops.SYMPY, T)
         if not isinstance(value, sympy.Basic):
             value = sympy.sympify(value)

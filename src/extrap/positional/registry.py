@@ -38,10 +38,12 @@ def _split_options(name: str, text: str, positional: str | None) -> dict[str, st
     return opts
 
 
-def get(spec: str) -> Scheme:
-    """Build a scheme from its spec string; raises ExtrapError with a hint when unknown."""
+def get(spec: str | Scheme) -> Scheme:
+    """Build a scheme from its spec string (a Scheme is returned as it is); ExtrapError with a hint when unknown."""
     from extrap.positional import formula  # noqa: F401  (registers the formula scheme)
 
+    if isinstance(spec, Scheme):
+        return spec
     if not isinstance(spec, str) or not spec.strip():
         raise ExtrapError("empty positional scheme name (see `extrap pe list`)")
     spec = spec.strip()

@@ -2,9 +2,10 @@
 
 One definition each, used by the model, the plots and the analysis:
 
-* :func:`rope_frequencies` -- the rotary frequencies ``inv_freq`` (θ_i) for plain
-  RoPE and every interpolation (PI, NTK-aware, dynamic NTK, NTK-by-parts, YaRN,
-  truncated basis), plus the attention factor that multiplies cos and sin.
+* :func:`rope_frequencies` (defined in :mod:`extrap.positional.rope_scaling`) -- the
+  rotary frequencies ``inv_freq`` (θ_i) for plain RoPE and every interpolation (PI,
+  NTK-aware, dynamic NTK, NTK-by-parts, YaRN, truncated basis), plus the attention
+  factor that multiplies cos and sin.
 * :func:`apply_rotary` -- rotate a query or key tensor by its positions.
 * :func:`apply_xpos` -- xPos: RoPE plus the per-dimension exponential scaling.
 * the registry schemes ``rope`` and ``xpos``, whose :meth:`Rotary.rotate` the
@@ -33,9 +34,7 @@ from torch import Tensor
 from extrap.errors import ExtrapError
 from extrap.positional.base import EmbeddingScheme, Option
 from extrap.positional.registry import register
-
-SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated")
-"""Values of the ``scaling`` option, i.e. the ``kind`` of :func:`rope_frequencies`."""
+from extrap.positional.rope_scaling import SCALINGS, default_inv_freq, rope_frequencies
 
 # Options that only mean something for some scalings (a typo-guard: setting them
 # elsewhere raises instead of being silently ignored).
@@ -54,179 +53,6 @@ _ONLY_FOR = {
     "trunc_rho": ("truncated",),
 }
 _NEEDS_ORIGINAL = ("dynamic", "ntk-by-parts", "yarn")
-
-
-# ---------------------------------------------------------------------------
-# Frequencies
-# ---------------------------------------------------------------------------
-def _check_head_dim(head_dim: int, kind: str) -> None:
-    if not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
-        raise ExtrapError(f"rotary embeddings need an even head dimension >= 2, got {head_dim}")
-    if kind in ("ntk", "dynamic") and head_dim == 2:
-        raise ExtrapError(f"scaling={kind} needs head dimension > 2 (its exponent is d/(d-2))")
-
-
-def default_inv_freq(head_dim: int, base: float = 10000.0, *, device=None,
-                     dtype: torch.dtype = torch.float32) -> Tensor:
-    """Plain RoPE frequencies θ_i = base^(-2i/d), i = 0..d/2-1.  Returns (head_dim // 2,).
-
-    Su et al. 2021, Eq. 15 (θ_i = 10000^(-2(i-1)/d), 1-based); written as HF writes
-    it so the float32 values are identical.
-    """
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=device, dtype=dtype) / head_dim
-    return 1.0 / (base**exponent)
-
-
-def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    # Peng et al. 2023 (YaRN) Eq. 22: sqrt(1/t) = 0.1 ln(s) + 1; 1 for s <= 1 (as HF)
-    if scale <= 1:
-        return 1.0
-    return 0.1 * mscale * math.log(scale) + 1.0
-
-
-def rope_frequencies(
-    kind: str,
-    head_dim: int,
-    base: float = 10000.0,
-    factor: float = 1.0,
-    original_max_position: int = 2048,
-    seq_len: int | float | None = None,
-    *,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
-    attention_factor: float | None = None,
-    mscale: float | None = None,
-    mscale_all_dim: float | None = None,
-    truncate: bool = True,
-    alpha: float = 1.0,
-    beta: float = 32.0,
-    trunc_wavelength: float | None = None,
-    trunc_a: float = 1 / 8,
-    trunc_rho: float = 1 / 16,
-    device=None,
-    dtype: torch.dtype = torch.float32,
-) -> tuple[Tensor, float]:
-    """RoPE frequencies for one interpolation method.
-
-    Args:
-        kind: one of :data:`SCALINGS`.
-        head_dim: d, the (even) rotary dimension of one head.
-        base: RoPE base b (rope_theta).
-        factor: scale s = target length / original length (ignored by ``none``).
-        original_max_position: L, the context length the model was trained on.
-        seq_len: current sequence length (``dynamic`` only; None means L).
-        beta_fast, beta_slow: YaRN's ramp bounds, in rotations over L (HF defaults 32, 1).
-        attention_factor: YaRN's cos/sin multiplier; None derives it from ``factor``
-            (and ``mscale``/``mscale_all_dim`` when both are given), as HF does.
-        truncate: YaRN: floor/ceil the ramp's dimension bounds (HF default True).
-        alpha, beta: NTK-by-parts ramp bounds on r = L/λ_i (YaRN paper: 1, 32).
-        trunc_wavelength: truncated basis: b = 2π / trunc_wavelength (None: L).
-        trunc_a, trunc_rho: truncated basis: a = trunc_a·b and ρ = trunc_rho·b
-            (Giraffe's reference code: a = b/8, ρ = b/16).
-        dtype: float32 (HF-identical) or float64.
-
-    Returns:
-        ``(inv_freq, attention_factor)``: inv_freq has shape (head_dim // 2,);
-        cos and sin are multiplied by attention_factor (1.0 except for YaRN).
-
-    Methods:
-        * ``none``: θ_i = b^(-2i/d) (Su et al. 2021).
-        * ``linear``: θ_i / s -- position interpolation, m -> m/s (Chen et al. 2023, Eq. 4).
-        * ``ntk``: base b·s^(d/(d-2)) (bloc97 2023, NTK-aware; survey Eq. 22).
-        * ``dynamic``: NTK with s' = s·n/L - (s-1), n = max(seq_len, L) (emozilla 2023);
-          exactly HF's ``_compute_dynamic_ntk_parameters`` (unchanged for n <= L).
-        * ``ntk-by-parts``: h(θ_i) = (1-γ(r_i)) θ_i/s + γ(r_i) θ_i with r_i = L/λ_i,
-          λ_i = 2π/θ_i, γ(r) = clamp((r-α)/(β-α), 0, 1) (bloc97; YaRN paper Eq. 17-18).
-          The ramp is linear in r, as the paper defines it.
-        * ``yarn``: HF's ``_compute_yarn_parameters`` exactly: the NTK-by-parts blend
-          with the ramp linear in the dimension index between the dimensions where
-          the number of rotations over L is beta_fast and beta_slow, plus the
-          attention factor 0.1 ln(s) + 1 (Peng et al. 2023, Eq. 20-22).
-        * ``truncated``: truncated basis (Pal et al. 2023, Giraffe §4.3; survey Eq. 24):
-          θ_i kept where θ_i >= b, set to ρ where a <= θ_i < b, and 0 where θ_i < a.
-          So rotations with wavelength < trunc_wavelength are untouched, slower ones
-          become one fixed slow rotation ρ or none at all.  A factor != 1 first
-          divides θ by s, as Giraffe's code does.
-    """
-    if kind not in SCALINGS:
-        raise ExtrapError(f"unknown RoPE scaling '{kind}' (choose from {', '.join(SCALINGS)})")
-    _check_head_dim(head_dim, kind)
-    if not factor > 0:
-        raise ExtrapError(f"RoPE scaling factor must be > 0, got {factor}")
-    if not original_max_position or original_max_position <= 0:
-        raise ExtrapError(f"original_max_position must be a positive length, got {original_max_position}")
-    d = head_dim
-    L = original_max_position
-
-    if kind == "none":
-        return default_inv_freq(d, base, device=device, dtype=dtype), 1.0
-
-    if kind == "linear":
-        # Chen et al. 2023 Eq. 4: f'(x, m) = f(x, m L / L'); scaling θ by 1/s is the same
-        return default_inv_freq(d, base, device=device, dtype=dtype) / factor, 1.0
-
-    if kind == "ntk":
-        # bloc97 2023b; survey Eq. 22: θ*_i = (b · s^(d/(d-2)))^(-2i/d)
-        return default_inv_freq(d, base * factor ** (d / (d - 2)), device=device, dtype=dtype), 1.0
-
-    if kind == "dynamic":
-        # emozilla 2023; survey Eq. 23.  Written exactly as HF: n = max(seq_len, L)
-        n = L if seq_len is None else max(seq_len, L)
-        new_base = base * ((factor * n / L) - (factor - 1)) ** (d / (d - 2))
-        return default_inv_freq(d, new_base, device=device, dtype=dtype), 1.0
-
-    if kind == "ntk-by-parts":
-        if not alpha < beta:
-            raise ExtrapError(f"ntk-by-parts needs alpha < beta, got alpha={alpha}, beta={beta}")
-        theta = default_inv_freq(d, base, device=device, dtype=dtype)
-        r = L * theta / (2 * math.pi)  # r_i = L / λ_i: rotations of dimension i over L (YaRN Eq. 16)
-        gamma = ((r - alpha) / (beta - alpha)).clamp(0, 1)  # YaRN Eq. 17
-        return (1 - gamma) * theta / factor + gamma * theta, 1.0  # YaRN Eq. 18
-
-    if kind == "yarn":
-        return _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim,
-                     truncate, device, dtype)
-
-    # truncated basis (Pal et al. 2023)
-    theta = default_inv_freq(d, base, device=device, dtype=dtype)
-    if factor != 1:
-        theta = theta / factor
-    b = 2 * math.pi / (L if trunc_wavelength is None else trunc_wavelength)
-    a, rho = trunc_a * b, trunc_rho * b
-    out = torch.where(theta < b, torch.full_like(theta, rho), theta)  # survey Eq. 24, middle case
-    out = torch.where(theta < a, torch.zeros_like(theta), out)  # ... and the bottom case
-    return out, 1.0
-
-
-def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate,
-          device, dtype):
-    """YaRN, step for step as HF ``_compute_yarn_parameters`` (so float32 results are identical)."""
-    if attention_factor is None:
-        if mscale and mscale_all_dim:  # DeepSeek-style ratio of two mscales
-            attention_factor = float(_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim))
-        else:
-            attention_factor = _yarn_mscale(factor)  # YaRN Eq. 22
-    beta_fast = beta_fast or 32  # HF: 0/None fall back to the paper's defaults
-    beta_slow = beta_slow or 1
-
-    def correction_dim(num_rotations):
-        # the dimension index whose wavelength fits num_rotations times into L (YaRN Eq. 16 inverted)
-        return (d * math.log(L / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, d - 1)
-    if low == high:
-        high += 0.001  # HF: prevent a division by zero
-
-    pos_freqs = base ** (torch.arange(0, d, 2).to(device=device, dtype=dtype) / d)
-    inv_freq_extrapolation = 1.0 / pos_freqs
-    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
-    ramp = ((torch.arange(d // 2, dtype=dtype) - low) / (high - low)).clamp(0, 1).to(device=device)
-    extrapolation_factor = 1 - ramp  # 1: keep θ_i (fast dims), 0: interpolate θ_i/s (slow dims)
-    inv_freq = inv_freq_interpolation * (1 - extrapolation_factor) + inv_freq_extrapolation * extrapolation_factor
-    return inv_freq, attention_factor
 
 
 # ---------------------------------------------------------------------------
@@ -415,7 +241,7 @@ class Rotary(EmbeddingScheme):
             raise ExtrapError(f"{self.name}: ntk-by-parts needs alpha < beta")
         self._cache: dict[tuple, tuple[Tensor, float]] = {}
 
-    def with_train_length(self, length: int) -> "Rotary":
+    def with_train_length(self, length: int) -> Rotary:
         """This scheme with original_max_position = length unless the spec already set it."""
         if self.opts["original_max_position"] is not None:
             return self

@@ -129,7 +129,7 @@ class PositionSampler:
     KINDS = ("contiguous", "randomized", "pose")
 
     @classmethod
-    def from_spec(cls, text: str | None) -> "PositionSampler":
+    def from_spec(cls, text: str | None) -> PositionSampler:
         """Parse ``contiguous`` | ``randomized:max=M`` | ``pose:target=T[,chunks=N]``."""
         if text is None or not str(text).strip():
             return cls()

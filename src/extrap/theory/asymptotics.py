@@ -9,13 +9,8 @@ answers every level at once in about a millisecond.  When an expression falls
 outside what it handles it raises :class:`GiveUp`, and the caller falls back to
 ``sympy.limit``.
 
-Monomials of the scale are ``exp(E) * t^a0 * L1^a1 * ... * L5^a5`` with
-``Lk = ln(ln(...ln t))`` (k logs).  Each monomial is stored as its logarithm,
-a finite sum ``sum c_P P`` of *growing* power monomials P, because then
-``M1 > M2`` (M1/M2 -> oo) exactly when the largest P in ``log M1 - log M2`` has a
-positive coefficient, and products/powers of monomials are sums/scalings.
-
-An :class:`Expansion` is ``sum c_i M_i + O(err)`` with every ``M_i > err``;
+The monomials of the scale (t^a0 L1^a1 ... and exponentials of such) and their
+order are in :mod:`extrap.theory.scale`.  An :class:`Expansion` is ``sum c_i M_i + O(err)`` with every ``M_i > err``;
 ``err=None`` means the sum is exact.  Bounded oscillations (sin, cos of a growing
 argument) enter as ``O(1)``, which is all the verdicts need: a bounded change of
 ``r`` multiplies ``b_t`` by a bounded factor.
@@ -27,161 +22,21 @@ from functools import lru_cache
 
 import sympy
 
-DEPTH = 7  # slots of a power monomial: t, L1, ..., L6
+from extrap.theory.scale import (
+    DEPTH,
+    ONE,
+    T_MONO,
+    GiveUp,
+    Mono,
+    as_sympy,
+    is_zero,
+    log_scale,
+    mono_max,
+    sign,
+)
+
 SERIES_TARGET_POWER = 2  # expand log(1+u), (1+u)^k, exp(u) until u^N is below t^-2 ...
 SERIES_MAX_TERMS = 4  # ... or after this many terms (the verdicts need -r only up to o(1))
-
-
-class GiveUp(Exception):
-    """The expression is outside the class this engine expands; use sympy.limit."""
-
-
-# ---------------------------------------------------------------------------
-# numbers
-# ---------------------------------------------------------------------------
-def _sign(c) -> int:
-    """Sign of an exact real constant; GiveUp when it cannot be decided."""
-    if isinstance(c, int):
-        return (c > 0) - (c < 0)
-    c = _sym(c)
-    if c.is_Rational:  # fast path: no assumption machinery
-        return (c.p > 0) - (c.p < 0)
-    if c.is_zero:
-        return 0
-    if c.is_positive:
-        return 1
-    if c.is_negative:
-        return -1
-    v = c.evalf(50)
-    if not v.is_real:
-        raise GiveUp(f"constant {c} is not real")
-    if abs(v) < sympy.Float("1e-40"):
-        return 0  # e.g. log(2) + log(3) - log(6), which sympy does not cancel
-    return 1 if v > 0 else -1
-
-
-def _is_zero(c) -> bool:
-    return _sign(c) == 0
-
-
-def _sym(c):
-    return c if isinstance(c, sympy.Basic) else sympy.sympify(c)
-
-
-# ---------------------------------------------------------------------------
-# power monomials (tuples of exponents) and general monomials
-# ---------------------------------------------------------------------------
-def _pm_cmp(a: tuple, b: tuple) -> int:
-    """Compare t^a0 L1^a1 ... with t^b0 L1^b1 ...: the first differing exponent decides."""
-    for x, y in zip(a, b):
-        if x != y:
-            s = _sign(x - y)
-            if s:
-                return s
-    return 0
-
-
-def _unit(k: int) -> tuple:
-    return tuple(sympy.Integer(1) if i == k else sympy.Integer(0) for i in range(DEPTH))
-
-
-class Mono:
-    """exp(sum c_P P) with P growing power monomials; stored as sorted (P, c) pairs."""
-
-    __slots__ = ("logm",)
-
-    def __init__(self, logm):
-        items: list[list] = []
-        for pm, c in logm:
-            for it in items:
-                if _pm_cmp(it[0], pm) == 0:
-                    it[1] = it[1] + c
-                    break
-            else:
-                items.append([pm, _sym(c)])
-        items = [(pm, c) for pm, c in items if not _is_zero(c)]
-        items.sort(key=_PMKey)
-        self.logm = tuple(items)
-
-    @staticmethod
-    def power(exps) -> "Mono":
-        """t^a0 L1^a1 ... L5^a5 (exponent list of length <= DEPTH - 1)."""
-        exps = list(exps)
-        if len(exps) >= DEPTH:
-            if any(not _is_zero(e) for e in exps[DEPTH - 1:]):
-                raise GiveUp("too many nested logarithms")
-            exps = exps[: DEPTH - 1]
-        return Mono([(_unit(k + 1), e) for k, e in enumerate(exps)])
-
-    def power_form(self):
-        """Exponents (a0, ..., a5) if this is t^a0 L1^a1 ...; None if it has an exp part."""
-        out = [sympy.Integer(0)] * (DEPTH - 1)
-        for pm, c in self.logm:
-            nz = [i for i, e in enumerate(pm) if e != 0]
-            if len(nz) != 1 or nz[0] == 0 or pm[nz[0]] != 1:
-                return None
-            out[nz[0] - 1] = c
-        return tuple(out)
-
-    def __mul__(self, other: "Mono") -> "Mono":
-        return Mono(self.logm + other.logm)
-
-    def __pow__(self, k) -> "Mono":
-        return Mono([(pm, c * k) for pm, c in self.logm])
-
-    def beyond_log_powers(self) -> bool:
-        """True if this monomial outgrows every power of ln t (so it is at least t^delta)."""
-        return bool(self.logm) and _pm_cmp(self.logm[0][0], _unit(2)) > 0 and _sign(self.logm[0][1]) > 0
-
-    def inv(self) -> "Mono":
-        return self ** -1
-
-    def cmp(self, other: "Mono") -> int:
-        """+1 if self/other -> oo, -1 if -> 0, 0 if they are the same monomial."""
-        diff = Mono(self.logm + tuple((pm, -c) for pm, c in other.logm))
-        if not diff.logm:
-            return 0
-        return _sign(diff.logm[0][1])
-
-    def __repr__(self) -> str:
-        pf = self.power_form()
-        names = ["t"] + [f"L{k}" for k in range(1, DEPTH)]
-        if pf is not None:
-            parts = [f"{n}^{e}" for n, e in zip(names, pf) if e != 0]
-            return "*".join(parts) or "1"
-        inner = " + ".join(f"{c}*{'*'.join(f'{n}^{e}' for n, e in zip(names, pm) if e != 0)}" for pm, c in self.logm)
-        return f"exp({inner})"
-
-
-class _PMKey:
-    """Sort key: larger power monomials first."""
-
-    __slots__ = ("pm",)
-
-    def __init__(self, item):
-        self.pm = item[0]
-
-    def __lt__(self, other):
-        return _pm_cmp(self.pm, other.pm) > 0
-
-
-ONE = Mono(())
-T_MONO = Mono.power([1])
-
-
-def log_scale(k: int) -> Mono:
-    """L_k = ln ln ... ln t (k logs) as a monomial; L_0 = t."""
-    exps = [0] * (k + 1)
-    exps[k] = 1
-    return Mono.power(exps)
-
-
-def _mono_max(a: Mono | None, b: Mono | None) -> Mono | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a if a.cmp(b) >= 0 else b
 
 
 # ---------------------------------------------------------------------------
@@ -200,14 +55,14 @@ class Expansion:
                     it[1] = it[1] + c
                     break
             else:
-                merged.append([m, _sym(c)])
-        out = [(m, c) for m, c in merged if not _is_zero(c) and (err is None or m.cmp(err) > 0)]
+                merged.append([m, as_sympy(c)])
+        out = [(m, c) for m, c in merged if not is_zero(c) and (err is None or m.cmp(err) > 0)]
         out.sort(key=_TermKey)
         self.terms = tuple(out)
         self.err = err
 
     @staticmethod
-    def const(c) -> "Expansion":
+    def const(c) -> Expansion:
         return Expansion([(ONE, c)])
 
     @property
@@ -216,24 +71,24 @@ class Expansion:
             raise GiveUp("no leading term (the expression cancels to its error term)")
         return self.terms[0]
 
-    def __add__(self, other: "Expansion") -> "Expansion":
-        return Expansion(self.terms + other.terms, _mono_max(self.err, other.err))
+    def __add__(self, other: Expansion) -> Expansion:
+        return Expansion(self.terms + other.terms, mono_max(self.err, other.err))
 
-    def __neg__(self) -> "Expansion":
+    def __neg__(self) -> Expansion:
         return self.scale(-1)
 
-    def __sub__(self, other: "Expansion") -> "Expansion":
+    def __sub__(self, other: Expansion) -> Expansion:
         return self + (-other)
 
-    def scale(self, c) -> "Expansion":
-        if _is_zero(c):
+    def scale(self, c) -> Expansion:
+        if is_zero(c):
             return Expansion()
         return Expansion([(m, c * k) for m, k in self.terms], self.err)
 
-    def times_mono(self, mono: Mono) -> "Expansion":
+    def times_mono(self, mono: Mono) -> Expansion:
         return Expansion([(m * mono, c) for m, c in self.terms], None if self.err is None else self.err * mono)
 
-    def __mul__(self, other: "Expansion") -> "Expansion":
+    def __mul__(self, other: Expansion) -> Expansion:
         if not self.terms and self.err is None or not other.terms and other.err is None:
             return Expansion()  # exact zero
         errs = []
@@ -243,7 +98,7 @@ class Expansion:
             errs.append(other.err * (self.terms[0][0] if self.terms else self.err))
         err = None
         for e in errs:
-            err = _mono_max(err, e)
+            err = mono_max(err, e)
         terms = [(m1 * m2, c1 * c2) for m1, c1 in self.terms for m2, c2 in other.terms]
         return Expansion(terms, err)
 
@@ -254,7 +109,7 @@ class Expansion:
         u_terms = [(mi * inv, ci / c) for mi, ci in self.terms[1:]]
         return c, m, Expansion(u_terms, None if self.err is None else self.err * inv)
 
-    def growing(self) -> "Expansion":
+    def growing(self) -> Expansion:
         """The terms that tend to infinity."""
         return Expansion([(m, c) for m, c in self.terms if m.cmp(ONE) > 0])
 
@@ -264,7 +119,7 @@ class Expansion:
                 return c
         return sympy.Integer(0)
 
-    def small(self) -> "Expansion":
+    def small(self) -> Expansion:
         """The terms and error that tend to zero (the error must be o(1))."""
         return Expansion([(m, c) for m, c in self.terms if m.cmp(ONE) < 0], self.err)
 
@@ -301,7 +156,7 @@ def _series(u: Expansion, coeffs) -> Expansion:
         nxt = lead ** (j + 1)
         if nxt.cmp(target) <= 0 or j >= SERIES_MAX_TERMS:
             break
-    return out + Expansion([], _mono_max(nxt, u.err))
+    return out + Expansion([], mono_max(nxt, u.err))
 
 
 def _log1p(u: Expansion) -> Expansion:
@@ -343,7 +198,7 @@ def _pm_of(pf) -> tuple:
 
 def _log(f: Expansion) -> Expansion:
     c, m, u = f.split()
-    if _sign(c) <= 0:
+    if sign(c) <= 0:
         raise GiveUp("logarithm of an eventually non-positive expression")
     return Expansion.const(sympy.log(c)) + _log_mono(m) + _log1p(u)
 
@@ -356,7 +211,7 @@ def _pow(f: Expansion, k) -> Expansion:
             out = out * f
         return out
     c, m, u = f.split()
-    if not k.is_Integer and _sign(c) <= 0:
+    if not k.is_Integer and sign(c) <= 0:
         raise GiveUp("non-integer power of an eventually negative expression")
     return _pow1p(u, k).times_mono(m ** k).scale(c**k)
 
@@ -376,7 +231,7 @@ def _expand(e, t) -> Expansion:
             raise GiveUp(f"constant {e} is not a finite real")
         if e.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
             raise GiveUp("infinite constant")
-        return Expansion() if _is_zero(e) else Expansion.const(e)
+        return Expansion() if is_zero(e) else Expansion.const(e)
     if e == t:
         return Expansion([(T_MONO, 1)])
     if e.is_Add:
@@ -404,8 +259,11 @@ def _expand(e, t) -> Expansion:
         return Expansion([], ONE)  # bounded: O(1)
     if isinstance(e, (sympy.floor, sympy.ceiling)):
         inner = _expand(e.args[0], t)  # floor(f) = f - frac(f) = f + O(1)
-        return Expansion(inner.growing().terms + ((ONE, inner.constant()),), _mono_max(inner.err, ONE))
+        return Expansion(inner.growing().terms + ((ONE, inner.constant()),), mono_max(inner.err, ONE))
     if isinstance(e, sympy.Abs):
         inner = _expand(e.args[0], t)
-        return inner if _sign(inner.lead[1]) > 0 else -inner
+        return inner if sign(inner.lead[1]) > 0 else -inner
     raise GiveUp(f"unsupported function {type(e).__name__}")
+
+
+__all__ = ["DEPTH", "ONE", "T_MONO", "Expansion", "GiveUp", "Mono", "expand", "is_zero", "log_scale", "sign"]

@@ -12,14 +12,15 @@ L > 1 the reverse, L = 1 (or no limit) leaves the theorem silent.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import mpmath
 import sympy
 import torch
 
-from extrap.positional.base import T, Scheme
+from extrap.positional.base import Scheme
+from extrap.positional.conventions import T
 from extrap.theory import asymptotics as asy
 from extrap.theory.analysis import analyse, not_applicable_reason, resolve
 from extrap.theory.convergence import fmt
@@ -108,7 +109,7 @@ def _limit_difference(ea, eb, timeout: float):
         f = asy.expand(ea, T) - asy.expand(eb, T)
         grow = f.growing()
         if grow.terms:
-            return sympy.oo if asy._sign(grow.lead[1]) > 0 else -sympy.oo
+            return sympy.oo if asy.sign(grow.lead[1]) > 0 else -sympy.oo
         if f.err is None or f.err.cmp(asy.ONE) < 0:
             return f.constant()
         return None  # bounded but oscillating: no limit

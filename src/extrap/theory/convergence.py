@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from extrap.positional.base import T
+from extrap.positional.conventions import T, n_from_t
 from extrap.theory import asymptotics as asy
 from extrap.theory.eventual import Undecided, eventual
 from extrap.theory.timeout import TimeLimit, time_limit
@@ -99,7 +99,7 @@ def _classify_expansion(ev, t) -> Verdict:
             raise asy.GiveUp("the error term of -r is not bounded")
         return _bounded(f)
     lead, c = grow.lead
-    if asy._sign(c) < 0:  # r -> +oo
+    if asy.sign(c) < 0:  # r -> +oo
         return Verdict("diverges", "nth-term",
                        f"r(t) -> +oo (leading term {_term(-c, lead)}), so b_t -> oo",
                        exponents=[-sympy.oo], growth="S(j) grows at least as fast as b_j -> oo")
@@ -113,11 +113,11 @@ def _classify_expansion(ev, t) -> Verdict:
         if fk.terms:
             m, c = fk.lead
             s = m.cmp(lk)
-            q = (sympy.oo if asy._sign(c) > 0 else -sympy.oo) if s > 0 else (sympy.Integer(0) if s < 0 else c)
+            q = (sympy.oo if asy.sign(c) > 0 else -sympy.oo) if s > 0 else (sympy.Integer(0) if s < 0 else c)
         else:
             q = sympy.Integer(0)
         levels.append(q)
-        if q == 1 or (q not in (sympy.oo, -sympy.oo) and asy._sign(q - 1) == 0):
+        if q == 1 or (q not in (sympy.oo, -sympy.oo) and asy.sign(q - 1) == 0):
             fk = fk - asy.Expansion([(lk, 1)])
             continue
         rest_bounded = not fk.growing().terms
@@ -158,7 +158,7 @@ def _decide(levels: list, lead_text: str | None, rest_bounded: bool, fast: bool)
             expl = (f"-r(t) grows faster than any multiple of ln n{lead}: b_t decays faster "
                     f"than every power of n, p = oo, so the series converges ({test})")
         return Verdict("converges", test, expl, exponents=levels, fast=fast and k == 1)
-    if q is not -sympy.oo and asy._sign(q - 1) > 0:
+    if q is not -sympy.oo and asy.sign(q - 1) > 0:
         return Verdict("converges", test, f"{what} with {name} = {fmt(q)} > 1, so the series converges ({test})",
                        exponents=levels)
     growth = _growth(k, q, rest_bounded)
@@ -256,7 +256,7 @@ def _classify_limits(ev, t, timeout: float, why: str) -> Verdict:
             if lim_r is sympy.oo:
                 return Verdict("diverges", "nth-term", f"r(t) -> +oo, so b_t -> oo {note}",
                                exponents=[-sympy.oo], growth="S(j) grows at least as fast as b_j -> oo")
-            logs = [x + 1]
+            logs = [n_from_t(x)]  # L_0 = n, then ln n, ln ln n, ...
             for _ in range(MAX_LEVEL):
                 logs.append(sympy.log(logs[-1]))
             levels = []

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.positional.base import Scheme
+from extrap.positional.base import BiasRPE, Scheme
+from extrap.positional.conventions import distance
 from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, partial_sums, resolve
 
 DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
@@ -61,15 +62,15 @@ def heatmap(scheme: Scheme | str, out_dir: str | Path | None = None, head: int =
     With ``ax`` it draws on those axes (for a panel of a larger figure) and saves nothing.
     """
     scheme = resolve(scheme)
-    if scheme.kind != "bias":
+    if not isinstance(scheme, BiasRPE):
         raise ExtrapError(f"{scheme.spec}: {not_applicable_reason(scheme)}; there is no bias to plot")
     if not 0 <= head < num_heads:
         raise ExtrapError(f"head {head} out of range 0..{num_heads - 1}")
     values = scheme.init_values(num_heads) if values is None else values
     values = {k: v.detach().double() for k, v in values.items()}
     i = torch.arange(size, dtype=torch.float64)
-    dist = (i[:, None] - i[None, :]).clamp_min(0)
-    kwargs = {} if getattr(scheme, "toeplitz", True) else {"i": i[:, None].expand(size, size)}
+    dist = distance(i[:, None], i[None, :]).clamp_min(0)
+    kwargs = {"i": i[:, None].expand(size, size)} if scheme.adds_bias and not scheme.is_toeplitz else {}
     r = scheme.bias(dist, values, **kwargs)
     r = r[head if r.shape[0] > 1 else 0]
     w = torch.exp(r).numpy()

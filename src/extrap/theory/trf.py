@@ -11,7 +11,8 @@ j.  A :class:`Series` keeps
 * an Euler-Maclaurin tail for any real J >= n0:
   ``R(J) = sum_{t>=J} b_t = int_J^oo b + b(J)/2 - sum_k B_2k/(2k)! b^(2k-1)(J)``,
   with the derivatives by ``mpmath.diffs`` and the integral by Gauss-Laguerre
-  after a change of variable (``mpmath.quad`` when that is not accurate).
+  after a change of variable (``mpmath.quad`` when that is not accurate;
+  :mod:`extrap.theory.quadrature`).
 
 The crossing ``R(j) = B eps`` is located by a safeguarded Newton iteration on
 ``log R`` at modest precision (in j for exponential-like tails, in ln j for
@@ -21,36 +22,22 @@ integers at full precision: ``R(n-1) = R(n) + b_{n-1}``, ``R(n+1) = R(n) - b_n``
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import mpmath
 import sympy
 
-from extrap.positional.base import T
+from extrap.errors import ExtrapError
+from extrap.positional.conventions import T
+from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
+from extrap.theory.quadrature import pow10, tail_integral
 
 DPS = 40  # working precision of B and of the integer decisions (decimal digits)
 N_DIRECT = (64, 512, 4096)  # exact terms before the Euler-Maclaurin tail (more if EM is not yet accurate)
 MAX_DIRECT = 200_000  # longest finite support / cutoff we sum term by term
 TRF_MAX = 10**30  # beyond this the integer would need more digits than DPS guards
 EPS_MIN = 1e-30  # smaller eps would need more digits than DPS to settle the integer
-QUAD_MAXDEGREE = 7  # bounded tanh-sinh effort: oscillating tails fail fast instead of running for minutes
 EM_TERMS = 6  # Bernoulli corrections B_2 .. B_12: for smooth tails each is ~(2 pi J)^-2 of the last
-
-
-class SeriesError(Exception):
-    """The series cannot be summed reliably (reported as a null TRF with the reason)."""
-
-
-class InfiniteTerm(SeriesError):
-    """Some b_t is +oo (r(t) = +oo at a finite distance): the sum is infinite."""
-
-
-class NotReal(SeriesError):
-    """Some b_t is not a real number (e.g. the log of a negative number)."""
-
-
-def _pow10(k):
-    return mpmath.mpf(10) ** k
 
 
 class Series:
@@ -82,7 +69,7 @@ class Series:
                     break
                 self._check_agreement(head, cutoff)
                 try:  # B to ~14 digits first; refined (quadrature) only when a decision needs it
-                    self.tail0, self.total_err = self._em_tail(mpmath.mpf(size), abs_tol=_pow10(-14) * self._suffix[0],
+                    self.tail0, self.total_err = self._em_tail(mpmath.mpf(size), abs_tol=pow10(-14) * self._suffix[0],
                                                                full_em=True)
                     break
                 except SeriesError:
@@ -97,7 +84,7 @@ class Series:
         if self.finite or self.total_err == 0:
             return
         with mpmath.workdps(DPS):
-            goal = _pow10(-(DPS - 8)) * self.total
+            goal = pow10(-(DPS - 8)) * self.total
             for size in sorted({self.n0, *N_DIRECT}):
                 if size < self.n0:
                     continue
@@ -152,7 +139,7 @@ class Series:
             return
         for k in (cutoff, cutoff + 1, self.n0, 3 * self.n0 + 5):
             a, b = mpmath.exp(self._r(head, k)), self._checked(k, None)
-            if abs(a - b) > _pow10(-10) * max(abs(a), abs(b)):
+            if abs(a - b) > pow10(-10) * max(abs(a), abs(b)):
                 raise SeriesError(f"symbolic and numeric forms of r(t) disagree at t={k}: {a} vs {b}")
 
     def term(self, k: int):
@@ -172,9 +159,9 @@ class Series:
         bJ = d[0]
         if bJ == 0:
             return mpmath.mpf(0), mpmath.mpf(0)
-        integral, err = _tail_integral(self._b, J, d, self.fast, abs_tol, rough)
+        integral, err = tail_integral(self._b, J, d, self.fast, abs_tol, rough)
         total = integral + bJ / 2
-        tol = _pow10(-(mpmath.mp.dps - 5)) * abs(total)
+        tol = pow10(-(mpmath.mp.dps - 5)) * abs(total)
         good_enough = max(tol, abs_tol) if abs_tol is not None else tol
         prev = None
         for k in range(1, EM_TERMS + 1):
@@ -187,10 +174,10 @@ class Series:
                 break  # the asymptotic series started to grow: stop at its smallest term
             total -= corr
             prev = corr
-            if abs(corr) < (tol if full_em else good_enough * _pow10(-3)):
+            if abs(corr) < (tol if full_em else good_enough * pow10(-3)):
                 break
         em_err = abs(prev) if prev is not None else bJ
-        if not rough and em_err > _pow10(-8) * bJ and em_err > good_enough:
+        if not rough and em_err > pow10(-8) * bJ and em_err > good_enough:
             raise SeriesError(f"Euler-Maclaurin tail not accurate at t={mpmath.nstr(J, 6)} "
                               f"(b varies too fast for its derivatives to decay)")
         return total, err + (em_err if em_err > tol else 0)
@@ -218,7 +205,7 @@ class Series:
         with mpmath.workdps(DPS):
             eps_mp = mpmath.mpf(repr(eps)) if isinstance(eps, float) else mpmath.mpf(eps)
             if not 0 < eps_mp < 1:
-                raise ValueError("eps must lie in (0, 1)")
+                raise ExtrapError("eps must lie in (0, 1)")
             if eps_mp < EPS_MIN:
                 raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
             for strict in (False, True):
@@ -253,7 +240,7 @@ class Series:
             if size > MAX_DIRECT:
                 return False
             self._extend(self._head, self._cutoff, size)
-            self.tail0, self.total_err = self._em_tail(mpmath.mpf(size), abs_tol=_pow10(-14) * self._suffix[0],
+            self.tail0, self.total_err = self._em_tail(mpmath.mpf(size), abs_tol=pow10(-14) * self._suffix[0],
                                                        full_em=True)
             self.total = self._suffix[0] + self.tail0
         return True
@@ -321,7 +308,7 @@ class Series:
             n = max(n, self.n0)
             if n > TRF_MAX:
                 raise SeriesError(f"TRF exceeds {TRF_MAX:.0e}")
-            tol = None if strict else _pow10(-6) * self.term(n)  # far below the step b_n
+            tol = None if strict else pow10(-6) * self.term(n)  # far below the step b_n
             R, err = self._em_tail(mpmath.mpf(n), abs_tol=tol)
             nxt = int(mpmath.ceil(self._newton(mpmath.mpf(n), R, target)[0]))
             if abs(nxt - n) <= 64:
@@ -343,126 +330,7 @@ class Series:
 
 def _less(a, b) -> bool:
     """a < b, counting values equal to within the working precision as equal (Eq. 22 is strict)."""
-    return a < b - abs(b) * _pow10(-(mpmath.mp.dps - 8))
+    return a < b - abs(b) * pow10(-(mpmath.mp.dps - 8))
 
 
-# ---------------------------------------------------------------------------
-# the tail integral int_J^oo b(x) dx
-# ---------------------------------------------------------------------------
-def _tail_integral(b: Callable, J, d, fast: bool, abs_tol=None, rough: bool = False):
-    """(int_J^oo b, error bound) after a change of variable that makes the integrand ~ e^-y.
-
-    ``d`` holds b(J), b'(J), b''(J); l1 = (log b)', l2 = (log b)'' at J.
-    * l2 <= 0 (exponential or faster, e.g. ALiBi, Gaussians): x = J + s y with
-      s = -1/l1, the local decay length.
-    * l2 > 0 (slower than exponential: powers, Type2, stretched exponentials): fit
-      b ~ C (x+c)^-p to l1 = -p/(x+c), l2 = p/(x+c)^2 and map
-      x + c = (J + c) e^(y/(p-1)), which turns every shifted power (Type1,
-      KERPLE-log) into exactly C' e^-y.
-    Two Gauss-Laguerre sizes then agree to working precision; when they do not,
-    mpmath's tanh-sinh quadrature of the same mapped integrand takes over.
-    """
-    bJ, dbJ, ddbJ = d[0], d[1], d[2]
-    l1 = dbJ / bJ
-    l2 = ddbJ / bJ - l1**2
-    if l1 >= 0:  # not decaying at J yet: no scale to map with
-        return _quad(lambda y: b(J + y), J, abs_tol, scale=max(J, 1))
-    if l2 <= 0:
-        s = -1 / l1
-        g = lambda y: b(J + s * y) * s  # noqa: E731
-    else:
-        shift, p = -l1 / l2, l1**2 / l2  # x + c and the exponent, as fitted at J
-        if not p > 1:  # locally not summable yet (log-power tails): doubly logarithmic scale
-            return _quad(_loglog_map(b, J), J, abs_tol, scale=mpmath.mpf(1) / 4)
-        c, s = shift - J, 1 / (p - 1)
-        g = lambda y: b(shift * mpmath.exp(s * y) - c) * shift * s * mpmath.exp(s * y)  # noqa: E731
-    big = _laguerre(g, _LAGUERRE_SIZES[1])
-    if rough:
-        return big, mpmath.mpf(0)
-    small = _laguerre(g, _LAGUERRE_SIZES[0])
-    diff = abs(big - small)
-    tol = _pow10(-(mpmath.mp.dps - 6)) * abs(big)
-    if abs_tol is not None:
-        tol = max(tol, abs_tol)
-    if diff <= tol:
-        return big, diff
-    # not an exponential or a shifted power: x = J exp(e^y - 1) makes powers decay like
-    # exp(-(p-1) e^y) and Bertrand tails 1/(x ln^q x) like e^{-(q-1) y}, both easy for tanh-sinh
-    if l2 <= 0:
-        return _quad(g, J, abs_tol, scale=1)
-    return _quad(_loglog_map(b, J), J, abs_tol, scale=mpmath.mpf(1) / 4)
-
-
-def _loglog_map(b: Callable, J) -> Callable:
-    """The integrand of int_J^oo b(x) dx after x = J exp(e^y - 1), y in [0, oo)."""
-    def g(y):
-        e = mpmath.exp(y)
-        x = J * mpmath.exp(e - 1)
-        return b(x) * x * e
-    return g
-
-
-def _quad(f: Callable, J, abs_tol=None, scale=1):
-    """(int_0^oo f, error) by tanh-sinh on [0, w], [w, 3w], [3w, 7w], ... until the rest is negligible.
-
-    Growing pieces follow the integrand outwards only as far as it carries weight,
-    so samples stay away from astronomically large x (cos(10^10^5) costs minutes),
-    and slowly decaying integrands are not cut off early.  Bounded effort per piece.
-    """
-    total, err = mpmath.mpf(0), mpmath.mpf(0)
-    a, width = mpmath.mpf(0), mpmath.mpf(scale) * 8
-    negligible = _pow10(-(mpmath.mp.dps + 3))
-    for _ in range(80):
-        v, e = mpmath.quad(f, [a, a + width], error=True, maxdegree=QUAD_MAXDEGREE)
-        total, err = total + v, err + e
-        ok = _pow10(-(mpmath.mp.dps - 12)) * abs(total)
-        if abs_tol is not None:
-            ok = max(ok, abs_tol)
-        if err > ok:  # one inaccurate piece already spoils the sum: fail fast
-            raise SeriesError(f"quadrature of the tail integral not accurate at t={mpmath.nstr(J, 6)}")
-        a += width
-        if abs(f(a)) * width <= negligible * abs(total):  # what is left is below the working precision
-            return total, err
-        width *= 2
-    raise SeriesError(f"the tail integral at t={mpmath.nstr(J, 6)} does not settle")
-
-
-_LAGUERRE_SIZES = (8, 16)  # exact for pure exponentials; agreement estimates the error
-_LAGUERRE_RULES: dict[tuple[int, int], tuple[list, list]] = {}
-
-
-def _laguerre(g: Callable, n: int):
-    """int_0^oo g(y) dy by n-point Gauss-Laguerre applied to e^y g(y)."""
-    nodes, weights = _laguerre_rule(n)
-    return mpmath.fsum(w * g(y) for y, w in zip(nodes, weights))
-
-
-def _laguerre_rule(n: int):
-    """Nodes y_i and weights w_i e^(y_i) of n-point Gauss-Laguerre at the working precision."""
-    key = (n, mpmath.mp.prec)
-    if key in _LAGUERRE_RULES:
-        return _LAGUERRE_RULES[key]
-    import numpy as np
-
-    nodes, weights = [], []
-    for y0 in np.polynomial.laguerre.laggauss(n)[0]:
-        y = mpmath.mpf(float(y0))
-        for _ in range(6):  # Newton from the float roots: quadratic, 3 steps reach 50 digits
-            l_prev, l_n = _laguerre_pair(n, y)
-            dy = l_n / (n * (l_n - l_prev) / y)  # L_n'(y) = n (L_n - L_{n-1}) / y
-            y -= dy
-            if abs(dy) < mpmath.mpf(2) ** (-mpmath.mp.prec - 4) * y:
-                break
-        _, l_next = _laguerre_pair(n + 1, y)
-        nodes.append(y)
-        weights.append(y / ((n + 1) ** 2 * l_next**2) * mpmath.exp(y))
-    _LAGUERRE_RULES[key] = (nodes, weights)
-    return nodes, weights
-
-
-def _laguerre_pair(n: int, y):
-    """(L_{n-1}(y), L_n(y)) by the three-term recurrence."""
-    a, b = mpmath.mpf(1), 1 - y
-    for k in range(1, n):
-        a, b = b, ((2 * k + 1 - y) * b - k * a) / (k + 1)
-    return a, b
+__all__ = ["DPS", "EPS_MIN", "TRF_MAX", "InfiniteTerm", "NotReal", "Series", "SeriesError"]

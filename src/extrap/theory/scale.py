@@ -1,0 +1,167 @@
+"""The asymptotic scale t, ln t, ln ln t, ...: its monomials and how they compare as t -> oo.
+
+Monomials of the scale are ``exp(E) * t^a0 * L1^a1 * ... * L5^a5`` with
+``Lk = ln(ln(...ln t))`` (k logs).  Each monomial is stored as its logarithm,
+a finite sum ``sum c_P P`` of *growing* power monomials P, because then
+``M1 > M2`` (M1/M2 -> oo) exactly when the largest P in ``log M1 - log M2`` has a
+positive coefficient, and products/powers of monomials are sums/scalings.
+:mod:`extrap.theory.asymptotics` builds expansions on these monomials.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+DEPTH = 7  # slots of a power monomial: t, L1, ..., L6
+
+
+class GiveUp(Exception):
+    """The expression is outside the class this engine expands; use sympy.limit."""
+
+
+# ---------------------------------------------------------------------------
+# numbers
+# ---------------------------------------------------------------------------
+def sign(c) -> int:
+    """Sign of an exact real constant; GiveUp when it cannot be decided."""
+    if isinstance(c, int):
+        return (c > 0) - (c < 0)
+    c = as_sympy(c)
+    if c.is_Rational:  # fast path: no assumption machinery
+        return (c.p > 0) - (c.p < 0)
+    if c.is_zero:
+        return 0
+    if c.is_positive:
+        return 1
+    if c.is_negative:
+        return -1
+    v = c.evalf(50)
+    if not v.is_real:
+        raise GiveUp(f"constant {c} is not real")
+    if abs(v) < sympy.Float("1e-40"):
+        return 0  # e.g. log(2) + log(3) - log(6), which sympy does not cancel
+    return 1 if v > 0 else -1
+
+
+def is_zero(c) -> bool:
+    return sign(c) == 0
+
+
+def as_sympy(c):
+    return c if isinstance(c, sympy.Basic) else sympy.sympify(c)
+
+
+# ---------------------------------------------------------------------------
+# power monomials (tuples of exponents) and general monomials
+# ---------------------------------------------------------------------------
+def _pm_cmp(a: tuple, b: tuple) -> int:
+    """Compare t^a0 L1^a1 ... with t^b0 L1^b1 ...: the first differing exponent decides."""
+    for x, y in zip(a, b):
+        if x != y:
+            s = sign(x - y)
+            if s:
+                return s
+    return 0
+
+
+def _unit(k: int) -> tuple:
+    return tuple(sympy.Integer(1) if i == k else sympy.Integer(0) for i in range(DEPTH))
+
+
+class Mono:
+    """exp(sum c_P P) with P growing power monomials; stored as sorted (P, c) pairs."""
+
+    __slots__ = ("logm",)
+
+    def __init__(self, logm):
+        items: list[list] = []
+        for pm, c in logm:
+            for it in items:
+                if _pm_cmp(it[0], pm) == 0:
+                    it[1] = it[1] + c
+                    break
+            else:
+                items.append([pm, as_sympy(c)])
+        items = [(pm, c) for pm, c in items if not is_zero(c)]
+        items.sort(key=_PMKey)
+        self.logm = tuple(items)
+
+    @staticmethod
+    def power(exps) -> Mono:
+        """t^a0 L1^a1 ... L5^a5 (exponent list of length <= DEPTH - 1)."""
+        exps = list(exps)
+        if len(exps) >= DEPTH:
+            if any(not is_zero(e) for e in exps[DEPTH - 1:]):
+                raise GiveUp("too many nested logarithms")
+            exps = exps[: DEPTH - 1]
+        return Mono([(_unit(k + 1), e) for k, e in enumerate(exps)])
+
+    def power_form(self):
+        """Exponents (a0, ..., a5) if this is t^a0 L1^a1 ...; None if it has an exp part."""
+        out = [sympy.Integer(0)] * (DEPTH - 1)
+        for pm, c in self.logm:
+            nz = [i for i, e in enumerate(pm) if e != 0]
+            if len(nz) != 1 or nz[0] == 0 or pm[nz[0]] != 1:
+                return None
+            out[nz[0] - 1] = c
+        return tuple(out)
+
+    def __mul__(self, other: Mono) -> Mono:
+        return Mono(self.logm + other.logm)
+
+    def __pow__(self, k) -> Mono:
+        return Mono([(pm, c * k) for pm, c in self.logm])
+
+    def beyond_log_powers(self) -> bool:
+        """True if this monomial outgrows every power of ln t (so it is at least t^delta)."""
+        return bool(self.logm) and _pm_cmp(self.logm[0][0], _unit(2)) > 0 and sign(self.logm[0][1]) > 0
+
+    def inv(self) -> Mono:
+        return self ** -1
+
+    def cmp(self, other: Mono) -> int:
+        """+1 if self/other -> oo, -1 if -> 0, 0 if they are the same monomial."""
+        diff = Mono(self.logm + tuple((pm, -c) for pm, c in other.logm))
+        if not diff.logm:
+            return 0
+        return sign(diff.logm[0][1])
+
+    def __repr__(self) -> str:
+        pf = self.power_form()
+        names = ["t"] + [f"L{k}" for k in range(1, DEPTH)]
+        if pf is not None:
+            parts = [f"{n}^{e}" for n, e in zip(names, pf) if e != 0]
+            return "*".join(parts) or "1"
+        inner = " + ".join(f"{c}*{'*'.join(f'{n}^{e}' for n, e in zip(names, pm) if e != 0)}" for pm, c in self.logm)
+        return f"exp({inner})"
+
+
+class _PMKey:
+    """Sort key: larger power monomials first."""
+
+    __slots__ = ("pm",)
+
+    def __init__(self, item):
+        self.pm = item[0]
+
+    def __lt__(self, other):
+        return _pm_cmp(self.pm, other.pm) > 0
+
+
+ONE = Mono(())
+T_MONO = Mono.power([1])
+
+
+def log_scale(k: int) -> Mono:
+    """L_k = ln ln ... ln t (k logs) as a monomial; L_0 = t."""
+    exps = [0] * (k + 1)
+    exps[k] = 1
+    return Mono.power(exps)
+
+
+def mono_max(a: Mono | None, b: Mono | None) -> Mono | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a.cmp(b) >= 0 else b
