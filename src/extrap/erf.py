@@ -359,17 +359,13 @@ def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progr
 # ---------------------------------------------------------------------------
 def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "grad_erf") -> list[Path]:
     """Cumulative normalised gradient against tokens kept (003 Fig. 4 style), PNG + SVG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from extrap.plotting import new_figure, save_figure
 
     rows = [r for r in rows if r.get("grad_curve")]
     if not rows:
         raise ExtrapError("nothing to plot: no gradient ERF was measured (measure kind grad or both)")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = new_figure(6.4, 4.2)
+    ax = fig.add_subplot()
     pes = [r["pe"] for r in rows]
     for r in rows:
         k = range(1, len(r["grad_curve"]) + 1)
@@ -385,12 +381,7 @@ def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "gra
     ax.set_title(f"Gradient ERF at L_ex = {rows[0]['length']} (dashed: L_tr, dotted: {thr})")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths = [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir, name)
 
 
 __all__ = [

@@ -21,31 +21,12 @@ import numpy as np
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.plotting import new_figure, save_figure
 from extrap.positional.base import BiasRPE, Scheme
 from extrap.positional.conventions import distance
 from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, partial_sums, resolve
 
 DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
-
-
-def _figure(width: float = 6.4, height: float = 4.8):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, out_dir: str | Path, stem: str) -> list[Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "svg"):
-        path = out / f"{stem}.{ext}"
-        fig.savefig(path, dpi=150)
-        paths.append(path)
-    return paths
 
 
 def slug(text: str) -> str:
@@ -76,7 +57,7 @@ def heatmap(scheme: Scheme | str, out_dir: str | Path | None = None, head: int =
     w = torch.exp(r).numpy()
     w = np.where(np.tril(np.ones((size, size), dtype=bool)), w, np.nan)
     own = ax is None
-    fig = _figure(5.2, 4.6) if own else ax.figure
+    fig = new_figure(5.2, 4.6) if own else ax.figure
     ax = fig.add_subplot() if own else ax
     im = ax.imshow(w, cmap="viridis", origin="upper", interpolation="nearest")
     fig.colorbar(im, ax=ax, label="exp(r(i - j))" if own else None, shrink=1.0 if own else 0.8)
@@ -85,7 +66,7 @@ def heatmap(scheme: Scheme | str, out_dir: str | Path | None = None, head: int =
     ax.set_title(f"{scheme.spec}, head {head}")
     if not own:
         return []
-    return _save(fig, out_dir, stem or f"heatmap_{slug(scheme.spec)}_h{head}")
+    return save_figure(fig, out_dir, stem or f"heatmap_{slug(scheme.spec)}_h{head}")
 
 
 def trf_curves(schemes: Sequence[Scheme | str], out_dir: str | Path | None = None,
@@ -97,7 +78,7 @@ def trf_curves(schemes: Sequence[Scheme | str], out_dir: str | Path | None = Non
     """
     eps_grid = sorted(set(float(e) for e in eps_grid), reverse=True)
     own = ax is None
-    fig = _figure() if own else ax.figure
+    fig = new_figure() if own else ax.figure
     ax = fig.add_subplot() if own else ax
     skipped = []
     for s in schemes:
@@ -122,14 +103,14 @@ def trf_curves(schemes: Sequence[Scheme | str], out_dir: str | Path | None = Non
     ax.set_title(title, fontsize=9)
     if ax.lines:
         ax.legend(fontsize=8)
-    return _save(fig, out_dir, stem) if own else []
+    return save_figure(fig, out_dir, stem) if own else []
 
 
 def partial_sums_plot(schemes: Sequence[Scheme | str], out_dir: str | Path, max_length: int = 16384,
                       head: int = 0, num_heads: int = 8, stem: str = "partial_sums") -> list[Path]:
     """S(L) = sum_{t<L} exp(r(t)) against L on log-log axes, one curve per scheme."""
     lengths = sorted({int(round(x)) for x in np.logspace(0, math.log10(max_length), 40)})
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for s in schemes:
         scheme = resolve(s)
@@ -145,4 +126,4 @@ def partial_sums_plot(schemes: Sequence[Scheme | str], out_dir: str | Path, max_
     ax.set_title(f"Partial sums of the attention weights, head {head}", fontsize=9)
     if ax.lines:
         ax.legend(fontsize=8)
-    return _save(fig, out_dir, stem)
+    return save_figure(fig, out_dir, stem)
