@@ -8,12 +8,28 @@ import torch
 
 import extrap
 from extrap import align
-from extrap.align import (DEFAULT_GRID, algorithm1, aligned_temperature, attention_stats, averaged_sorted_logits,
-                          closed_forms, layer_logit_blocks, log_length_tau, logit_row_stats, prop1_pmax, prop1_roots,
-                          prop1_tau, prop2_tau, search_tau, segments_of, sigma_of)
+from extrap.align import (
+    DEFAULT_GRID,
+    algorithm1,
+    aligned_temperature,
+    attention_stats,
+    averaged_sorted_logits,
+    closed_forms,
+    layer_logit_blocks,
+    log_length_tau,
+    logit_row_stats,
+    prop1_pmax,
+    prop1_roots,
+    prop1_tau,
+    prop2_tau,
+    search_tau,
+    segments_of,
+    sigma_of,
+)
 from extrap.attention import dense_probs
 from extrap.cli import main
 from extrap.errors import ExtrapError
+from extrap.lm import ModelShape
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +40,10 @@ def alibi_run(tiny_runs):
 
 @pytest.fixture(scope="module")
 def loaded(alibi_run):
-    from extrap.evaluate import eval_stream_for
+    from extrap.run import eval_stream
 
     run = extrap.load(alibi_run)
-    return run, eval_stream_for(run, "validation", 2048)
+    return run, eval_stream(run, "validation", 2048)
 
 
 # ---------------------------------------------------------------------------
@@ -53,7 +69,7 @@ def test_prop2_reproduces_algorithm1_on_gaussian_logits():
         l_tr = torch.randn(32, L_tr, generator=g, dtype=torch.float64) * s_tr
         l_ex = torch.randn(32, L_ex, generator=g, dtype=torch.float64) * s_ex
         target = logit_row_stats(l_tr, 1.0)["entropy"]
-        found = search_tau(lambda t: logit_row_stats(l_ex, t)["entropy"], target).tau
+        found = search_tau(lambda t, rows=l_ex: logit_row_stats(rows, t)["entropy"], target).tau
         est_tr, est_ex = sigma_of(averaged_sorted_logits(l_tr)), sigma_of(averaged_sorted_logits(l_ex))
         assert est_tr == pytest.approx(s_tr, rel=0.02) and est_ex == pytest.approx(s_ex, rel=0.02)
         assert prop2_tau(L_tr, L_ex, est_tr, est_ex) == pytest.approx(found, abs=0.015)
@@ -84,7 +100,10 @@ def test_prop1_known_root_and_its_coefficients():
 
 class _Stub:
     """Just enough of a model for closed_forms / aligned_temperature when the layer-0 logits are patched in."""
-    blocks = (type("B", (), {"attn": type("A", (), {"temperature": 1.0})()})(),)
+    shape = ModelShape(n_layer=1, n_head=1, d_model=1, vocab_size=1, pe="stub")
+
+    def temperatures(self):
+        return [1.0]
 
     def set_temperature(self, tau):
         pass

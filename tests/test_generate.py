@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from extrap.errors import ExtrapError
 from extrap.generate import KVCache, generate, step_logits
 from extrap.model import GPT, ModelConfig
 
@@ -23,7 +24,7 @@ def test_cached_steps_match_the_forward_pass(pe, window):
     else:
         torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
     if window is not None:
-        assert cache.keys[0].shape[2] == window
+        assert cache.layers[0].keys.shape[2] == window
 
 
 def test_generate_greedy_is_deterministic_and_extends_the_prompt():
@@ -33,3 +34,20 @@ def test_generate_greedy_is_deterministic_and_extends_the_prompt():
     a = generate(model, prompt, 7, cache_window=4)
     b = generate(model, prompt, 7, cache_window=4)
     assert a.shape == (1, 12) and torch.equal(a, b) and torch.equal(a[:, :5], prompt)
+
+
+@pytest.mark.parametrize("pe", ["alibi", "fire", "rope", "sinusoidal", "learned"])
+@pytest.mark.parametrize("window", [None, 5])
+def test_step_over_chunks_of_tokens_matches_the_forward_pass(pe, window):
+    """model.step: a prompt of several tokens in one call, then single tokens, then a chunk again."""
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(pe=pe, n_layer=2, d_model=32, n_head=4, attn_block=4)).eval()
+    x = torch.randint(0, 256, (2, 20))
+    with torch.no_grad():
+        full = model(x, window=window).logits
+    cache = model.new_cache(window)
+    parts = [model.step(x[:, :9], 0, cache)] + [model.step(x[:, p:p + 1], p, cache) for p in (9, 10)]
+    parts.append(model.step(x[:, 11:], 11, cache))
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ExtrapError, match="window"):
+        model.new_cache(0)

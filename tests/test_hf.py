@@ -12,6 +12,7 @@ pytest.importorskip("tokenizers")
 
 from extrap.cli import main  # noqa: E402
 from extrap.errors import ExtrapError  # noqa: E402
+from extrap.run import Run  # noqa: E402
 
 VOCAB = 300
 
@@ -106,8 +107,9 @@ def test_nll_matches_transformers(saved, kind):
 
     folder = saved(kind)
     run = extrap.load(f"hf:{folder}", device="cpu")
-    assert run.config["dtype"] == "float32" and run.config["config_hash"] and run.step is None
-    assert run.model.cfg.n_layer == 2 and run.model.cfg.pe.startswith(f"hf:{run.config['model']['model_type']}")
+    assert run.config.dtype == "float32" and run.config.config_hash and run.step is None
+    assert run.model.shape.n_layer == 2 and run.pe.startswith(f"hf:{run.config.model_type}")
+    assert isinstance(run, Run) and run.provenance()["config_hash"] == run.config.config_hash
     ids = torch.tensor(run.tokenizer.encode("def f(x):\n    return x + 1\n" * 8)[:33])
     loss, n = eval_nonoverlapping(run.model, ids, 32, 32)
     assert n == 32
@@ -135,7 +137,7 @@ def test_eval_cli_json(saved, tiny_text, capsys, tmp_path, monkeypatch):
     assert rep["window"]["size"] == 8 and [r["window"] for r in rep["results"]] == [8, 8]
     assert all(math.isfinite(r["ppl"]) and r["window_rel_diff"] > 0 for r in rep["results"])
     assert main(["eval", f"hf:{folder}", "--window", "auto", "--corpus", tiny_text]) == 2
-    assert "--window auto" in capsys.readouterr().err
+    assert "automatic window" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("kind,factor", [("linear", 4.0), ("yarn", 4.0), ("dynamic", 2.0)])
@@ -175,7 +177,7 @@ def test_temperature(saved, kind):
     s_lo = attention_stats(run.model, ids, 0.5)
     s_hi = attention_stats(run.model, ids, 2.0)
     assert s_lo.pmax > s1.pmax > s_hi.pmax
-    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]  # restored
+    assert run.model.temperatures() == [1.0, 1.0]  # restored
 
 
 def test_gradient_and_attention_erf(saved):
@@ -227,7 +229,7 @@ def test_temperature_divides_the_whole_logit(saved, kind):
 
     run = extrap.load(f"hf:{saved(kind)}", device="cpu")
     ids = torch.randint(0, VOCAB, (2, 20), generator=torch.Generator().manual_seed(4))
-    logits = run.model.layer_logits(ids)
+    (logits,) = run.model.layer_logits(ids)
     assert logits.shape == (2, run.model.cfg.n_head, 20, 20)
     low = torch.ones(20, 20, dtype=torch.bool).tril()
     assert torch.isinf(logits[..., ~low]).all() and torch.isfinite(logits[..., low]).all()
@@ -265,7 +267,7 @@ def test_layer_logits_match_manual_llama(saved):
         theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
         q, k = _rope(q, pos, theta), _rope(k, pos, theta).repeat_interleave(H // Hkv, 1)
         manual = q @ k.transpose(-1, -2) / math.sqrt(hd)
-    got = run.model.layer_logits(ids)
+    (got,) = run.model.layer_logits(ids)
     low = torch.ones(L, L, dtype=torch.bool).tril()
     torch.testing.assert_close(got[..., low], manual[..., low], rtol=0, atol=1e-5)
     assert torch.isinf(got[..., ~low]).all()
@@ -366,10 +368,10 @@ def test_erf_api_and_cli(saved, tiny_text, hf_cache, capsys):
 def test_align_api_closed_forms(saved, tiny_text, hf_cache, kind):
     import extrap
     from extrap.align import align_report, aligned_temperature
-    from extrap.evaluate import eval_stream_for
+    from extrap.run import eval_stream
 
     run = extrap.load(f"hf:{saved(kind)}", device="cpu", corpus=tiny_text)
-    stream = eval_stream_for(run, "validation", 200)
+    stream = eval_stream(run, "validation", 200)
     rep = align_report(run.model, stream, 16, [32], "prop2", segments=2)
     cf = rep["lengths"][0]["closed_form"]
     assert 0 < cf["sigma_tr"] < 10 and 0 < cf["sigma_ex"] < 10 and cf["prop2"] > 0
@@ -381,7 +383,7 @@ def test_align_api_closed_forms(saved, tiny_text, hf_cache, kind):
     else:
         with pytest.raises(ExtrapError, match="Prop. 1"):
             aligned_temperature(run.model, stream, 16, 32, "prop1", segments=2)
-    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]
+    assert run.model.temperatures() == [1.0, 1.0]
 
 
 def test_align_cli(saved, tiny_text, hf_cache, capsys):
@@ -400,7 +402,7 @@ def test_align_cli(saved, tiny_text, hf_cache, capsys):
         assert math.isfinite(cf["sigma_tr"]) and math.isfinite(cf["sigma_ex"]) and cf["prop2"] > 0
         assert row["tau"] == cf[mode] and (row["tau"] is None or row["after"]["pmax"] > 0)
     assert main(base + ["--mode", "prop3"]) == 2
-    assert "unknown alignment mode" in capsys.readouterr().err
+    assert "argument --mode: invalid choice" in capsys.readouterr().err
 
 
 def test_task_score_api_and_cli(saved, tiny_text, hf_cache, capsys):
@@ -414,7 +416,7 @@ def test_task_score_api_and_cli(saved, tiny_text, hf_cache, capsys):
                      train_length=L // 2, filler=tiny_text, buckets=2)
     res = rep["results"][0]
     assert res["n"] == 2 and 0 <= res["accuracy"] <= 1 and 0.5 <= res["temperature"] <= 1.0
-    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]  # restored
+    assert run.model.temperatures() == [1.0, 1.0]  # restored
     rc = main(["task", "score", f"hf:{folder}", "--task", "passkey", "--lengths", str(L), "--n", "2",
                "--corpus", tiny_text, "--temperature", "0.9", "--json"])
     assert rc == 0
@@ -439,14 +441,14 @@ def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
     import extrap
     from extrap.align import align_report
     from extrap.erf import run_erf
-    from extrap.evaluate import eval_stream_for
+    from extrap.run import eval_stream
     from extrap.tasks import min_length, score_task
 
     path = f"hf:{saved(kind)}"
     row = run_erf(path, length=24, segments=2, corpus=tiny_text)
     assert 1 <= row["grad_erf"] <= 23 and len(row["attn_erf"]["per_layer_head"]) == 2
     run = extrap.load(path, device="cpu", corpus=tiny_text)
-    stream = eval_stream_for(run, "validation", 200)
+    stream = eval_stream(run, "validation", 200)
     for mode in ("pmax", "prop2"):
         rep = align_report(run.model, stream, 16, [32], mode, segments=2, grid=[1.0, 0.8, 0.6], refine=False)
         tau = rep["lengths"][0]["tau"]
@@ -455,4 +457,51 @@ def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
     res = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", filler=tiny_text,
                      buckets=2)["results"][0]
     assert res["n"] == 2 and 0 <= res["accuracy"] <= 1
-    assert [float(b.attn.temperature) for b in run.model.blocks] == [1.0, 1.0]  # nothing left applied
+    assert run.model.temperatures() == [1.0, 1.0]  # nothing left applied
+
+
+# ---------------------------------------------------------------------------
+# the ExtrapLM protocol
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "bloom"])
+def test_hf_model_implements_the_protocol(kind):
+    from extrap.hf import HFModel
+    from extrap.lm import ExtrapLM, ModelShape, temperature
+
+    torch.manual_seed(0)
+    model = HFModel(transformers.AutoModelForCausalLM.from_config(_config(kind)).eval(), kind, f"hf:{kind}")
+    assert isinstance(model, ExtrapLM) and model.scheme is None and model.bias_values() is None
+    assert model.shape == ModelShape(n_layer=2, n_head=model.cfg.n_head, d_model=32, vocab_size=VOCAB,
+                                     pe=f"hf:{kind}")
+    ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        full = model(ids).logits
+    cache = model.new_cache()  # the KV-cache step equals the full forward pass
+    steps = [model.step(ids[:, :7], 0, cache)] + [model.step(ids[:, p:p + 1], p, cache) for p in range(7, 16)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ExtrapError, match="rolling"):
+        model.new_cache(4)
+    model.set_temperature([0.9, 0.8])
+    with pytest.raises(RuntimeError):
+        with temperature(model, 0.5):
+            assert model.temperatures() == [0.5, 0.5]
+            raise RuntimeError
+    assert model.temperatures() == [0.9, 0.8]
+    layers = [layer for layer, _ in model.attention_probs(ids, upto_layer=0)]
+    assert layers == [0]
+
+
+def test_evaluate_at_a_temperature_restores_it(saved, tiny_text, hf_cache):
+    """evaluate() sets τ per length through the model protocol and puts the previous τ back."""
+    import extrap
+    from extrap.evaluate import evaluate
+    from extrap.run import eval_stream
+
+    run = extrap.load(f"hf:{saved('llama')}", device="cpu", corpus=tiny_text)
+    stream = eval_stream(run, "validation", 200)
+    run.model.set_temperature(0.9)
+    plain = evaluate(run.model, stream, [16, 32], "nonoverlapping", tokens=64)
+    sharp = evaluate(run.model, stream, [16, 32], "nonoverlapping", tokens=64, temperature_for=lambda L: 0.5)
+    assert run.model.temperatures() == [0.9] * run.model.shape.n_layer
+    assert [r.temperature for r in sharp] == [0.5, 0.5]
+    assert all(a.loss != b.loss for a, b in zip(plain, sharp))

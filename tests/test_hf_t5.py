@@ -6,8 +6,15 @@ import torch
 pytest.importorskip("transformers")
 
 from extrap.errors import ExtrapError  # noqa: E402
-from extrap.hf.t5 import (attention_modules, get_t5_temperature, load_t5, remove_t5_temperature,  # noqa: E402
-                          set_t5_temperature, t5_algorithm1, t5_attention_stats)
+from extrap.hf.t5 import (  # noqa: E402
+    attention_modules,
+    get_t5_temperature,
+    load_t5,
+    remove_t5_temperature,
+    set_t5_temperature,
+    t5_algorithm1,
+    t5_attention_stats,
+)
 
 
 def _config():

@@ -8,6 +8,7 @@ import torch
 from extrap import positional as P
 from extrap.attention import dense_probs
 from extrap.errors import ExtrapError
+from extrap.lm import ExtrapLM, ModelShape, temperature
 from extrap.model import GPT, ModelConfig
 
 BIAS_SCHEMES = ["alibi", "alibi:shift=2", "alibi:h=3", "kerple-log", "kerple-power", "sandwich",
@@ -74,7 +75,8 @@ def test_gradients_match_dense_reference(pe):
         model.zero_grad()
         forward().square().mean().backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
-    assert grads[0].keys() == grads[1].keys() and any("bias_params" in n for n in grads[0]) == (pe not in ("alibi", "sandwich"))
+    learns_bias = any("bias_params" in n for n in grads[0])
+    assert grads[0].keys() == grads[1].keys() and learns_bias == (pe not in ("alibi", "sandwich"))
     for name in grads[0]:
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6, msg=name)
 
@@ -151,7 +153,7 @@ def test_every_scheme_trains_and_loss_falls(pe):
     g = torch.Generator().manual_seed(0)
     text = torch.tensor(list(b"def f(x):\n    return x + 1\n" * 40))
     losses = []
-    for step in range(25):
+    for _ in range(25):
         starts = torch.randint(0, len(text) - 33, (8,), generator=g)
         batch = torch.stack([text[s:s + 33] for s in starts])
         x, y = batch[:, :-1], batch[:, 1:]
@@ -177,3 +179,80 @@ def test_flex_backend_matches_blocked_attention(pe, window):
     with torch.no_grad():
         torch.testing.assert_close(flex(idx, window=window).logits, blocked(idx, window=window).logits,
                                    rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# the ExtrapLM protocol
+# ---------------------------------------------------------------------------
+def test_gpt_implements_the_protocol():
+    model = GPT(ModelConfig(pe="kerple-log", n_layer=2, d_model=32, n_head=4))
+    assert isinstance(model, ExtrapLM)
+    assert model.shape == ModelShape(n_layer=2, n_head=4, d_model=32, vocab_size=256, pe="kerple-log")
+    assert model.scheme.spec == "kerple-log" and all(b.attn.scheme is model.scheme for b in model.blocks)
+    values = model.bias_values()
+    assert len(values) == 2 and set(values[0]) == {"r1", "r2"}
+    assert GPT(ModelConfig(pe="rope", n_layer=1, d_model=16, n_head=2)).bias_values() is None
+    assert not isinstance(torch.nn.Linear(2, 2), ExtrapLM)
+
+
+@pytest.mark.parametrize("pe", ["alibi", "fire", "rope"])
+def test_logit_probe_equals_the_softmax_input_by_hand(pe):
+    """Layer 1 of a tiny model at τ = 0.5: (q k / sqrt(Dh) + r(i - j)) / τ, -inf above the diagonal."""
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(pe=pe, n_layer=2, d_model=32, n_head=4, attn_block=8)).eval()
+    idx = torch.randint(0, 256, (2, 21))
+    B, L, H, Dh = 2, 21, 4, 8
+    model.set_temperature([1.0, 0.5])
+    with torch.no_grad():
+        pos = torch.arange(L)
+        h, _ = model.blocks[0](model.embed(idx, pos), pos)
+        a = model.blocks[1].attn
+        q, k, _v = a.qkv(model.blocks[1].ln1(h)).view(B, L, 3, H, Dh).permute(2, 0, 3, 1, 4)
+        if model.scheme.rotates:
+            q, k = model.scheme.rotate(q, k, pos)
+        manual = q @ k.transpose(-1, -2) / math.sqrt(Dh)
+        if model.scheme.adds_bias:
+            i = pos[:, None].double()
+            t = (i - pos[None].double()).clamp_min(0)
+            vals = {n: v.double() for n, v in a.bias_values().items()}
+            manual = manual + model.scheme.bias(t, vals, i=i.expand_as(t)).float()
+        manual = (manual / 0.5).masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), -math.inf)
+        blocks = model.layer_logits(idx, 1)
+        got = torch.cat([torch.nn.functional.pad(b, (0, L - b.shape[-1]), value=-math.inf) for b in blocks], dim=2)
+        probs = dense_probs(model(idx, return_probs=True).probs[1], L)
+    assert len(blocks) > 1  # query blocks of attn_block rows
+    low = torch.ones(L, L, dtype=torch.bool).tril()
+    torch.testing.assert_close(got[..., low], manual[..., low], rtol=1e-5, atol=1e-5)
+    assert torch.isinf(got[..., ~low]).all()
+    torch.testing.assert_close(torch.softmax(got, -1), probs, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_probs_stream_layer_by_layer():
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(pe="alibi", n_layer=3, d_model=32, n_head=4, attn_block=8)).eval()
+    idx = torch.randint(0, 256, (1, 20))
+    with torch.no_grad():
+        full = model(idx, return_probs=True).probs
+    stream = model.attention_probs(idx, upto_layer=1)
+    layer, blocks = next(stream)
+    assert layer == 0 and all(torch.equal(p, q) for (_, p), (_, q) in zip(blocks, full[0]))
+    assert [layer for layer, _ in stream] == [1]  # stops after upto_layer
+    with pytest.raises(ExtrapError, match="layer"):
+        list(model.attention_probs(idx, upto_layer=3))
+
+
+def test_temperature_context_restores_per_layer_values_even_when_the_body_raises():
+    model = GPT(ModelConfig(pe="alibi", n_layer=2, d_model=16, n_head=2))
+    model.set_temperature([0.9, 0.8])
+    with pytest.raises(RuntimeError, match="boom"):
+        with temperature(model, 0.5):
+            assert model.temperatures() == [0.5, 0.5]
+            raise RuntimeError("boom")
+    assert model.temperatures() == pytest.approx([0.9, 0.8])
+    with temperature(model):  # None: leave τ, but still restore what the body changes
+        model.set_temperature(0.7)
+    assert model.temperatures() == pytest.approx([0.9, 0.8])
+    with pytest.raises(ExtrapError, match="2 values"):
+        with temperature(model, [0.5]):
+            pass
+    assert model.temperatures() == pytest.approx([0.9, 0.8])

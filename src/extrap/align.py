@@ -5,7 +5,7 @@ mass, so the average maximum probability P_max falls and the average entropy H
 rises ("dispersed attention", 004 Table 1).  004 sharpens every softmax at
 L_ex with a temperature τ < 1, softmax((q k / sqrt(d) + r) / τ), chosen so that
 the sharpness at L_ex matches the sharpness at L_tr with τ = 1.  Nothing is
-fine-tuned; τ is applied only through :meth:`extrap.model.GPT.set_temperature`.
+fine-tuned; τ is applied only through the model's ``set_temperature`` (:class:`extrap.lm.ExtrapLM`).
 
 What is here
 ------------
@@ -14,11 +14,12 @@ What is here
   same per layer.  N = R x H x L rows per segment, each with weight 1, as in 004
   §4 ("averaged ... over all logit vectors").  The rows are causal, so row i has
   i + 1 keys; the first row is always one-hot.  Probabilities are consumed one
-  layer at a time from the model's own ``return_probs`` blocks (a forward hook
-  turns them on for that layer, reduces them to sums and drops them), so at most
-  one layer's lower-triangular blocks exist at once and no (L, L) matrix is
-  assembled.  Still O(L^2) time and memory per layer, so probing lengths are
-  capped at :data:`MAX_PROBE_LENGTH` (4096; ``max_length=`` raises the cap).
+  layer at a time from the model's ``attention_probs`` stream (each layer's
+  blocks are reduced to sums and dropped before the next layer runs), so for
+  an extrap GPT at most one layer's lower-triangular blocks exist at once and
+  no (L, L) matrix is assembled.  Still O(L^2) time and memory per layer, so
+  probing lengths are capped at :data:`MAX_PROBE_LENGTH` (4096; ``max_length=``
+  raises the cap).
 * **Algorithm 1** (:func:`algorithm1`): target S_tr = S(L_tr, τ=1); curve
   S_ex(τ) for τ = 1.0, 0.95, ..., 0.5 (the paper's grid, 004 Table 5); the grid
   τ is the one with the *smallest absolute difference* |S_ex(τ) - S_tr| (ties:
@@ -33,8 +34,8 @@ What is here
 * **Per layer** (``per_layer=True``, 004 §8 suggests it): greedy, layer by
   layer.  Layer l's softmax rows depend only on τ_0..τ_l, so with τ_0..τ_{l-1}
   already fixed, τ_l is searched (same grid and refinement) so that layer l's
-  statistic matches *layer l's own* L_tr value.  Each search stops the forward
-  pass after layer l.  Independent per-layer matching under one shared τ sweep
+  statistic matches *layer l's own* L_tr value.  Each search runs the layers
+  up to l only.  Independent per-layer matching under one shared τ sweep
   would be inconsistent (layer l's curve moves when earlier layers change).
   Measured on 4-layer, d=64 models trained 400 steps at L_tr = 64 (KERPLE-log,
   ALiBi, RoPE; L_ex = 128..1024): per-layer τ matches every layer's P_max to
@@ -45,25 +46,47 @@ What is here
 * **Closed forms** (004 §6, :func:`closed_forms`): σ and l_max from the layer-0
   logits, then Prop. 1, Prop. 2 and the log-length rule of :mod:`extrap.align_formulas`.
 
-:func:`aligned_temperature` is the entry point for ``--temperature auto``.
+:func:`aligned_temperature` is the entry point for an automatic temperature (``eval --temperature auto``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
-from extrap.align_formulas import (DEFAULT_GRID, MAX_PROBE_LENGTH, MODES, REFINE_STEPS, SEARCH_MODES, Search,
-                                   averaged_sorted_logits, check_grid, check_lengths, check_mode, check_tau,
-                                   log_length_tau, logit_row_stats, prop1, prop1_coefficients, prop1_explain,
-                                   prop1_pmax, prop1_roots, prop1_tau, prop2_tau, resampled, row_stats, search_tau,
-                                   sigma_of, sorted_centred)
+from extrap.align_formulas import (
+    DEFAULT_GRID,
+    MAX_PROBE_LENGTH,
+    MODES,
+    REFINE_STEPS,
+    SEARCH_MODES,
+    Search,
+    averaged_sorted_logits,
+    check_grid,
+    check_lengths,
+    check_mode,
+    check_tau,
+    log_length_tau,
+    logit_row_stats,
+    prop1,
+    prop1_coefficients,
+    prop1_explain,
+    prop1_pmax,
+    prop1_roots,
+    prop1_tau,
+    prop2_tau,
+    resampled,
+    row_stats,
+    search_tau,
+    sigma_of,
+    sorted_centred,
+)
 from extrap.errors import ExtrapError
-
+from extrap.lm import ExtrapLM, model_device, temperature
 
 # The model-free formulas live in extrap.align_formulas; extrap.align re-exports them, so users import
 # alignment from one place.
@@ -80,12 +103,8 @@ TOKEN_BUDGET = 4096  # segments batched so that batch x length <= this
 
 
 # ---------------------------------------------------------------------------
-# probing a GPT: statistics per layer through forward hooks
+# probing a model: statistics per layer, one layer at a time
 # ---------------------------------------------------------------------------
-class _Stop(Exception):
-    """Raised by a hook to end a forward pass early (the layers after it are not needed)."""
-
-
 @dataclass
 class Stats:
     """Average P_max and entropy over all softmax rows, overall and per layer."""
@@ -125,93 +144,46 @@ def segments_of(stream: torch.Tensor, length: int, segments: int) -> torch.Tenso
     return torch.stack([stream[s:s + length] for s in starts]).long()
 
 
-def _batches(seg: torch.Tensor, model=None):
-    L = seg.shape[1]
-    b = max(1, TOKEN_BUDGET // L)
-    device = next(model.parameters()).device if model is not None else seg.device
+def _batches(seg: torch.Tensor, model: ExtrapLM):
+    b = max(1, TOKEN_BUDGET // seg.shape[1])
+    device = model_device(model)
     for i in range(0, seg.shape[0], b):
         yield seg[i:i + b].to(device)
 
 
-def _set_return_probs(args, kwargs):
-    if "return_probs" in kwargs:
-        wanted = kwargs["return_probs"]
-        kwargs = {**kwargs, "return_probs": True}
-    elif len(args) > 3:  # Attention.forward(x, positions, window, return_probs, table_cache)
-        wanted = args[3]
-        args = (*args[:3], True, *args[4:])
-    else:
-        wanted = False
-        kwargs = {**kwargs, "return_probs": True}
-    return args, kwargs, bool(wanted)
-
-
-def current_temperature(model) -> list[float]:
-    return [float(blk.attn.temperature) for blk in model.blocks]
-
-
 @contextmanager
-def temperature(model, tau):
-    """Set τ (one value or one per layer) for the duration of the block; restore the previous τs."""
-    old = current_temperature(model)
-    try:
-        if tau is not None:
-            model.set_temperature(tau)
-        yield
-    finally:
-        model.set_temperature(old)
-
-
-@torch.no_grad()
-def attention_stats(model, segments: torch.Tensor, tau=None, *, upto_layer: int | None = None) -> Stats:
-    """Average P_max and entropy of every softmax row of every layer, over ``segments`` (N, L).
-
-    ``tau``: temperature for this probe (None: the model's current one).  ``upto_layer``:
-    stop the forward pass after this layer (later layers are not reported).
-    """
-    if hasattr(model, "attention_stats"):  # hf: models (extrap.hf.HFModel) probe through output_attentions
-        return model.attention_stats(segments, tau, upto_layer=upto_layer)
-    n_layer = len(model.blocks)
-    last = n_layer - 1 if upto_layer is None else int(upto_layer)
-    sums = [[0.0, 0.0, 0] for _ in range(last + 1)]
-    handles, wanted = [], {}
-
-    def make(layer):
-        def pre(mod, args, kwargs):
-            args, kwargs, wanted[layer] = _set_return_probs(args, kwargs)
-            return args, kwargs
-
-        def post(mod, args, kwargs, output):
-            out, probs = output
-            acc = sums[layer]
-            for _, p in probs:
-                sp, sh, n = row_stats(p)
-                acc[0] += sp
-                acc[1] += sh
-                acc[2] += n
-            if layer == last:
-                raise _Stop
-            return out, (probs if wanted[layer] else None)
-        return pre, post
-
+def _eval_mode(model: ExtrapLM):
+    """Eval mode (no dropout) in the block; the previous mode afterwards."""
     was_training = model.training
     model.eval()
     try:
-        for layer in range(last + 1):
-            pre, post = make(layer)
-            attn = model.blocks[layer].attn
-            handles.append(attn.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(attn.register_forward_hook(post, with_kwargs=True))
-        with temperature(model, tau):
-            for x in _batches(segments, model):
-                try:
-                    model(x)
-                except _Stop:
-                    pass
+        yield
     finally:
-        for h in handles:
-            h.remove()
         model.train(was_training)
+
+
+def current_temperature(model: ExtrapLM) -> list[float]:
+    return model.temperatures()
+
+
+@torch.no_grad()
+def attention_stats(model: ExtrapLM, segments: torch.Tensor, tau=None, *, upto_layer: int | None = None) -> Stats:
+    """Average P_max and entropy of every softmax row of every layer, over ``segments`` (N, L).
+
+    ``tau``: temperature for this probe (None: the model's current one).  ``upto_layer``:
+    run the layers up to this one only (later layers are not reported).
+    """
+    last = model.shape.n_layer - 1 if upto_layer is None else int(upto_layer)
+    sums = [[0.0, 0.0, 0] for _ in range(last + 1)]
+    with _eval_mode(model), temperature(model, tau):
+        for x in _batches(segments, model):
+            for layer, blocks in model.attention_probs(x, upto_layer=last):
+                acc = sums[layer]
+                for _, p in blocks:
+                    sp, sh, n = row_stats(p)
+                    acc[0] += sp
+                    acc[1] += sh
+                    acc[2] += n
     layers = [{"pmax": s[0] / s[2], "entropy": s[1] / s[2]} for s in sums]
     return Stats(pmax=sum(v["pmax"] for v in layers) / len(layers),
                  entropy=sum(v["entropy"] for v in layers) / len(layers), layers=layers, rows=sums[0][2])
@@ -220,71 +192,29 @@ def attention_stats(model, segments: torch.Tensor, tau=None, *, upto_layer: int 
 # ---------------------------------------------------------------------------
 # layer-0 logits (closed forms)
 # ---------------------------------------------------------------------------
-def _logit_blocks(attn, x: torch.Tensor, positions: torch.Tensor, window=None):
-    """Pre-softmax logits q k / sqrt(Dh) + r (τ = 1) of one Attention module, query block by query block.
-
-    Mirrors :meth:`extrap.model.Attention.forward` up to the softmax; yields (B, H, Lq, Lk)
-    blocks whose masked entries are <= -1e29.
-    """
-    from extrap.attention import bias_block
-
-    L = x.shape[1]
-    q, k, _v = attn.heads(x, positions)
-    ctx = attn.bias_context(positions, window, x.dtype, x.device)
-    block = attn.cfg.attn_block
-    for q0 in range(0, L, block):
-        q1 = min(L, q0 + block)
-        mask = bias_block(ctx, q0, q1, 0, q1, q.dtype)
-        if mask.dim() == 3:
-            mask = mask.unsqueeze(0)
-        s = (q[:, :, q0:q1] @ k[:, :, :q1].transpose(-1, -2)) / math.sqrt(attn.cfg.head_dim) + mask
-        yield torch.where(mask > -1e29, s, torch.full((), -math.inf, dtype=s.dtype))
-
-
 @torch.no_grad()
-def layer_logit_blocks(model, idx: torch.Tensor, layer: int = 0):
+def layer_logit_blocks(model: ExtrapLM, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
     """The pre-softmax logit blocks (B, H, Lq, Lk) of one layer for input ``idx`` (B, L); -inf = masked."""
-    if hasattr(model, "layer_logits"):  # hf: models (extrap.hf.HFModel) record them under eager attention
-        return [model.layer_logits(idx, layer)]
-    captured = {}
-
-    def pre(mod, args, kwargs):
-        captured["x"] = args[0] if args else kwargs["x"]
-        captured["positions"] = args[1] if len(args) > 1 else kwargs["positions"]
-        captured["window"] = args[2] if len(args) > 2 else kwargs.get("window")
-        raise _Stop
-
-    h = model.blocks[layer].attn.register_forward_pre_hook(pre, with_kwargs=True)
-    try:
-        model(idx)
-    except _Stop:
-        pass
-    finally:
-        h.remove()
-    return list(_logit_blocks(model.blocks[layer].attn, captured["x"], captured["positions"], captured["window"]))
+    return model.layer_logits(idx, layer)
 
 
 @torch.no_grad()
-def averaged_layer_logits(model, segments: torch.Tensor, layer: int = 0) -> torch.Tensor:
+def averaged_layer_logits(model: ExtrapLM, segments: torch.Tensor, layer: int = 0) -> torch.Tensor:
     """004 §6: the averaged sorted (centred) logit vector of one layer over all H x L rows of all segments."""
     L = segments.shape[1]
-    total = torch.zeros(L, dtype=torch.float64, device=next(model.parameters()).device)
+    total = torch.zeros(L, dtype=torch.float64, device=model_device(model))
     rows = 0
-    was_training = model.training
-    model.eval()
-    try:
+    with _eval_mode(model):
         for x in _batches(segments, model):
-            for blk in layer_logit_blocks(model, x, layer):
+            for blk in model.layer_logits(x, layer):
                 s, n = sorted_centred(blk)
                 total += resampled(s, n, L).sum(0)
                 rows += s.shape[0]
-    finally:
-        model.train(was_training)
     return (total / rows).cpu()
 
 
-def closed_forms(model, stream: torch.Tensor, train_length: int, length: int, segments: int = DEFAULT_SEGMENTS,
-                 max_length: int | None = None, _cache: dict | None = None) -> dict:
+def closed_forms(model: ExtrapLM, stream: torch.Tensor, train_length: int, length: int,
+                 segments: int = DEFAULT_SEGMENTS, max_length: int | None = None, _cache: dict | None = None) -> dict:
     """σ_tr, σ_ex, l_max, P from layer 0 (τ = 1), and the τs of Prop. 1, Prop. 2 and the log-length rule."""
     check_lengths(train_length, [length], max_length)
     cache = _cache if _cache is not None else {}
@@ -344,7 +274,7 @@ def algorithm1(model, stream: torch.Tensor, train_length: int, length: int, mode
     check_mode(mode, SEARCH_MODES)
     check_lengths(train_length, [length], max_length)
     grid = check_grid(grid)
-    R = len(model.blocks)
+    R = model.shape.n_layer
     probe = _prober or _Prober(model, stream, segments)
     ref = probe(train_length, [1.0] * R)
     if not per_layer:
@@ -381,8 +311,8 @@ def aligned_temperature(model, stream: torch.Tensor, train_length: int, length: 
     if int(train_length) < 2 or int(length) < 2:
         raise ExtrapError("lengths must be integers >= 2")
     if per_layer and mode not in SEARCH_MODES:
-        raise ExtrapError(f"--per-layer needs an Algorithm 1 mode (pmax or entropy), not {mode}")
-    R = len(model.blocks)
+        raise ExtrapError(f"per-layer temperatures need an Algorithm 1 mode (pmax or entropy), not {mode}")
+    R = model.shape.n_layer
     if length <= train_length:
         return [1.0] * R if per_layer else 1.0
     if mode == "log-length":
@@ -416,11 +346,11 @@ def align_report(model, stream: torch.Tensor, train_length: int, lengths: Sequen
     """Per L_ex: the chosen τ, Algorithm 1's curve(s), the closed-form τs, and P_max/H before and after."""
     check_mode(mode)
     if per_layer and mode not in SEARCH_MODES:
-        raise ExtrapError(f"--per-layer needs an Algorithm 1 mode (pmax or entropy), not {mode}")
+        raise ExtrapError(f"per-layer temperatures need an Algorithm 1 mode (pmax or entropy), not {mode}")
     lengths = sorted({int(L) for L in lengths})
     check_lengths(train_length, lengths, max_length)
     grid = check_grid(grid)
-    R = len(model.blocks)
+    R = model.shape.n_layer
     probe = _Prober(model, stream, segments)
     ref = probe(train_length, [1.0] * R)
     cf_cache: dict = {}

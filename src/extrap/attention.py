@@ -13,7 +13,7 @@ Shapes (torchtune style): q, k, v are (B, H, L, Dh); positions are (L,) or (B, L
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -68,14 +68,23 @@ def toeplitz_block(table: torch.Tensor, q0: int, q1: int, k0: int, k1: int, wind
     """
     Lq, Lk = q1 - q0, k1 - k0
     t_min = (q0 - k0) - (Lk - 1)
-    tt = torch.arange(t_min, t_min + Lq + Lk - 1, device=table.device)
+    w = toeplitz_vector(table, t_min, Lq + Lk - 1, window)
+    # w[c] = r(t_min + c); entry (a, b') of the view is w[a + b'] = r(q0 + a - (k1 - 1 - b')); flip b'.
+    return w.as_strided((w.shape[0], Lq, Lk), (w.stride(0), 1, 1)).flip(-1)
+
+
+def toeplitz_vector(table: torch.Tensor, first_t: int, length: int, window: int | None) -> torch.Tensor:
+    """w[c] = r(first_t + c) for c < length, with MASKED where t < 0, t >= window or t is past the table.
+
+    table: (Hb, T).  Returns (Hb, length), contiguous.  Every bias block of a contiguous sequence is a
+    strided view of it.
+    """
+    tt = torch.arange(first_t, first_t + length, device=table.device)
     valid = (tt >= 0) & (tt < table.shape[-1])
     if window is not None:
         valid &= tt < window
-    w = torch.where(valid, table[:, tt.clamp(0, table.shape[-1] - 1)].clamp_min(MASKED),
-                    torch.full((), MASKED, dtype=table.dtype, device=table.device)).contiguous()
-    # w[c] = r(t_min + c); entry (a, b') of the view is w[a + b'] = r(q0 + a - (k1 - 1 - b')); flip b'.
-    return w.as_strided((w.shape[0], Lq, Lk), (w.stride(0), 1, 1)).flip(-1)
+    picked = table[:, tt.clamp(0, table.shape[-1] - 1)].clamp_min(MASKED)
+    return torch.where(valid, picked, torch.full((), MASKED, dtype=table.dtype, device=table.device))
 
 
 def bias_block(ctx: BiasContext, q0: int, q1: int, k0: int, k1: int, dtype) -> torch.Tensor:
@@ -120,8 +129,8 @@ def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_pro
     and has no backward).  ``flex`` is honoured wherever the bias is a Toeplitz table."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    flex_ok = (ctx.table is not None or ctx.scheme is None) and ctx.toeplitz_rows is None and not ctx.batched and not return_probs \
-        and _flex_available()
+    flex_ok = (ctx.table is not None or ctx.scheme is None) and ctx.toeplitz_rows is None and not ctx.batched \
+        and not return_probs and _flex_available()
     if requested == "flex" and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
         return "flex"
     if requested == "auto" and flex_ok and q.is_cuda:
@@ -169,21 +178,8 @@ def flex_attend(q, k, v, ctx: BiasContext, temperature: float, scale: float) -> 
     return _FLEX_FN[q.device.type](q, k, v, score_mod=score_mod, block_mask=_BLOCK_MASKS[key], scale=scale)
 
 
-def toeplitz_vector(table: torch.Tensor, first_t: int, length: int, window: int | None) -> torch.Tensor:
-    """w[c] = r(first_t + c) for c < length, with MASKED where t < 0, t >= window or t is past the table.
-
-    table: (Hb, T).  Returns (Hb, length).  Every bias block of a contiguous sequence is a strided view of it.
-    """
-    tt = torch.arange(first_t, first_t + length, device=table.device)
-    valid = (tt >= 0) & (tt < table.shape[-1])
-    if window is not None:
-        valid &= tt < window
-    picked = table[:, tt.clamp(0, table.shape[-1] - 1)].clamp_min(MASKED)
-    return torch.where(valid, picked, torch.full((), MASKED, dtype=table.dtype, device=table.device))
-
-
 def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: float, scale: float, block: int,
-                     return_probs: bool):
+                     record: str | None):
     """Blocked attention for contiguous positions, with every bias block a zero-copy view.
 
     With the keys in reverse order (j = L-1-c), the block of queries [q0, q1) against keys [k0, q1)
@@ -195,25 +191,25 @@ def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: floa
     bs = min(block, L)
     if table.requires_grad and torch.is_grad_enabled():
         bs = min(bs, GRAD_BLOCK)
-    elif not return_probs:
+    elif record is None:
         bs = min(L, max(bs, min(L // 8, MAX_FUSED_BLOCK)))
     # w[c] = r(c - (bs - 1)) / τ, c = 0 .. L + bs - 2: the distances of every block, -(bs-1) .. L-1.
     w = toeplitz_vector(table.to(q.dtype), -(bs - 1), L + bs - 1, window)
     if tau != 1.0:
         w = w / tau
     kf, vf = k.flip(2), v.flip(2)
-    outs, probs = [], []
+    outs, kept = [], []
     for q0 in range(0, L, bs):
         q1 = min(L, q0 + bs)
         Lq = q1 - q0
         k0 = 0 if window is None else max(0, q0 - window + 1)
         Lk = q1 - k0
         qb, kb, vb = q[:, :, q0:q1], kf[:, :, L - q1:L - k0], vf[:, :, L - q1:L - k0]
-        out, p = _sdpa(qb, kb, vb, _toeplitz_view(w, bs - Lq, Lq, Lk), scale, return_probs)
+        out, p = _sdpa(qb, kb, vb, _toeplitz_view(w, bs - Lq, Lq, Lk), scale, record)
         outs.append(out)
-        if return_probs:
-            probs.append((k0, p.flip(-1)))  # back to ascending key order
-    return torch.cat(outs, dim=2), (probs if return_probs else None)
+        if record:
+            kept.append((k0, p.flip(-1)))  # back to ascending key order
+    return torch.cat(outs, dim=2), (kept if record else None)
 
 
 def _toeplitz_view(w: torch.Tensor, offset: int, Lq: int, Lk: int) -> torch.Tensor:
@@ -221,66 +217,136 @@ def _toeplitz_view(w: torch.Tensor, offset: int, Lq: int, Lk: int) -> torch.Tens
     return w.as_strided((1, w.shape[0], Lq, Lk), (0, w.stride(0), 1, 1), w.storage_offset() + offset)
 
 
-def _sdpa(qb, kb, vb, mask, scale: float, return_probs: bool):
-    """One block: the fused kernel, or explicit softmax when probabilities (or a bias gradient) are needed.
+def _sdpa(qb, kb, vb, mask, scale: float, record: str | None):
+    """One block: the fused kernel, or explicit softmax when probabilities, logits or a bias gradient are needed.
 
+    ``record``: None, "probs" or "logits" (the softmax input, masked entries still finite).
     A mask that needs a gradient (learned KERPLE, T5, FIRE) sends SDPA to its math path anyway;
     doing the same three ops here skips that path's masked-row checks.
     """
-    if not return_probs and not (mask.requires_grad and torch.is_grad_enabled()):
+    if record is None and not (mask.requires_grad and torch.is_grad_enabled()):
         return F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale), None
-    p = torch.softmax(torch.add(mask, qb @ kb.transpose(-1, -2), alpha=scale), dim=-1)
-    return p @ vb, p
+    s = torch.add(mask, qb @ kb.transpose(-1, -2), alpha=scale)
+    p = torch.softmax(s, dim=-1)
+    return p @ vb, (s if record == "logits" else p)
 
 
 def attend(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor = 1.0, block: int = 256,
-           return_probs: bool = False, backend: str = "auto"):
+           return_probs: bool = False, backend: str = "auto", return_logits: bool = False):
     """Softmax(q k^T / (sqrt(Dh) τ) + r / τ) v, causal, block by block (or with FlexAttention).
 
-    q, k, v: (B, H, L, Dh).  Returns out (B, H, L, Dh) and, when asked, the
-    probabilities as a list of (B, H, Lq_block, Lk_block) blocks with their key offsets.
+    q, k, v: (B, H, L, Dh).  Returns out (B, H, L, Dh) and, when asked, the probabilities
+    (``return_probs``) or the softmax input (``return_logits``, -inf where masked) as a list of
+    (key offset, (B, H, Lq_block, Lk_block)) blocks.
     """
-    B, H, L, Dh = q.shape
+    if return_probs and return_logits:
+        raise ExtrapError("attention: ask for probabilities or logits, not both")
+    record = "probs" if return_probs else ("logits" if return_logits else None)
     tau = float(temperature)
-    scale = 1.0 / (math.sqrt(Dh) * tau)
+    out, blocks = _attend(q, k, v, ctx, tau, 1.0 / (math.sqrt(q.shape[-1]) * tau), block, record, backend)
+    if record == "logits":  # masked entries hold MASKED / τ (plus a finite q·k): the softmax gives them 0
+        blocks = [(k0, s.masked_fill(s < MASKED / (2 * tau), -math.inf)) for k0, s in blocks]
+    return out, blocks
+
+
+def _attend(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None, backend: str):
+    L = q.shape[2]
     plain = ctx.scheme is None and ctx.window is None and not ctx.batched
-    if plain and not return_probs:
+    if plain and record is None:
         # no bias: the fused causal kernel.  Positions only matter through the mask here.
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
-    if choose_backend(backend, ctx, q, return_probs) == "flex":
+    if choose_backend(backend, ctx, q, record is not None) == "flex":
         return flex_attend(q, k, v, ctx, tau, scale), None
     if not (ctx.contiguous and not ctx.batched and (ctx.table is not None or ctx.scheme is None)):
-        return _attend_blocks(q, k, v, ctx, tau, scale, block, return_probs, 0)
+        return _attend_blocks(q, k, v, ctx, tau, scale, block, record, 0)
     table = ctx.table if ctx.table is not None else q.new_zeros(1, L)  # no bias: the window mask only
     P = L if ctx.toeplitz_rows is None else min(L, ctx.toeplitz_rows)
-    out, probs = None, None
+    out, kept = None, None
     if P > 0:  # causal: the first P queries see only the first P keys
-        out, probs = _attend_toeplitz(q[:, :, :P], k[:, :, :P], v[:, :, :P], table, ctx.window, tau, scale,
-                                      block, return_probs)
+        out, kept = _attend_toeplitz(q[:, :, :P], k[:, :, :P], v[:, :, :P], table, ctx.window, tau, scale,
+                                     block, record)
     if P == L:
-        return out, probs
+        return out, kept
     rest = BiasContext(ctx.scheme, ctx.values, ctx.positions, ctx.window)  # rows past the table: per entry
-    out2, probs2 = _attend_blocks(q, k, v, rest, tau, scale, block, return_probs, P)
+    out2, kept2 = _attend_blocks(q, k, v, rest, tau, scale, block, record, P)
     out = out2 if out is None else torch.cat([out, out2], dim=2)
-    return out, ((probs or []) + probs2 if return_probs else None)
+    return out, ((kept or []) + kept2 if record else None)
 
 
-def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, return_probs: bool,
+def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None,
                    start: int):
     """Queries [start, L) in blocks, each with its bias block built by :func:`bias_block`."""
     L = q.shape[2]
-    outs, probs = [], []
+    outs, kept = [], []
     for q0 in range(start, L, block):
         q1 = min(L, q0 + block)
         k0 = 0 if ctx.window is None or ctx.batched else max(0, q0 - ctx.window + 1)
         mask = bias_block(ctx, q0, q1, k0, q1, q.dtype) / tau
         if mask.dim() == 3:
             mask = mask.unsqueeze(0)  # (1, H, Lq, Lk)
-        out, p = _sdpa(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], mask, scale, return_probs)
+        out, p = _sdpa(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], mask, scale, record)
         outs.append(out)
-        if return_probs:
-            probs.append((k0, p))
-    return torch.cat(outs, dim=2), (probs if return_probs else None)
+        if record:
+            kept.append((k0, p))
+    return torch.cat(outs, dim=2), (kept if record else None)
+
+
+@dataclass
+class LayerCache:
+    """Keys and values of one attention layer for decoding, with the positions of the cached keys."""
+
+    window: int | None = None  # keep the keys of at most this many tokens (None: all)
+    keys: torch.Tensor | None = None  # (B, H, C, Dh)
+    values: torch.Tensor | None = None
+    positions: torch.Tensor | None = None  # (C,)
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+        """Keys, values and key positions that the new tokens attend to: the cached ones, then theirs.
+
+        The cache then keeps the last ``window`` of them: a rolling cache costs O(W) per token (003 App. B).
+        """
+        if self.keys is not None:
+            k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+            positions = torch.cat([self.positions, positions])
+        W = self.window
+        self.keys, self.values, self.positions = (k, v, positions) if W is None else \
+            (k[:, :, -W:], v[:, :, -W:], positions[-W:])
+        return k, v, positions
+
+    def expand(self, n: int) -> None:
+        """A cache of one sequence shared by ``n`` continuations (views, no copy)."""
+        self.keys = self.keys.expand(n, -1, -1, -1)
+        self.values = self.values.expand(n, -1, -1, -1)
+
+
+@dataclass
+class KVCache:
+    """One :class:`LayerCache` per layer; ``window`` makes it a rolling cache of that many tokens."""
+
+    window: int | None = None
+    layers: list[LayerCache] = field(default_factory=list)
+
+    def layer(self, i: int) -> LayerCache:
+        while len(self.layers) <= i:
+            self.layers.append(LayerCache(self.window))
+        return self.layers[i]
+
+    def expand(self, n: int) -> None:
+        for c in self.layers:
+            c.expand(n)
+
+
+def attend_cached(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """New queries q (B, H, T, Dh) against all keys k, v (B, H, C, Dh) of a KV cache, the new ones last.
+
+    ``ctx`` holds the positions of the C keys; query a is the key at C - T + a.  Returns (B, H, T, Dh).
+    """
+    tau = float(temperature)
+    C, T = k.shape[2], q.shape[2]
+    mask = bias_block(ctx, C - T, C, 0, C, q.dtype) / tau
+    if mask.dim() == 3:
+        mask = mask.unsqueeze(0)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / (math.sqrt(q.shape[-1]) * tau))
 
 
 def dense_probs(blocks: list, length: int) -> torch.Tensor:

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from extrap.data.streams import segments as segments_of
 from extrap.errors import ExtrapError
+from extrap.lm import model_device
 from extrap.run import eval_stream
 from extrap.theory.receptive import ERF_TRF
 
@@ -77,10 +78,6 @@ def _check_positive(name: str, value: int) -> int:
     return int(value)
 
 
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def gradient_norms(model, context: torch.Tensor, target: torch.Tensor,
                    positions: torch.Tensor | None = None) -> torch.Tensor:
     """||d(-log p(target | context)) / d e_m||_2 for every context position m.
@@ -90,7 +87,7 @@ def gradient_norms(model, context: torch.Tensor, target: torch.Tensor,
     normalisation mixes them), so one backward of the summed loss gives each
     row's own gradients.
     """
-    dev = _device(model)
+    dev = model_device(model)
     context, target = context.to(dev), target.to(dev)
     if positions is None:
         positions = model.default_positions(context.shape[1], dev)
@@ -227,7 +224,7 @@ def attention_erf(model, stream: torch.Tensor, length: int, segments: int = DEFA
     first_query = length // 2 if first_query is None else int(first_query)
     if not 0 <= first_query < length:
         raise ExtrapError(f"first_query must be in [0, {length}), got {first_query}")
-    windows = segments_of(stream, length, segments).to(_device(model))
+    windows = segments_of(stream, length, segments).to(model_device(model))
     model.eval()
     per_layer: list[list[torch.Tensor]] | None = None
     with torch.no_grad():
@@ -259,14 +256,6 @@ def spearman(x: list[float], y: list[float]) -> float | None:
     if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:  # a constant ranking has no order to correlate with
         return None
     return float(spearmanr(x, y).statistic)
-
-
-def model_bias_values(model) -> list[dict] | None:
-    """Each layer's bias parameter values (H, ...) of a trained model; None when it has no bias RPE."""
-    if not model.scheme.adds_bias:
-        return None
-    with torch.no_grad():
-        return [{k: v.detach().double().cpu() for k, v in blk.attn.bias_values().items()} for blk in model.blocks]
 
 
 # ---------------------------------------------------------------------------
@@ -323,8 +312,8 @@ def _run_trf(run, eps: float, reduce: str, source: str) -> float | None:
     scheme = run.model.scheme
     if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
         return None
-    values = model_bias_values(run.model) if source == "trained" else None
-    return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.cfg.n_head).value
+    values = run.model.bias_values() if source == "trained" else None
+    return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.shape.n_head).value
 
 
 def spearman_table(rows: list[dict]) -> dict:
@@ -388,5 +377,5 @@ __all__ = [
     "ATTN_EPS", "ATTN_MAX_LENGTH", "GRAD_THRESHOLD", "AttentionERF", "GradientERF", "attention_erf",
     "attention_n_emp", "compare_trf_erf", "cumulative_from_recent", "erf_from_curve",
     "gradient_erf", "gradient_norms", "plot_gradient_curves", "run_erf", "spearman",
-    "spearman_table", "model_bias_values",
+    "spearman_table",
 ]

@@ -2,12 +2,16 @@
 
 Pre-LayerNorm blocks (attention, then a 4x GELU MLP), optional tied embeddings,
 and one :class:`ModelConfig` dataclass.  Positional information enters in exactly
-one of three ways, decided by the scheme's ``kind``:
+one of three ways, decided by the scheme's capabilities:
 
-* ``bias``: r(t) from the scheme's function, added to the logits block by block
+* ``adds_bias``: r(t) from the scheme's function, added to the logits block by block
   (:mod:`extrap.attention`), with learnable parameters per layer;
-* ``ape``: an absolute embedding added to the token embedding;
-* ``rotary``: queries and keys rotated by the scheme.
+* ``embeds``: an absolute embedding added to the token embedding;
+* ``rotates``: queries and keys rotated by the scheme.
+
+:class:`GPT` implements :class:`extrap.lm.ExtrapLM`.  Its KV cache and its probes run through
+:meth:`Attention.forward` itself (keyword arguments ``cache``, ``return_probs``,
+``return_logits``), so the forward pass is written once.
 
 Shapes: idx (B, L) token ids; positions (L,) or (B, L); logits (B, L, V).
 """
@@ -15,15 +19,16 @@ Shapes: idx (B, L) token ids; positions (L,) or (B, L); logits (B, L, V).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from extrap import positional
-from extrap.attention import BiasContext, attend, toeplitz_table
+from extrap.attention import BiasContext, KVCache, LayerCache, attend, attend_cached, toeplitz_table
 from extrap.errors import ExtrapError
+from extrap.lm import Blocks, ModelShape, Output, check_temperatures
 
 
 @dataclass
@@ -53,11 +58,7 @@ class ModelConfig:
             raise ExtrapError(f"model: attn_backend must be auto, blocked or flex, got {self.attn_backend!r}")
         if not 0 <= self.dropout < 1:
             raise ExtrapError(f"model: dropout must be in [0, 1), got {self.dropout}")
-        self.scheme  # validates the spec early  # noqa: B018
-
-    @property
-    def scheme(self) -> positional.Scheme:
-        return positional.get(self.pe)
+        positional.get(self.pe)  # validates the spec early; the model parses it once more, for itself
 
     @property
     def head_dim(self) -> int:
@@ -67,20 +68,20 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
+    def from_dict(cls, d: dict) -> ModelConfig:
         from extrap.io import strict_dataclass
 
         return strict_dataclass(cls, d, "model config")
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, scheme):
+    def __init__(self, cfg: ModelConfig, scheme: positional.Scheme):
         super().__init__()
         self.cfg, self.scheme = cfg, scheme
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.bias_params = nn.ParameterDict()
-        if scheme.kind == "bias" and not scheme.is_identity:
+        if scheme.adds_bias:
             stored = scheme.to_stored(scheme.init_values(cfg.n_head), cfg.n_head)
             learnable = {q.name: q.learnable for q in scheme.params(cfg.n_head)}
             for name, value in stored.items():
@@ -94,11 +95,11 @@ class Attention(nn.Module):
     def bias_context(self, positions, window=None, dtype=torch.float32, device="cpu", table_cache=None) -> BiasContext:
         """Everything the attention needs to add r(i - j) for these positions (see attention.py)."""
         ctx = BiasContext(scheme=None, values={}, positions=positions, window=window, contiguous=_is_arange(positions))
-        if self.scheme.kind != "bias" or self.scheme.is_identity:
+        if not self.scheme.adds_bias:
             return ctx
         ctx.scheme, ctx.values = self.scheme, self.bias_values()
         L = positions.shape[-1]
-        if self.scheme.toeplitz:
+        if self.scheme.is_toeplitz:
             span = int(positions.max() - positions.min()) if positions.numel() else 0
             if window is not None:
                 span = min(span, window - 1)
@@ -120,17 +121,34 @@ class Attention(nn.Module):
         """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme."""
         B, L, _ = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
-        if self.scheme.kind == "rotary":
+        if self.scheme.rotates:
             q, k = self.scheme.rotate(q, k, positions)
         return q, k, v
 
-    def forward(self, x, positions, window=None, return_probs=False, table_cache=None):
+    def forward(self, x, positions, *, window: int | None = None, return_probs: bool = False,
+                return_logits: bool = False, cache: LayerCache | None = None, table_cache: dict | None = None):
+        """x (B, L, d) -> (B, L, d), and the layer's probability or pre-softmax logit blocks when asked.
+
+        ``cache``: x holds new tokens at ``positions``; they attend to the cached keys and to each
+        other, and their keys and values join the cache.  ``table_cache`` shares r(t) tables across layers.
+        """
         B, L, _ = x.shape
         q, k, v = self.heads(x, positions)
+        if cache is not None:
+            if return_probs or return_logits:
+                raise ExtrapError("attention probes are not available with a KV cache")
+            if cache.window is not None:
+                window = cache.window if window is None else min(window, cache.window)
+            if cache.keys is not None:  # new tokens against the cached keys
+                k, v, key_positions = cache.extend(k, v, positions)
+                ctx = self.bias_context(key_positions, window, x.dtype, x.device)
+                y = attend_cached(q, k, v, ctx, self.temperature)
+                return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
+            cache.extend(k, v, positions)  # the first tokens: an ordinary causal pass, block by block
         ctx = self.bias_context(positions, window, x.dtype, x.device, table_cache)
-        y, probs = attend(q, k, v, ctx, temperature=self.temperature, block=self.cfg.attn_block,
-                          return_probs=return_probs, backend=self.cfg.attn_backend)
-        return self.proj(y.transpose(1, 2).reshape(B, L, -1)), probs
+        y, blocks = attend(q, k, v, ctx, temperature=self.temperature, block=self.cfg.attn_block,
+                           return_probs=return_probs, backend=self.cfg.attn_backend, return_logits=return_logits)
+        return self.proj(y.transpose(1, 2).reshape(B, L, -1)), blocks
 
 
 def _is_arange(positions: torch.Tensor) -> bool:
@@ -140,7 +158,7 @@ def _is_arange(positions: torch.Tensor) -> bool:
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, scheme):
+    def __init__(self, cfg: ModelConfig, scheme: positional.Scheme):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.attn = Attention(cfg, scheme)
@@ -148,30 +166,26 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, d_ff), nn.GELU(), nn.Linear(d_ff, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, positions, window=None, return_probs=False, table_cache=None):
-        a, probs = self.attn(self.ln1(x), positions, window, return_probs, table_cache)
+    def forward(self, x, positions, **attn_kw):
+        """``attn_kw``: the keyword arguments of :meth:`Attention.forward`."""
+        a, blocks = self.attn(self.ln1(x), positions, **attn_kw)
         x = x + self.drop(a)
-        return x + self.drop(self.mlp(self.ln2(x))), probs
-
-
-@dataclass
-class Output:
-    logits: torch.Tensor  # (B, L_out, V)
-    probs: list | None = None  # per layer: list of (key offset, (B, H, Lq, Lk)) blocks
-    embeds: torch.Tensor | None = None  # (B, L, d) input embeddings, for gradient ERF
-    extra: dict = field(default_factory=dict)
+        return x + self.drop(self.mlp(self.ln2(x))), blocks
 
 
 class GPT(nn.Module):
+    """The extrap LM; implements :class:`extrap.lm.ExtrapLM`."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.scheme = cfg.scheme
-        if self.scheme.kind not in ("bias", "ape", "rotary"):
+        self.scheme = positional.get(cfg.pe)
+        self.shape = ModelShape(cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab_size, cfg.pe)
+        if not (isinstance(self.scheme, positional.BiasRPE) or self.scheme.embeds or self.scheme.rotates):
             raise ExtrapError(f"model: scheme kind {self.scheme.kind!r} is not supported")
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos = None
-        if self.scheme.kind == "ape" and self.scheme.name == "learned":
+        if self.scheme.embeds and self.scheme.learned:
             self.pos = nn.Embedding(self.scheme.max_positions, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, self.scheme) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
@@ -200,15 +214,13 @@ class GPT(nn.Module):
             nn.init.normal_(m.weight, std=0.02)
 
     # ---- temperature (004) ------------------------------------------------------
-    def set_temperature(self, tau) -> None:
+    def temperatures(self) -> list[float]:
+        return [float(blk.attn.temperature) for blk in self.blocks]
+
+    def set_temperature(self, tau: float | Sequence[float]) -> None:
         """One τ for all layers, or a list with one τ per layer."""
-        taus = list(tau) if isinstance(tau, (list, tuple)) else [float(tau)] * self.cfg.n_layer
-        if len(taus) != self.cfg.n_layer:
-            raise ExtrapError(f"temperature: need {self.cfg.n_layer} values, got {len(taus)}")
-        if any(not (t > 0 and math.isfinite(t)) for t in taus):
-            raise ExtrapError("temperature must be a positive finite number")
-        for blk, t in zip(self.blocks, taus):
-            blk.attn.temperature.fill_(float(t))
+        for blk, t in zip(self.blocks, check_temperatures(tau, self.cfg.n_layer)):
+            blk.attn.temperature.fill_(t)
 
     # ---- positions ------------------------------------------------------------
     def default_positions(self, L: int, device) -> torch.Tensor:
@@ -218,14 +230,16 @@ class GPT(nn.Module):
         """Position ids for a training batch: augmented (SHAPE/CAPE) or sampled (randomized/PoSE)."""
         if self.sampler is not None:
             return self.sampler.train_positions(B, L, generator).to(device)
-        if self.scheme.kind == "ape" and hasattr(self.scheme, "train_positions"):
+        if self.scheme.embeds:
             return self.scheme.train_positions(B, L, generator).to(device)
         return self.default_positions(L, device)
 
     # ---- forward ----------------------------------------------------------------
-    def embed(self, idx: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         x = self.tok(idx)
-        if self.scheme.kind == "ape":
+        if self.scheme.embeds:
+            if positions is None:
+                positions = self.default_positions(idx.shape[1], idx.device)
             if self.pos is not None:
                 self.scheme.check_positions(positions)
                 x = x + self.pos(positions.long())
@@ -241,23 +255,63 @@ class GPT(nn.Module):
         ``window``: attend only to the ``window`` most recent keys (window-auto evaluation).
         ``embeds``: use these input embeddings (B, L, d) instead of looking up ``idx``.
         """
-        B, L = idx.shape
         if positions is None:
-            positions = self.default_positions(L, idx.device)
+            positions = self.default_positions(idx.shape[1], idx.device)
         x = self.embed(idx, positions) if embeds is None else embeds
         h = x
         table_cache: dict = {}
         all_probs = [] if return_probs else None
         for blk in self.blocks:
-            h, probs = blk(h, positions, window, return_probs, table_cache)
+            h, probs = blk(h, positions, window=window, return_probs=return_probs, table_cache=table_cache)
             if return_probs:
                 all_probs.append(probs)
         h = self.ln_f(h if last is None else h[:, -last:])
         return Output(logits=self.head(h), probs=all_probs, embeds=x)
 
-    def loss(self, idx, targets, positions=None) -> torch.Tensor:
-        out = self(idx, positions)
-        return F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]).float(), targets.reshape(-1))
+    # ---- KV cache ---------------------------------------------------------------
+    def new_cache(self, window: int | None = None) -> KVCache:
+        if window is not None and window < 1:
+            raise ExtrapError(f"cache window must be >= 1, got {window}")
+        return KVCache(window)
+
+    @torch.no_grad()
+    def step(self, idx: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:
+        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through ``cache``."""
+        positions = torch.arange(start, start + idx.shape[1], device=idx.device)
+        x = self.embed(idx, positions)
+        for i, blk in enumerate(self.blocks):
+            x, _ = blk(x, positions, cache=cache.layer(i))
+        return self.head(self.ln_f(x))
+
+    # ---- probes -----------------------------------------------------------------
+    def _probe(self, idx: torch.Tensor, last: int, logits: bool) -> Iterator[tuple[int, Blocks | None]]:
+        """Layers 0..last on ``idx``; each yields its probability blocks (or, for ``last``, its logit blocks)."""
+        if not 0 <= last < self.cfg.n_layer:
+            raise ExtrapError(f"layer must be in [0, {self.cfg.n_layer}), got {last}")
+        positions = self.default_positions(idx.shape[1], idx.device)
+        x, table_cache = self.embed(idx, positions), {}
+        for layer, blk in enumerate(self.blocks[:last + 1]):
+            x, blocks = blk(x, positions, return_probs=not logits, return_logits=logits and layer == last,
+                            table_cache=table_cache)
+            yield layer, blocks
+
+    @torch.no_grad()
+    def attention_probs(self, idx: torch.Tensor, *, upto_layer: int | None = None) -> Iterator[tuple[int, Blocks]]:
+        """(layer, probability blocks) for layers 0..upto_layer; the next layer runs only when asked for,
+        so a consumer that reduces each layer's blocks holds one layer's at a time."""
+        last = self.cfg.n_layer - 1 if upto_layer is None else int(upto_layer)
+        yield from self._probe(idx, last, logits=False)
+
+    @torch.no_grad()
+    def layer_logits(self, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
+        """Pre-softmax logits (q·k / sqrt(Dh) + r) / τ of one layer: query blocks (B, H, Lq, Lk), -inf = masked."""
+        *_, (_, blocks) = self._probe(idx, int(layer), logits=True)
+        return [b for _, b in blocks]
+
+    def bias_values(self) -> list[dict[str, torch.Tensor]] | None:
+        if not self.scheme.adds_bias:
+            return None
+        return [blk.attn.bias_values() for blk in self.blocks]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

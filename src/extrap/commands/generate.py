@@ -10,7 +10,7 @@ from extrap.errors import ExtrapError
 
 def register(sub) -> None:
     p = sub.add_parser("generate", help="generate text with a KV cache, optionally a rolling window of W tokens")
-    p.add_argument("run", help="run directory")
+    p.add_argument("run", help="run directory or hf:PATH")
     p.add_argument("--prompt", default="def ", help="prompt text")
     p.add_argument("--tokens", type=int, default=200, help="new tokens")
     p.add_argument("--cache-window", type=int, dest="cache_window", help="rolling KV cache of W tokens")
@@ -28,7 +28,10 @@ def run(args) -> int:
 
     if args.tokens < 0:
         raise ExtrapError("--tokens must be >= 0")
-    model, tok, cfg = extrap.load(args.run)
+    if args.cache_window is not None and args.cache_window < 1:
+        raise ExtrapError("--cache-window must be >= 1")
+    run = extrap.load(args.run)
+    model, tok = run.model, run.tokenizer
     ids = tok.encode(args.prompt)
     if not ids:
         raise ExtrapError("--prompt is empty")

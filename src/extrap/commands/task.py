@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from extrap.commands import args as types
 from extrap.errors import ExtrapError
 
 TASK_CHOICES = ("passkey", "line", "topic")
@@ -34,7 +35,8 @@ def register(sub) -> None:
                                     "bucket (lost in the middle, 004 Table 9).")
     c.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder; needs --task)")
     c.add_argument("--task", choices=TASK_CHOICES, help="default: the task the run was trained on")
-    c.add_argument("--lengths", help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)")
+    c.add_argument("--lengths", type=types.lengths,
+                   help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)")
     c.add_argument("--n", type=int, default=50, help="examples per length (default 50)")
     c.add_argument("--score", default="greedy", choices=("greedy", "rank"), dest="method",
                    help="greedy exact match, or ranking the candidate answers by log-likelihood")
@@ -56,12 +58,12 @@ def _tokenizer(args):
     from extrap.data import get_tokenizer, load_corpus, load_tokenizer
 
     if args.run:
-        from extrap.train import read_config
+        from extrap.run import RunDir
 
         if args.tokenizer:
             raise ExtrapError("give --run or --tokenizer, not both")
-        config = read_config(args.run)
-        return load_tokenizer(args.run), args.corpus or config.get("train", {}).get("corpus", "stdlib")
+        config = RunDir(args.run).read_config()
+        return load_tokenizer(args.run), args.corpus or config.train.corpus
     spec = args.tokenizer or "bytes"
     corpus = args.corpus or "stdlib"
     if spec == "bytes":
@@ -96,31 +98,25 @@ def run_sample(args) -> int:
 
 def run_score(args) -> int:
     import extrap
-    from extrap.commands.eval import parse_lengths
-    from extrap.io import run_metadata
     from extrap.tasks import parse_temperature, score_task
 
     if args.n < 1 or args.batch < 1 or args.buckets < 1:
         raise ExtrapError("--n, --batch and --buckets must be positive")
     parse_temperature(args.temperature)  # reject a bad value before loading anything
-    from extrap.train import resolve_device
+    from extrap.devices import resolve_device
 
     run = extrap.load(args.run, device=str(resolve_device(args.device)))
-    task = args.task or run.config.get("train", {}).get("task")
+    task = args.task or run.task
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")
     L_tr = run.train_length
-    lengths = parse_lengths(args.lengths) if args.lengths else [L_tr * 2 ** k for k in range(4)]
-    corpus = args.corpus or run.config.get("train", {}).get("corpus", "stdlib")
+    lengths = args.lengths or [L_tr * 2 ** k for k in range(4)]
+    corpus = args.corpus or run.corpus
     report = score_task(run.model, run.tokenizer, task, lengths, n=args.n, seed=args.seed, method=args.method,
                         temperature=args.temperature, train_length=L_tr, buckets=args.buckets, filler=corpus,
                         split=args.split, batch=args.batch, details=args.details, progress=not args.json)
-    report = {"run": str(run.path), "pe": run.config["model"]["pe"], "train_length": L_tr,
-              "trained_on": run.config.get("train", {}).get("task"), "step": run.step, **report,
-              **run_metadata(args.seed, run.config.get("corpus_hash"))}
-    from extrap.hf import config_summary
-
-    report.update(config_summary(run))
+    report = {"run": str(run.path), "pe": run.pe, "train_length": L_tr, "trained_on": run.task, "step": run.step,
+              **report, **run.provenance(), "seed": args.seed}
     if args.out:
         from extrap.io import atomic_write_json
 

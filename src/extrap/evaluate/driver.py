@@ -54,14 +54,13 @@ def model_trf_window(model, eps: float) -> tuple[int | None, str]:
     the keys beyond TRF(eps) then hold less than a fraction eps of the bias mass
     (000 Eq. 22), so dropping them changes the output by O(eps).
     """
-    from extrap.erf import model_bias_values
     from extrap.theory import receptive_field
 
     scheme = model.scheme
-    if not scheme.is_toeplitz:
-        return None, f"{scheme.spec} is not a Toeplitz bias RPE: exact attention"
-    trf = receptive_field(scheme, model_bias_values(model), eps=eps, reduce=WINDOW_AUTO_TRF.reduce,
-                          num_heads=model.cfg.n_head)
+    if scheme is None or not scheme.is_toeplitz:
+        return None, f"{model.shape.pe} is not a Toeplitz bias RPE: exact attention"
+    trf = receptive_field(scheme, model.bias_values(), eps=eps, reduce=WINDOW_AUTO_TRF.reduce,
+                          num_heads=model.shape.n_head)
     if trf.value is None:
         return None, f"{trf.reason}: exact attention"
     return int(trf.value), (f"TRF({eps:g}) of the trained bias, {trf.reduce} over layers and heads "

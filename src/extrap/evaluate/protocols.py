@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from extrap.errors import ExtrapError
+from extrap.lm import temperature
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 
@@ -137,16 +138,12 @@ def evaluate(model, stream: torch.Tensor, lengths: list[int], protocol: str, *, 
     tgt = last_token_targets(stream.numel(), max(lengths), targets) if protocol == "last-token" else None
     results = []
     model.eval()
-    old_tau = [float(b.attn.temperature) for b in model.blocks] if temperature_for else None
-    try:
+    with temperature(model):  # every length may set its own τ; the model's τ is restored afterwards
         for L in lengths:
             results.append(_evaluate_length(model, stream, L, protocol, tokens, stride, tgt, window_for, batch,
                                             temperature_for))
             if on_result:
                 on_result(results[-1])
-    finally:
-        if old_tau is not None:
-            model.set_temperature(old_tau)
     return results
 
 

@@ -1,15 +1,15 @@
 """Hugging Face checkpoints as extrap runs: ``hf:PATH`` wherever a run directory is accepted.
 
 :func:`load_hf` reads a *local* folder written by ``save_pretrained`` (nothing is ever
-downloaded) and returns an :class:`HFRun` that duck-types :class:`extrap.runs.Run`:
+downloaded) and returns an :class:`HFRun`, which implements the :class:`extrap.run.Run` protocol:
 
-* ``.model``: an :class:`HFModel` adapter around the transformers model with the interface
-  that :mod:`extrap.evaluate`, :mod:`extrap.erf` and :mod:`extrap.align` use:
-  ``forward(idx, positions=None, *, window=None, last=None, return_probs=False, embeds=None)``
-  returning :class:`extrap.model.Output`, ``embed``, ``set_temperature``, ``cfg``;
+* ``.model``: an :class:`HFModel` adapter around the transformers model that implements
+  :class:`extrap.lm.ExtrapLM`, the protocol that :mod:`extrap.evaluate`, :mod:`extrap.erf`,
+  :mod:`extrap.align`, :mod:`extrap.tasks` and :mod:`extrap.generate` use (its ``scheme`` is None);
 * ``.tokenizer``: the HF tokenizer behind extrap's tokenizer interface (``encode``,
   ``encode_array``, ``decode``, ``vocab_size``, ``name``, ``fingerprint``);
-* ``.config``: {"model": ..., "train": {"train_length", "corpus"}, "hf_path", "config_hash", "dtype", ...}.
+* ``.config``: an :class:`HFRunConfig` (shape, ``train_length`` and its source, evaluation corpus,
+  ``hf_path``, ``config_hash``, dtype, RoPE re-scaling).
 
 Supported: causal LMs with RoPE (llama, mistral, qwen2, qwen3, gpt_neox), learned APE (gpt2) and
 ALiBi (bloom, mpt).  T5 checkpoints are read by :func:`hf_theory` (learned bucket tables) and
@@ -30,12 +30,14 @@ have hand-written eager attention that bypasses it, so no registry wrapper can r
   divided by τ; the causal mask is applied afterwards and stays a mask.  The default attention
   implementation (sdpa) is kept: τ = 1 gives bit-identical outputs.
 * window W (each query sees its W most recent keys, in every layer): the registry families run
-  :func:`_window_attention`, registered as ``extrap_window``, for that call: causal attention over
+  :func:`.attention.window_attention`, registered as ``extrap_window``, for that call: causal attention over
   query chunks and only the keys each chunk can see, so no (L, L) tensor is built.  BLOOM and MPT
   build (B·H, L, L) scores anyway; their pre-hook adds the band to the causal mask they are given.
 * pre-softmax logits (:meth:`HFModel.layer_logits`, for Prop. 1 / Prop. 2): under eager attention,
   the input of the first softmax that the layer's attention module calls, recorded by a
   ``TorchFunctionMode``; the forward stops right there.  This works the same for every family.
+* KV cache (:meth:`HFModel.step`, for generation and ranking task candidates): transformers' own
+  ``past_key_values``; a rolling cache window is not available.
 
 Modules: :mod:`.common` (families, checks), :mod:`.tokenizer`, :mod:`.model` (the adapter),
 :mod:`.attention` (window, pre-hooks, softmax tap), :mod:`.rope`, :mod:`.load`, :mod:`.theory`
@@ -43,12 +45,13 @@ and :mod:`.t5`.
 """
 
 from extrap.hf.common import CAUSAL_FAMILIES, HF_ROPE_KINDS, ROPE_KINDS, T5_FAMILIES, default_device_dtype, strip_prefix
-from extrap.hf.load import HFRun, config_summary, is_hf, load_hf
+from extrap.hf.load import HFRun, HFRunConfig, load_hf
 from extrap.hf.model import HFModel
 from extrap.hf.rope import apply_rope
 from extrap.hf.theory import alibi_checkpoint_slopes, hf_theory, plot_t5_tables, t5_tables
 from extrap.hf.tokenizer import HFTokenizer
 
-__all__ = ["CAUSAL_FAMILIES", "HF_ROPE_KINDS", "ROPE_KINDS", "T5_FAMILIES", "HFModel", "HFRun", "HFTokenizer",
-           "alibi_checkpoint_slopes", "apply_rope", "config_summary", "default_device_dtype", "hf_theory",
-           "is_hf", "load_hf", "plot_t5_tables", "strip_prefix", "t5_tables"]
+__all__ = ["CAUSAL_FAMILIES", "HF_ROPE_KINDS", "ROPE_KINDS", "T5_FAMILIES", "HFModel", "HFRun", "HFRunConfig",
+           "HFTokenizer",
+           "alibi_checkpoint_slopes", "apply_rope", "default_device_dtype", "hf_theory",
+           "load_hf", "plot_t5_tables", "strip_prefix", "t5_tables"]

@@ -12,12 +12,12 @@ from torch.overrides import TorchFunctionMode
 from extrap.hf.common import WINDOW_CHUNK
 
 
-class _Stop(Exception):
+class StopForward(Exception):
     """Ends a forward pass once what was wanted has been recorded."""
 
 
 @contextmanager
-def _attn_implementation(hf_model, name: str | None):
+def attn_implementation(hf_model, name: str | None):
     """Run every config of ``hf_model`` with attention implementation ``name`` in the block (None: as is)."""
     configs = {id(m.config): m.config for m in hf_model.modules()
                if hasattr(getattr(m, "config", None), "_attn_implementation")}
@@ -32,7 +32,7 @@ def _attn_implementation(hf_model, name: str | None):
             c._attn_implementation = impl
 
 
-def _window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None,
+def window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None,
                       **kwargs):
     """Causal attention over the ``module._extrap_window`` most recent keys, block by block of queries.
 
@@ -72,7 +72,7 @@ def _band(mask: torch.Tensor, W: int) -> torch.Tensor:
     return mask | far if mask.dtype == torch.bool else mask.masked_fill(far, torch.finfo(mask.dtype).min)
 
 
-def _eager_attention_pre_hook(module, args, kwargs):
+def eager_attention_pre_hook(module, args, kwargs):
     """BLOOM / MPT attention: MPT's ALiBi ``position_bias`` divided by τ, and the window's band in the mask."""
     tau, W = module._extrap_tau, module._extrap_window
     if tau == 1.0 and W is None:
@@ -88,8 +88,8 @@ def _eager_attention_pre_hook(module, args, kwargs):
 _SOFTMAX = (torch.softmax, torch.Tensor.softmax, nn.functional.softmax)
 
 
-class _SoftmaxTap(TorchFunctionMode):
-    """Once ``active``, records the input of the next softmax and ends the forward pass (:class:`_Stop`)."""
+class SoftmaxTap(TorchFunctionMode):
+    """Once ``active``, records the input of the next softmax and ends the forward pass (:class:`StopForward`)."""
 
     def __init__(self):
         super().__init__()
@@ -98,10 +98,10 @@ class _SoftmaxTap(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.active and func in _SOFTMAX:
             self.logits = args[0].detach()
-            raise _Stop
+            raise StopForward
         return func(*args, **(kwargs or {}))
 
 
-def _is_arange(positions: torch.Tensor) -> bool:
+def is_arange(positions: torch.Tensor) -> bool:
     p = positions if positions.dim() == 1 else positions[0]
     return bool(torch.equal(p.long(), torch.arange(p.numel(), device=p.device)))

@@ -20,7 +20,7 @@ ROPE_KINDS = ("linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated")
 HF_ROPE_KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3")
 
 
-def _transformers():
+def require_transformers():
     try:
         import transformers
     except ImportError:
@@ -33,26 +33,26 @@ def strip_prefix(path) -> str:
     return s[3:] if s.startswith("hf:") else s
 
 
-def _check_folder(path) -> Path:
+def check_folder(path) -> Path:
     p = Path(strip_prefix(path)).expanduser()
     if not p.is_dir() or not (p / "config.json").is_file():
         raise ExtrapError(f"no such model folder: {strip_prefix(path)} (extrap does not download)")
     return p
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _read_hf_config(folder: Path):
-    transformers = _transformers()
+def read_hf_config(folder: Path):
+    transformers = require_transformers()
     try:
         return transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
         raise ExtrapError(f"not supported: cannot read {folder}/config.json ({str(e).splitlines()[0]})") from None
 
 
-def _arch(cfg) -> str:
+def architecture(cfg) -> str:
     archs = getattr(cfg, "architectures", None) or []
     return archs[0] if archs else str(getattr(cfg, "model_type", "unknown"))
 
@@ -67,6 +67,6 @@ def default_device_dtype(device=None, dtype=None) -> tuple[str, torch.dtype]:
                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
                  "float64": torch.float64}
         if dtype not in names:
-            raise ExtrapError(f"--dtype must be one of {', '.join(names)}, got {dtype!r}")
+            raise ExtrapError(f"dtype must be one of {', '.join(names)}, got {dtype!r}")
         dtype = names[dtype]
     return str(device), dtype

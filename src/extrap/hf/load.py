@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from extrap.errors import ExtrapError
 from extrap.hf.common import (
@@ -136,12 +136,13 @@ def load_hf(path, dtype=None, device=None, rope: str | None = None, factor: floa
     rope_info = None
     if rope is not None:
         rope_info = apply_rope(model, rope, factor, int(n_pos or train_length))
-        model.cfg.pe = f"{pe}+{rope}x{rope_info['factor']:g}"
+        model.cfg = replace(model.cfg, pe=f"{pe}+{rope}x{rope_info['factor']:g}")
     elif factor is not None:
         raise ExtrapError("a RoPE factor needs a RoPE scaling (rope)")
+    shape = model.shape
     config = HFRunConfig(
-        pe=model.cfg.pe, n_layer=model.cfg.n_layer, n_head=model.cfg.n_head, d_model=model.cfg.d_model,
-        vocab_size=model.cfg.vocab_size, architecture=architecture(hf_cfg), model_type=mtype,
+        pe=shape.pe, n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model,
+        vocab_size=shape.vocab_size, architecture=architecture(hf_cfg), model_type=mtype,
         train_length=int(train_length), train_length_source=tl_source, corpus=corpus, hf_path=str(folder),
         config_hash=sha256_file(folder / "config.json"), dtype=str(dt).replace("torch.", ""), device=str(device),
         rope=rope_info)

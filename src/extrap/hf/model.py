@@ -1,39 +1,74 @@
-"""HFModel: a transformers causal LM behind the interface of :class:`extrap.model.GPT`."""
+"""HFModel: a transformers causal LM behind the :class:`extrap.lm.ExtrapLM` protocol."""
 
 from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from types import SimpleNamespace
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
 from extrap.errors import ExtrapError
-from extrap.hf.attention import (_attn_implementation, _eager_attention_pre_hook, _is_arange, _SoftmaxTap, _Stop,
-                                 _window_attention)
-from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, _transformers
+from extrap.hf.attention import (
+    SoftmaxTap,
+    StopForward,
+    attn_implementation,
+    eager_attention_pre_hook,
+    is_arange,
+    window_attention,
+)
+from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, require_transformers
+from extrap.lm import Blocks, ModelShape, Output, check_temperatures
 
 
-class _Attn:
-    def __init__(self, tau: float = 1.0):
-        self.temperature = torch.tensor(float(tau))
+@dataclass(frozen=True)
+class HFConfig:
+    """The shape of an HF model as extrap records it; ``pe`` names its positions ("hf:<family>/<kind>",
+    plus any RoPE re-scaling applied at load time)."""
+
+    n_layer: int
+    n_head: int
+    d_model: int
+    vocab_size: int
+    pe: str
+
+
+class HFCache:
+    """The HF model's own KV cache (``past_key_values``) and the number of tokens it holds."""
+
+    def __init__(self):
+        self.past, self.length = None, 0
+
+    def expand(self, n: int) -> None:
+        """A cache of one sequence shared by ``n`` continuations."""
+        self.past.batch_repeat_interleave(n)
+
+
+def _first_attr(c, *names):
+    """The first of ``names`` that the HF config sets (families name their sizes differently)."""
+    for n in names:
+        if getattr(c, n, None) is not None:
+            return getattr(c, n)
+    raise ExtrapError(f"not supported: {type(c).__name__} sets none of {', '.join(names)}")
 
 
 class HFModel(nn.Module):
-    """A transformers causal LM with the forward/embed/temperature interface of :class:`extrap.model.GPT`."""
+    """A transformers causal LM as an :class:`extrap.lm.ExtrapLM`."""
+
+    scheme = None  # HF positions are the family's own code, not a registry scheme
 
     def __init__(self, hf_model, family: str, pe: str):
         super().__init__()
         self.hf = hf_model
         self.family = family
         c = hf_model.config
-        n_layer = getattr(c, "num_hidden_layers", None) or getattr(c, "n_layer", None) or getattr(c, "n_layers")
-        n_head = getattr(c, "num_attention_heads", None) or getattr(c, "n_head", None) or getattr(c, "n_heads")
-        d_model = getattr(c, "hidden_size", None) or getattr(c, "n_embd", None) or getattr(c, "d_model")
-        self.cfg = SimpleNamespace(n_layer=int(n_layer), n_head=int(n_head), d_model=int(d_model),
-                                   vocab_size=int(c.vocab_size), pe=pe, attn_backend=None)
+        self.cfg = HFConfig(n_layer=int(_first_attr(c, "num_hidden_layers", "n_layer", "n_layers")),
+                            n_head=int(_first_attr(c, "num_attention_heads", "n_head", "n_heads")),
+                            d_model=int(_first_attr(c, "hidden_size", "n_embd", "d_model")),
+                            vocab_size=int(c.vocab_size), pe=pe)
         self.attn_modules = [m for m in hf_model.modules()
                              if type(m).__name__.endswith("Attention")
                              and (hasattr(m, "scaling") or hasattr(m, "inv_norm_factor")
@@ -47,29 +82,27 @@ class HFModel(nn.Module):
                     setattr(m, f"_extrap_base_{attr}", getattr(m, attr))
             m._extrap_tau, m._extrap_window = 1.0, None
             if family in EAGER_FAMILIES:
-                m.register_forward_pre_hook(_eager_attention_pre_hook, with_kwargs=True)
+                m.register_forward_pre_hook(eager_attention_pre_hook, with_kwargs=True)
         if family not in EAGER_FAMILIES:
-            _transformers().AttentionInterface.register(WINDOW_IMPL, _window_attention)
+            require_transformers().AttentionInterface.register(WINDOW_IMPL, window_attention)
         self._tau = [1.0] * self.cfg.n_layer
         params = inspect.signature(hf_model.forward).parameters
         self._keep = "logits_to_keep" in params
         self._pos_ids = "position_ids" in params and family != "bloom"
 
-    # ---- interface used by evaluate/align ---------------------------------------
     @property
-    def blocks(self) -> list:
-        return [SimpleNamespace(attn=_Attn(t)) for t in self._tau]
+    def shape(self) -> ModelShape:
+        return ModelShape(**asdict(self.cfg))
 
     def default_positions(self, L: int, device) -> torch.Tensor:
         return torch.arange(L, device=device)
 
-    def set_temperature(self, tau) -> None:
-        R = self.cfg.n_layer
-        taus = [float(t) for t in tau] if isinstance(tau, (list, tuple)) else [float(tau)] * R
-        if len(taus) != R:
-            raise ExtrapError(f"temperature: need {R} values, got {len(taus)}")
-        if any(not (t > 0 and math.isfinite(t)) for t in taus):
-            raise ExtrapError("temperature must be a positive finite number")
+    # ---- temperature (004) ------------------------------------------------------
+    def temperatures(self) -> list[float]:
+        return list(self._tau)
+
+    def set_temperature(self, tau: float | Sequence[float]) -> None:
+        taus = check_temperatures(tau, self.cfg.n_layer)
         for m, t in zip(self.attn_modules, taus):
             if hasattr(m, "_extrap_base_scaling"):
                 m.scaling = m._extrap_base_scaling / t
@@ -86,16 +119,14 @@ class HFModel(nn.Module):
         return self.hf.get_input_embeddings()(idx)
 
     def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
-                last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None):
-        from extrap.model import Output
-
+                last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None) -> Output:
         B, L = idx.shape
         kw: dict = {"use_cache": False}
         if embeds is not None:
             kw["inputs_embeds"] = embeds
         else:
             kw["input_ids"] = idx
-        if positions is not None and not _is_arange(positions):
+        if positions is not None and not is_arange(positions):
             if not self._pos_ids:
                 raise ExtrapError(f"{self.family}: custom position ids are not supported")
             kw["position_ids"] = (positions if positions.dim() == 2 else positions[None].expand(B, -1)).long()
@@ -103,7 +134,7 @@ class HFModel(nn.Module):
             kw["logits_to_keep"] = int(last)
         if window is not None:
             if int(window) < 1:
-                raise ExtrapError(f"--window must be >= 1, got {window}")
+                raise ExtrapError(f"window must be >= 1, got {window}")
             if return_probs:
                 raise ExtrapError("attention probabilities with a window are not available for hf: models")
             with self._window(int(window)):
@@ -112,7 +143,7 @@ class HFModel(nn.Module):
         elif return_probs:
             if L > PROBS_MAX_LENGTH:
                 raise ExtrapError(f"attention probabilities of hf: models only up to L={PROBS_MAX_LENGTH}")
-            with _attn_implementation(self.hf, "eager"):
+            with attn_implementation(self.hf, "eager"):
                 out = self.hf(**kw, output_attentions=True)
             probs = [[(0, a)] for a in out.attentions]
         else:
@@ -129,15 +160,47 @@ class HFModel(nn.Module):
         for m in self.attn_modules:
             m._extrap_window = W
         try:
-            with _attn_implementation(self.hf, None if self.family in EAGER_FAMILIES else WINDOW_IMPL):
+            with attn_implementation(self.hf, None if self.family in EAGER_FAMILIES else WINDOW_IMPL):
                 yield
         finally:
             for m in self.attn_modules:
                 m._extrap_window = None
 
+    # ---- KV cache ---------------------------------------------------------------
+    def new_cache(self, window: int | None = None) -> HFCache:
+        if window is not None:
+            raise ExtrapError("a rolling KV cache is not available for hf: models")
+        return HFCache()
+
     @torch.no_grad()
-    def layer_logits(self, idx: torch.Tensor, layer: int = 0) -> torch.Tensor:
-        """Pre-softmax logits q·k·scale + bias (at the current τ) of one layer: (B, H, L, L), -inf = masked.
+    def step(self, idx: torch.Tensor, start: int, cache: HFCache) -> torch.Tensor:
+        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache."""
+        if start != cache.length:
+            raise ExtrapError(f"hf: models continue from the end of their cache (position {cache.length}, "
+                              f"got {start})")
+        B, T = idx.shape
+        kw = {"input_ids": idx, "past_key_values": cache.past, "use_cache": True}
+        if self._pos_ids:
+            kw["position_ids"] = torch.arange(start, start + T, device=idx.device)[None].expand(B, -1)
+        out = self.hf(**kw)
+        cache.past, cache.length = out.past_key_values, start + T
+        return out.logits
+
+    # ---- probes -----------------------------------------------------------------
+    @torch.no_grad()
+    def attention_probs(self, idx: torch.Tensor, *, upto_layer: int | None = None) -> Iterator[tuple[int, Blocks]]:
+        """(layer, [(0, (B, H, L, L))]) for layers 0..upto_layer, from one eager pass with output_attentions
+        (transformers returns every layer at once)."""
+        last = self.cfg.n_layer - 1 if upto_layer is None else int(upto_layer)
+        if not 0 <= last < self.cfg.n_layer:
+            raise ExtrapError(f"layer must be in [0, {self.cfg.n_layer}), got {last}")
+        probs = self(idx, return_probs=True, last=1).probs
+        for layer in range(last + 1):
+            yield layer, probs[layer]
+
+    @torch.no_grad()
+    def layer_logits(self, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
+        """Pre-softmax logits q·k·scale + bias (at the current τ) of one layer: [(B, H, L, L)], -inf = masked.
 
         Runs eager attention and records the input of the first softmax called inside the layer's
         attention module, then stops the forward pass (later layers are not run).
@@ -145,12 +208,12 @@ class HFModel(nn.Module):
         L = idx.shape[1]
         if L > PROBS_MAX_LENGTH:
             raise ExtrapError(f"attention logits of hf: models only up to L={PROBS_MAX_LENGTH}")
-        tap = _SoftmaxTap()
+        tap = SoftmaxTap()
         hook = self.attn_modules[layer].register_forward_pre_hook(lambda *_: setattr(tap, "active", True))
         try:
-            with _attn_implementation(self.hf, "eager"), tap:
+            with attn_implementation(self.hf, "eager"), tap:
                 self.hf(input_ids=idx, use_cache=False)
-        except _Stop:
+        except StopForward:
             pass
         finally:
             hook.remove()
@@ -159,32 +222,7 @@ class HFModel(nn.Module):
             raise ExtrapError(f"not supported: no (L, L) attention logits found in layer {layer} of {self.family}")
         # eager masks fill (or add) finfo(dtype).min; the causal part is also set explicitly (fp16 scores)
         masked = (s <= torch.finfo(s.dtype).min / 2) | torch.ones(L, L, dtype=torch.bool, device=s.device).triu(1)
-        return s.float().masked_fill(masked, -math.inf)
+        return [s.float().masked_fill(masked, -math.inf)]
 
-    # ---- 004 probes (extrap.align.attention_stats dispatches here) --------------
-    @torch.no_grad()
-    def attention_stats(self, segments: torch.Tensor, tau=None, *, upto_layer: int | None = None):
-        from extrap.align import TOKEN_BUDGET, Stats, row_stats
-
-        R = self.cfg.n_layer
-        last = R - 1 if upto_layer is None else int(upto_layer)
-        sums = [[0.0, 0.0, 0] for _ in range(last + 1)]
-        old = list(self._tau)
-        dev = next(self.parameters()).device
-        self.eval()
-        try:
-            if tau is not None:
-                self.set_temperature(tau)
-            b = max(1, TOKEN_BUDGET // segments.shape[1])
-            for i in range(0, segments.shape[0], b):
-                out = self(segments[i:i + b].to(dev), return_probs=True, last=1)
-                for layer in range(last + 1):
-                    sp, sh, n = row_stats(out.probs[layer][0][1])
-                    sums[layer][0] += sp
-                    sums[layer][1] += sh
-                    sums[layer][2] += n
-        finally:
-            self.set_temperature(old)
-        layers = [{"pmax": s[0] / s[2], "entropy": s[1] / s[2]} for s in sums]
-        return Stats(pmax=sum(v["pmax"] for v in layers) / len(layers),
-                     entropy=sum(v["entropy"] for v in layers) / len(layers), layers=layers, rows=sums[0][2])
+    def bias_values(self) -> None:
+        return None  # the family's own bias (ALiBi slopes): see extrap.hf.theory

@@ -24,13 +24,13 @@ def apply_rope(model: HFModel, rope: str, factor: float | None, original: int) -
     from extrap.positional.rotary import rope_frequencies
 
     if model.family not in ROPE_FAMILIES:
-        raise ExtrapError(f"--rope needs a RoPE model; {model.family} uses {model.cfg.pe}")
+        raise ExtrapError(f"RoPE re-scaling needs a RoPE model; {model.family} uses {model.shape.pe}")
     rots = _rotary_modules(model.hf)
     if not rots:
-        raise ExtrapError(f"--rope: no rotary embedding module found in {type(model.hf).__name__}")
+        raise ExtrapError(f"RoPE re-scaling: no rotary embedding module found in {type(model.hf).__name__}")
     factor = 1.0 if factor is None else float(factor)
     if not factor > 0:
-        raise ExtrapError(f"--factor must be > 0, got {factor}")
+        raise ExtrapError(f"RoPE factor must be > 0, got {factor}")
     c = model.hf.config
     rp = dict(getattr(c, "rope_parameters", None) or {})
     base = float(rp.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
@@ -38,7 +38,7 @@ def apply_rope(model: HFModel, rope: str, factor: float | None, original: int) -
     if rope.startswith("hf:"):
         kind = rope[3:]
         if kind not in HF_ROPE_KINDS:
-            raise ExtrapError(f"--rope hf:TYPE: TYPE must be one of {', '.join(HF_ROPE_KINDS)}, got {kind!r}")
+            raise ExtrapError(f"RoPE hf:TYPE: TYPE must be one of {', '.join(HF_ROPE_KINDS)}, got {kind!r}")
         new = {**rp, "rope_type": kind, "factor": factor}
         if kind in ("dynamic", "yarn", "longrope", "llama3"):
             new["original_max_position_embeddings"] = original
@@ -47,7 +47,7 @@ def apply_rope(model: HFModel, rope: str, factor: float | None, original: int) -
             setattr(parent, name, type(rot)(config=c).to(rot.inv_freq.device))
         return info
     if rope not in ROPE_KINDS:
-        raise ExtrapError(f"--rope must be one of {', '.join(ROPE_KINDS)} or hf:TYPE, got {rope!r}")
+        raise ExtrapError(f"RoPE re-scaling must be one of {', '.join(ROPE_KINDS)} or hf:TYPE, got {rope!r}")
     for _, _, rot in rots:
         d = 2 * rot.inv_freq.numel()
 

@@ -36,30 +36,32 @@ Requires the optional ``[hf]`` extra (transformers); it is imported lazily.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.hf.attention import attn_implementation
+from extrap.hf.common import require_transformers
+from extrap.lm import temperature
 
 PARTS = ("encoder", "decoder", "cross", "all")
 _HOOKS = "_extrap_tau_handles"
 
 
-def _transformers():
-    try:
-        import transformers
-        from transformers.models.t5 import modeling_t5
-    except ImportError:
-        raise ExtrapError("Hugging Face T5 support needs transformers: pip install 'extrap[hf]'") from None
+def _t5_modules():
+    """transformers and its T5 modelling module (ExtrapError naming the extra when it is missing)."""
+    transformers = require_transformers()
+    from transformers.models.t5 import modeling_t5
+
     return transformers, modeling_t5
 
 
 def load_t5(model_or_path, encoder_only: bool = False):
     """A T5 model in eval mode: the object itself, or ``from_pretrained`` on a local directory (no download)."""
-    transformers, mt5 = _transformers()
+    transformers, mt5 = _t5_modules()
     if isinstance(model_or_path, torch.nn.Module):
         model = model_or_path
     else:
@@ -78,7 +80,7 @@ def load_t5(model_or_path, encoder_only: bool = False):
 
 def attention_modules(model, part: str = "all") -> list:
     """T5Attention modules in forward order: [(name, module)] for encoder self, decoder self or cross attention."""
-    _, mt5 = _transformers()
+    _, mt5 = _t5_modules()
     if part not in PARTS:
         raise ExtrapError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     out = []
@@ -197,27 +199,52 @@ def remove_t5_temperature(model) -> None:
 # ---------------------------------------------------------------------------
 # probes
 # ---------------------------------------------------------------------------
-def _configs(model) -> list:
-    seen, out = set(), []
-    for m in model.modules():
-        cfg = getattr(m, "config", None)
-        if cfg is not None and hasattr(cfg, "_attn_implementation") and id(cfg) not in seen:
-            seen.add(id(cfg))
-            out.append(cfg)
-    return out
+class _PartTemperature:
+    """The τs of one ``part`` of a T5 model, as :func:`extrap.lm.temperature` sets and restores them."""
+
+    def __init__(self, model, part: str):
+        self.model, self.part = model, part
+
+    def temperatures(self) -> list[float]:
+        return get_t5_temperature(self.model, self.part)
+
+    def set_temperature(self, tau) -> None:
+        if isinstance(tau, list) and tau == self.temperatures():
+            return  # nothing to change: a model without τ hooks keeps none
+        set_t5_temperature(self.model, tau, self.part)
 
 
-def _eager(model):
-    class _Ctx:
-        def __enter__(self):
-            self.saved = [(c, c._attn_implementation) for c in _configs(model)]
-            for c, _ in self.saved:
-                c._attn_implementation = "eager"
+def _row_sums(name: str, kind: str, sums: dict, attention_mask):
+    """A forward hook that adds one module's softmax rows to ``sums[name]`` = [Σ P_max, Σ H, rows]."""
+    def post(module, args, kwargs, output):
+        w = output[2] if isinstance(output, tuple) and len(output) > 2 else None
+        if w is None:
+            raise ExtrapError("T5 attention returned no probabilities (eager attention is needed for probes)")
+        p = w.double()
+        pmax = p.amax(-1)  # (B, H, Lq)
+        ent = -torch.special.xlogy(p, p).sum(-1)
+        if kind == "encoder" and attention_mask is not None:
+            keep = attention_mask.to(p.dtype)[:, None, :].expand_as(pmax)
+        else:
+            keep = torch.ones_like(pmax)
+        acc = sums[name]
+        acc[0] += float((pmax * keep).sum())
+        acc[1] += float((ent * keep).sum())
+        acc[2] += int(keep.sum())
+    return post
 
-        def __exit__(self, *exc):
-            for c, impl in self.saved:
-                c._attn_implementation = impl
-    return _Ctx()
+
+def _run(model, part: str, input_ids, attention_mask, decoder_input_ids) -> None:
+    """One forward pass of what ``part`` needs: the encoder alone for encoder attention."""
+    if part == "encoder" and hasattr(model, "get_encoder"):
+        model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        return
+    kw = {}
+    if decoder_input_ids is not None or hasattr(model, "decoder"):
+        if decoder_input_ids is None:
+            raise ExtrapError(f"probing {part} attention needs decoder_input_ids")
+        kw["decoder_input_ids"] = torch.as_tensor(decoder_input_ids).reshape(input_ids.shape[0], -1)
+    model(input_ids=input_ids, attention_mask=attention_mask, **kw)
 
 
 @torch.no_grad()
@@ -239,51 +266,17 @@ def t5_attention_stats(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     if attention_mask is not None and attention_mask.dim() == 1:
         attention_mask = attention_mask[None]
     sums = {name: [0.0, 0.0, 0] for name, _ in mods}
-    handles = []
-
-    def make(name, kind):
-        def post(module, args, kwargs, output):
-            w = output[2] if isinstance(output, tuple) and len(output) > 2 else None
-            if w is None:
-                raise ExtrapError("T5 attention returned no probabilities (eager attention is needed for probes)")
-            p = w.double()
-            pmax = p.amax(-1)  # (B, H, Lq)
-            ent = -torch.special.xlogy(p, p).sum(-1)
-            if kind == "encoder" and attention_mask is not None:
-                keep = attention_mask.to(p.dtype)[:, None, :].expand_as(pmax)
-            else:
-                keep = torch.ones_like(pmax)
-            acc = sums[name]
-            acc[0] += float((pmax * keep).sum())
-            acc[1] += float((ent * keep).sum())
-            acc[2] += int(keep.sum())
-        return post
-
     kinds = {name: k for k in ("encoder", "decoder", "cross") for name, _ in attention_modules(model, k)}
-    old = None
-    if tau is not None:
-        old = get_t5_temperature(model, part)
-        set_t5_temperature(model, tau, part)
+    handles = [mod.register_forward_hook(_row_sums(name, kinds[name], sums, attention_mask), with_kwargs=True)
+               for name, mod in mods]
     was_training = model.training
     model.eval()
     try:
-        for name, mod in mods:
-            handles.append(mod.register_forward_hook(make(name, kinds[name]), with_kwargs=True))
-        with _eager(model):
-            if part == "encoder" and hasattr(model, "get_encoder"):
-                model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-            else:
-                kw = {}
-                if decoder_input_ids is not None or hasattr(model, "decoder"):
-                    if decoder_input_ids is None:
-                        raise ExtrapError(f"probing {part} attention needs decoder_input_ids")
-                    kw["decoder_input_ids"] = torch.as_tensor(decoder_input_ids).reshape(input_ids.shape[0], -1)
-                model(input_ids=input_ids, attention_mask=attention_mask, **kw)
+        with temperature(_PartTemperature(model, part), tau), attn_implementation(model, "eager"):
+            _run(model, part, input_ids, attention_mask, decoder_input_ids)
     finally:
         for h in handles:
             h.remove()
-        if old is not None:
-            set_t5_temperature(model, old, part)
         model.train(was_training)
     layers = [{"module": name, "pmax": s[0] / s[2], "entropy": s[1] / s[2]} for name, s in sums.items()]
     return {"pmax": sum(v["pmax"] for v in layers) / len(layers),

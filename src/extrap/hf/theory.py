@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.hf.common import CAUSAL_FAMILIES, T5_FAMILIES, _arch, _check_folder, _read_hf_config
+from extrap.hf.common import CAUSAL_FAMILIES, T5_FAMILIES, architecture, check_folder, read_hf_config
 
 
 def t5_tables(path) -> list[dict]:
@@ -15,8 +15,8 @@ def t5_tables(path) -> list[dict]:
     "bidirectional"}] for the encoder (bidirectional) and, when present, the decoder (causal)."""
     from safetensors.torch import load_file
 
-    folder = _check_folder(path)
-    cfg = _read_hf_config(folder)
+    folder = check_folder(path)
+    cfg = read_hf_config(folder)
     weights = {}
     for f in sorted(folder.glob("*.safetensors")):
         weights.update({k: v for k, v in load_file(str(f)).items() if "relative_attention_bias" in k})
@@ -58,8 +58,8 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
     from extrap.positional import alibi_slopes
     from extrap.theory import analyse
 
-    folder = _check_folder(path)
-    cfg = _read_hf_config(folder)
+    folder = check_folder(path)
+    cfg = read_hf_config(folder)
     mtype = str(getattr(cfg, "model_type", ""))
     rows = []
     if mtype in T5_FAMILIES:
@@ -87,29 +87,21 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
         for r in analyse(scheme, 1, eps=eps):
             rows.append({"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict()})
         return rows
-    raise ExtrapError(f"not supported: {_arch(cfg)}")
+    raise ExtrapError(f"not supported: {architecture(cfg)}")
 
 
 def plot_t5_tables(path, out_dir) -> list[Path]:
     """004 Fig. 1 style heatmap of each T5 bucket table (heads x buckets), PNG + SVG."""
-    import matplotlib
+    from extrap.plotting import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     files = []
     for t in t5_tables(path):
-        fig, ax = plt.subplots(figsize=(6, 3))
+        fig = new_figure(6, 3)
+        ax = fig.add_subplot()
         im = ax.imshow(t["table"].numpy(), aspect="auto", cmap="viridis")
         ax.set_xlabel("bucket")
         ax.set_ylabel("head")
         ax.set_title(f"T5 {t['part']} relative attention bias")
-        fig.colorbar(im, ax=ax)
-        for ext in ("png", "svg"):
-            f = out_dir / f"t5_{t['part']}_buckets.{ext}"
-            fig.savefig(f, bbox_inches="tight")
-            files.append(f)
-        plt.close(fig)
+        fig.colorbar(im, ax=ax, label="bias added to the logit")
+        files += save_figure(fig, out_dir, f"t5_{t['part']}_buckets")
     return files

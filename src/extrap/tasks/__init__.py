@@ -12,17 +12,8 @@ exact-match accuracy by length and by answer depth (lost in the middle)::
 """
 
 from extrap.tasks.filler import Filler, get_filler, sanitize
-from extrap.tasks.generators import (
-    TASKS,
-    TOLERANCE,
-    TOPICS,
-    line,
-    make_example,
-    min_length,
-    needs_filler,
-    passkey,
-    topic,
-)
+from extrap.tasks.formats import TASKS, TOLERANCE, TOPICS, min_length
+from extrap.tasks.generators import line, make_example, needs_filler, passkey, topic
 from extrap.tasks.sampler import IGNORE_INDEX, TaskSampler
 from extrap.tasks.score import (
     METHODS,

@@ -31,7 +31,7 @@ _DIGITS = re.compile(r"[0-9]")
 _MARKERS = re.compile(r"pass ?key|register_content|\buser\s*:|\bassistant\s*:|topic", re.IGNORECASE)
 MIN_CHARS = 200  # a filler shorter than this is refused (it would repeat every few sentences)
 
-_CACHE: dict[tuple[str, str], "Filler"] = {}
+_CACHE: dict[tuple[str, str], Filler] = {}
 
 
 def sanitize(text: str) -> str:

@@ -53,61 +53,44 @@ opens the conversation with the first topic).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
 import random
-import weakref
-from typing import Any, Callable
+from typing import Any
 
 from extrap.errors import ExtrapError
 from extrap.tasks.filler import Filler, get_filler
-
-TASKS = ("passkey", "line", "topic")
-TOLERANCE = 0.9  # an example has between TOLERANCE * length and length tokens
-MAX_TOPICS = 25  # 004 Table 4 goes up to 25 topics
-N_CANDIDATES = 4
-_ATTEMPTS = 8
-
-TOPICS = (
-    "medieval castles", "coral reefs", "jazz music", "ancient egypt", "space exploration", "volcanoes",
-    "chess openings", "bird migration", "renaissance painting", "desert ecology", "deep sea creatures",
-    "mountain climbing", "baking bread", "solar power", "greek mythology", "origami", "beekeeping",
-    "railway history", "quantum mechanics", "wine making", "polar bears", "roman aqueducts", "classical ballet",
-    "tropical rainforests", "viking ships", "photography", "coffee roasting", "earthquakes", "silk road trade",
-    "ancient olympics", "lighthouse keepers", "tea ceremonies", "glacier formation", "opera singing",
-    "cave paintings", "hot air balloons", "pirate legends", "bonsai trees", "marathon running", "samurai armor",
-    "honey badgers", "northern lights", "kite flying", "stained glass", "wild mushrooms", "clock making",
-    "sand dunes", "paper making", "whale songs", "printing presses", "pottery glazes", "ant colonies",
-    "submarine design", "folk dances", "comet tails", "bamboo forests", "steam engines", "sign languages",
-    "moon landings", "river deltas", "salt marshes", "fireflies", "glass blowing", "tide pools",
+from extrap.tasks.formats import (
+    LINE_FORMAT,
+    LINE_HEADER,
+    LINE_QUESTION,
+    MAX_TOPICS,
+    N_CANDIDATES,
+    PASSKEY_NEEDLE,
+    PASSKEY_QUESTION,
+    TASKS,
+    TOPIC_INTRO,
+    TOPIC_QUESTION,
+    TOPICS,
+    cut_by_tokens,
+    finish,
+    fit,
+    fit_error,
+    min_length,
+    ntok,
+    number,
+    seed_of,
+    snap,
+    split_words,
+    word,
 )
 
-PASSKEY_NEEDLE = "The pass key is {key}. Remember it."
-PASSKEY_QUESTION = "What is the pass key? The pass key is"
-LINE_HEADER = "Remember each line's REGISTER_CONTENT.\n"
-LINE_FORMAT = "line {key}: REGISTER_CONTENT is {value}\n"
-LINE_QUESTION = "What is the REGISTER_CONTENT in line {key}? It is"
-TOPIC_INTRO = "USER: Let's talk about {topic}.\n"
-TOPIC_QUESTION = "USER: What was the first topic we talked about?\nASSISTANT: The first topic was"
-
-_CONSONANTS = "bdfgklmnprstvz"
-_VOWELS = "aeiou"
+_ATTEMPTS = 8
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def seed_of(*parts: Any) -> int:
-    """A 63-bit seed from any printable parts; nearby inputs give unrelated seeds."""
-    blob = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") & ((1 << 63) - 1)
-
-
-def ntok(tokenizer, text: str) -> int:
-    return int(len(tokenizer.encode_array(text))) if text else 0
-
-
 def _check_length(task: str, tokenizer, length: int, include_target: bool, **kw) -> None:
     need = min_length(task, tokenizer, include_target=include_target, **kw)
     if length < need:
@@ -126,104 +109,6 @@ def _check(task: str, length: Any, depth: Any) -> tuple[int, float | None]:
     return int(length), depth
 
 
-def _fit(count: Callable[[int], int], budget: int, lo: int, hi: int, limit: int) -> int | None:
-    """Largest x >= lo with count(x) <= budget, by bisection (count ~ non-decreasing); None if count(lo) > budget."""
-    memo: dict[int, int] = {}
-
-    def c(x):
-        if x not in memo:
-            memo[x] = count(x)
-        return memo[x]
-
-    if c(lo) > budget:
-        return None
-    hi = max(hi, lo + 1)
-    while c(hi) <= budget:
-        if hi >= limit:
-            return hi
-        lo, hi = hi, min(limit, hi * 2)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if c(mid) <= budget:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _snap(text: str, frac: float) -> int:
-    """A cut near ``frac`` of ``text`` that falls on whitespace (never inside a word)."""
-    p = round(frac * len(text))
-    if p <= 0 or p >= len(text) or text[p - 1].isspace() or text[p].isspace():
-        return min(max(p, 0), len(text))
-    back = max(text.rfind(" ", 0, p), text.rfind("\n", 0, p))
-    fwd = [i for i in (text.find(" ", p), text.find("\n", p)) if i != -1]
-    options = ([back + 1] if back != -1 else [0]) + ([min(fwd)] if fwd else [len(text)])
-    return min(options, key=lambda q: abs(q - p))
-
-
-def _cut_by_tokens(tokenizer, text: str, frac: float) -> int:
-    """A word boundary of ``text`` with about ``frac`` of its tokens before it (bisection on characters)."""
-    if not text or frac <= 0:
-        return 0
-    if frac >= 1:
-        return len(text)
-    goal = frac * ntok(tokenizer, text)
-    lo, hi = 0, len(text)  # ntok(text[:lo]) < goal <= ntok(text[:hi])
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ntok(tokenizer, text[:mid]) < goal:
-            lo = mid
-        else:
-            hi = mid
-    return _snap(text, hi / len(text))
-
-
-def _split_words(text: str, fractions: list[float]) -> list[str]:
-    """Cut ``text`` (one line of words) into pieces with about these shares of its characters."""
-    total = sum(fractions)
-    cuts, acc = [], 0.0
-    for f in fractions[:-1]:
-        acc += f / total
-        cuts.append(_snap(text, acc))
-    bounds = [0] + sorted(cuts) + [len(text)]
-    return [text[a:b].strip() for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def _word(rng: random.Random, syllables: int) -> str:
-    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(syllables))
-
-
-def _number(rng: random.Random, digits: int) -> str:
-    return str(rng.randrange(10 ** (digits - 1), 10 ** digits))
-
-
-def _finish(task, tokenizer, length, seed, include_target, *, prompt, answer, candidates, head, needle, hay,
-            requested_depth, extra) -> dict | None:
-    """Assemble and validate an example; None when it misses the length window or repeats its answer.
-
-    ``head`` is the context before the needle, ``needle`` the span holding the
-    answer, ``hay`` the whole context (prompt minus question).
-    """
-    target = f" {answer}\n"
-    p_tok, t_tok = ntok(tokenizer, prompt), ntok(tokenizer, target)
-    total = p_tok + (t_tok if include_target else 0)
-    if total > length or total < TOLERANCE * length or prompt.count(answer) != 1:
-        return None
-    rest = ntok(tokenizer, hay) - ntok(tokenizer, needle)
-    depth = min(1.0, ntok(tokenizer, head) / rest) if rest > 0 else 0.0
-    return {"task": task, "seed": seed, "length": length, "prompt": prompt, "answer": answer, "target": target,
-            "candidates": candidates, "depth": depth, "requested_depth": requested_depth, "prompt_tokens": p_tok,
-            "target_tokens": t_tok, "needle_token": ntok(tokenizer, prompt[:prompt.index(needle)]),
-            "tokenizer": tokenizer.name, **extra}
-
-
-def _fail(task: str, tokenizer, length: int, include_target: bool) -> ExtrapError:
-    what = "prompt + answer" if include_target else "prompt"
-    return ExtrapError(f"{task}: could not fit an example into {length} tokens ({what}, tolerance "
-                       f"{TOLERANCE:.0%}..100%) with the {tokenizer.name} tokenizer; try a longer length")
-
-
 # ---------------------------------------------------------------------------
 # passkey
 # ---------------------------------------------------------------------------
@@ -240,16 +125,16 @@ def passkey(tokenizer, length: int, seed: int = 0, *, depth: float | None = None
         ex = _passkey_once(rng, tokenizer, length, seed, depth, fill, int(digits), include_target)
         if ex is not None:
             return ex
-    raise _fail("passkey", tokenizer, length, include_target)
+    raise fit_error("passkey", tokenizer, length, include_target)
 
 
 def _passkey_once(rng, tokenizer, length, seed, depth, fill: Filler, digits, include_target):
-    key = _number(rng, digits)
+    key = number(rng, digits)
     want = rng.random() if depth is None else depth
     offset = fill.random_offset(rng)
     others: list[str] = []
     while len(others) < N_CANDIDATES - 1:
-        k = _number(rng, digits)
+        k = number(rng, digits)
         if k != key and k not in others:
             others.append(k)
     needle = PASSKEY_NEEDLE.format(key=key)
@@ -257,14 +142,14 @@ def _passkey_once(rng, tokenizer, length, seed, depth, fill: Filler, digits, inc
 
     def render(n_chars: int, exact: bool = False) -> tuple[str, str, str]:
         chunk = fill.take(offset, n_chars)
-        p = _cut_by_tokens(tokenizer, chunk, want) if exact else _snap(chunk, want)
+        p = cut_by_tokens(tokenizer, chunk, want) if exact else snap(chunk, want)
         before, after = chunk[:p].strip(), chunk[p:].strip()
         head = before + "\n" if before else ""
         hay = head + needle + "\n" + (after + "\n" if after else "")
         return head, hay, hay + PASSKEY_QUESTION
 
     guess = int(budget * fill.chars_per_token(tokenizer) * 1.25) + 8
-    n = _fit(lambda c: ntok(tokenizer, render(c)[2]), budget, 0, guess, limit=64 * budget + 64)
+    n = fit(lambda c: ntok(tokenizer, render(c)[2]), budget, 0, guess, limit=64 * budget + 64)
     if n is None:
         return None
     # the fit placed the needle by characters; place it by tokens (BPE density varies), then re-check the length
@@ -273,7 +158,7 @@ def _passkey_once(rng, tokenizer, length, seed, depth, fill: Filler, digits, inc
         if ntok(tokenizer, prompt) <= budget or n == 0:
             break
         n = max(0, n - max(1, n // 200))
-    return _finish("passkey", tokenizer, length, seed, include_target, prompt=prompt, answer=key,
+    return finish("passkey", tokenizer, length, seed, include_target, prompt=prompt, answer=key,
                    candidates=[key] + others, head=head, needle=needle + "\n", hay=hay, requested_depth=want,
                    extra={})
 
@@ -299,7 +184,7 @@ def line(tokenizer, length: int, seed: int = 0, *, depth: float | None = None, f
         ex = _line_once(rng, tokenizer, length, seed, depth, int(digits), include_target)
         if ex is not None:
             return ex
-    raise _fail("line", tokenizer, length, include_target)
+    raise fit_error("line", tokenizer, length, include_target)
 
 
 class _Lines:
@@ -314,12 +199,12 @@ class _Lines:
 
     def ensure(self, n: int) -> None:
         while len(self.keys) < n:
-            k = _word(self.rng, 3)
+            k = word(self.rng, 3)
             if k in self._seen_k:
                 continue
-            v = _number(self.rng, self.digits)
+            v = number(self.rng, self.digits)
             while v in self._seen_v:
-                v = _number(self.rng, self.digits)
+                v = number(self.rng, self.digits)
             self._seen_k.add(k)
             self._seen_v.add(v)
             self.keys.append(k)
@@ -330,7 +215,7 @@ def _line_once(rng, tokenizer, length, seed, depth, digits, include_target):
     want = rng.random() if depth is None else depth
     pool = _Lines(random.Random(rng.getrandbits(63)), digits)
     # the target's width is fixed, its token count can vary with BPE: budget for the widest
-    t_max = max(ntok(tokenizer, f" {_number(rng, digits)}\n") for _ in range(4)) if include_target else 0
+    t_max = max(ntok(tokenizer, f" {number(rng, digits)}\n") for _ in range(4)) if include_target else 0
     budget = length - t_max
 
     def query(lines: list[str]) -> int:
@@ -352,7 +237,7 @@ def _line_once(rng, tokenizer, length, seed, depth, digits, include_target):
         return head, hay, LINE_HEADER + hay + LINE_QUESTION.format(key=keys[q]), q
 
     per_line = max(1, ntok(tokenizer, LINE_FORMAT.format(key="kobapu", value="1" * digits)))
-    n = _fit(lambda k: ntok(tokenizer, render(k)[2]), budget, 2, budget // per_line + 2, limit=budget + 2)
+    n = fit(lambda k: ntok(tokenizer, render(k)[2]), budget, 2, budget // per_line + 2, limit=budget + 2)
     if n is None:
         return None
     # take up the slack (less than one line) by lengthening keys one syllable at a time
@@ -365,7 +250,7 @@ def _line_once(rng, tokenizer, length, seed, depth, digits, include_target):
     while used < budget and order and tries < 8 * n + 64:
         i = order[tries % len(order)]
         tries += 1
-        cand = keys[i] + _word(rng, 1)
+        cand = keys[i] + word(rng, 1)
         if cand in keys or grown[i] >= 4:
             order.remove(i)
             continue
@@ -379,7 +264,7 @@ def _line_once(rng, tokenizer, length, seed, depth, digits, include_target):
     answer = pool.values[q]
     others = [pool.values[i] for i in range(n) if i != q]
     rng.shuffle(others)
-    return _finish("line", tokenizer, length, seed, include_target, prompt=prompt, answer=answer,
+    return finish("line", tokenizer, length, seed, include_target, prompt=prompt, answer=answer,
                    candidates=[answer] + others[:N_CANDIDATES - 1], head=head,
                    needle=LINE_FORMAT.format(key=keys[q], value=answer), hay=hay, requested_depth=want,
                    extra={"n_lines": n, "key": keys[q], "line_index": q})
@@ -406,7 +291,7 @@ def topic(tokenizer, length: int, seed: int = 0, *, depth: float | None = None, 
         ex = _topic_once(rng, tokenizer, length, seed, depth, fill, n_topics, include_target)
         if ex is not None:
             return ex
-    raise _fail("topic", tokenizer, length, include_target)
+    raise fit_error("topic", tokenizer, length, include_target)
 
 
 def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, include_target):
@@ -421,8 +306,8 @@ def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, inc
     if n_topics is None:
         # at least as much filler as opening turns, so that small talk can reach a useful depth
         per_block = 2 * ntok(tokenizer, TOPIC_INTRO.format(topic=answer) + "ASSISTANT: \n") + 8
-        fit = (budget - q_tok) // max(1, per_block)
-        n_topics = rng.randint(2, max(2, min(MAX_TOPICS, fit)))
+        room = (budget - q_tok) // max(1, per_block)
+        n_topics = rng.randint(2, max(2, min(MAX_TOPICS, room)))
     n = int(n_topics)
     intros = [TOPIC_INTRO.format(topic=t) for t in order[:n]]
     overhead = sum(len(s) + len("ASSISTANT: \n") for s in intros) + len("USER: \nASSISTANT: \n") - len(intros[0])
@@ -431,18 +316,18 @@ def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, inc
         text = " ".join(fill.take(offset, n_chars).split())
         # small talk takes `want` of the context other than the first topic's opening turn
         # (at most 90% of the filler, so that the topics keep some text)
-        p = _snap(text, min(0.9, want * (overhead + len(text)) / max(1, len(text)))) if text else 0
+        p = snap(text, min(0.9, want * (overhead + len(text)) / max(1, len(text)))) if text else 0
         small, rest = text[:p].strip(), text[p:].strip()
         head = ""
         if small:
-            a, b = _split_words(small, [1, 1]) if " " in small else (small, "")
+            a, b = split_words(small, [1, 1]) if " " in small else (small, "")
             head = f"USER: {a}\n" + (f"ASSISTANT: {b}\n" if b else "")
-        pieces = _split_words(rest, weights[:n]) if rest else [""] * n
+        pieces = split_words(rest, weights[:n]) if rest else [""] * n
         blocks = []
         for j in range(n):
             body = pieces[j]
             if turns[j] == 3 and len(body) >= 60:
-                x, y, z = _split_words(body, [2, 1, 2])
+                x, y, z = split_words(body, [2, 1, 2])
                 blocks.append(f"{intros[j]}ASSISTANT: {x}\nUSER: {y}\nASSISTANT: {z}\n")
             else:
                 blocks.append(f"{intros[j]}ASSISTANT: {body}".rstrip() + "\n")
@@ -450,7 +335,7 @@ def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, inc
         return head, hay, hay + TOPIC_QUESTION
 
     guess = int(budget * fill.chars_per_token(tokenizer) * 1.25) + 8
-    c = _fit(lambda k: ntok(tokenizer, render(k)[2]), budget, 0, guess, limit=64 * budget + 64)
+    c = fit(lambda k: ntok(tokenizer, render(k)[2]), budget, 0, guess, limit=64 * budget + 64)
     if c is None:
         return None
     head, hay, prompt = render(c)
@@ -459,7 +344,7 @@ def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, inc
         return None
     others = list(order[1:n])
     rng.shuffle(others)
-    return _finish("topic", tokenizer, length, seed, include_target, prompt=prompt, answer=answer,
+    return finish("topic", tokenizer, length, seed, include_target, prompt=prompt, answer=answer,
                    candidates=[answer] + others[:N_CANDIDATES - 1], head=head, needle=intros[0], hay=hay,
                    requested_depth=want, extra={"n_topics": n, "topics": list(order[:n])})
 
@@ -485,46 +370,3 @@ def make_example(task: str, tokenizer, length: int, seed: int = 0, *, depth: flo
 
 def needs_filler(task: str) -> bool:
     return check_task(task) != "line"
-
-
-_MIN_CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-
-
-def min_length(task: str, tokenizer, *, include_target: bool = False, digits: int = 5) -> int:
-    """The fewest tokens an example of ``task`` needs with ``tokenizer``: every length from here on works.
-
-    The worst case over a few draws of the minimal example (passkey: no
-    filler; line: two lines; topic: two topics, the longest names, no filler).
-    """
-    check_task(task)
-    try:
-        cache = _MIN_CACHE.setdefault(tokenizer, {})
-    except TypeError:  # not weak-referenceable: no cache
-        cache = {}
-    key = (task, include_target, digits)
-    if key not in cache:
-        cache[key] = _min_length(task, tokenizer, include_target, digits)
-    return cache[key]
-
-
-def _min_length(task: str, tokenizer, include_target: bool, digits: int) -> int:
-    rng = random.Random(seed_of("min_length", task))
-    worst = 0
-    for _ in range(8):
-        if task == "passkey":
-            key = _number(rng, digits)
-            prompt, answer = PASSKEY_NEEDLE.format(key=key) + "\n" + PASSKEY_QUESTION, key
-        elif task == "line":
-            keys, vals = [_word(rng, 3) for _ in range(2)], [_number(rng, digits) for _ in range(2)]
-            prompt = LINE_HEADER + "".join(LINE_FORMAT.format(key=k, value=v) for k, v in zip(keys, vals))
-            prompt, answer = prompt + LINE_QUESTION.format(key=keys[1]), vals[1]
-        else:
-            pair = rng.sample(TOPICS, 2)
-            prompt = "".join(TOPIC_INTRO.format(topic=t) + "ASSISTANT:\n" for t in pair) + TOPIC_QUESTION
-            answer = pair[0]
-        worst = max(worst, ntok(tokenizer, prompt) + (ntok(tokenizer, f" {answer}\n") if include_target else 0))
-    if task == "topic":  # the longest topic names
-        longest = sorted(TOPICS, key=lambda t: ntok(tokenizer, t))[-2:]
-        prompt = "".join(TOPIC_INTRO.format(topic=t) + "ASSISTANT:\n" for t in longest) + TOPIC_QUESTION
-        worst = max(worst, ntok(tokenizer, prompt) + (ntok(tokenizer, f" {longest[0]}\n") if include_target else 0))
-    return int(math.ceil(worst)) + 1

@@ -30,7 +30,8 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.tasks.filler import get_filler
-from extrap.tasks.generators import check_task, make_example, min_length, needs_filler, seed_of
+from extrap.tasks.formats import min_length, seed_of
+from extrap.tasks.generators import check_task, make_example, needs_filler
 
 IGNORE_INDEX = -100
 
@@ -96,7 +97,7 @@ class TaskSampler:
 
     __next__ = next
 
-    def __iter__(self) -> "TaskSampler":
+    def __iter__(self) -> TaskSampler:
         return self
 
     # ---- resume ------------------------------------------------------------

@@ -13,8 +13,8 @@ Two methods (``method=``):
   `` <candidate>\\n`` given the prompt; correct iff the true answer scores
   strictly higher than every other candidate (a tie counts as wrong).
   Candidates: see :mod:`extrap.tasks.generators`.  The candidates of a prompt
-  share one pass over it (:func:`score_candidates`: a KV cache of the prompt),
-  so ranking costs about as much as greedy scoring.
+  share one pass over it (:func:`score_candidates`: the model's KV cache of the
+  prompt), so ranking costs about as much as greedy scoring.
 
 Examples at each length are stratified over ``buckets`` equal depth buckets
 (example ``i`` asks for a depth in bucket ``i mod buckets``), and accuracy is
@@ -24,20 +24,25 @@ breakdown of 004 Table 9) and overall.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
-import sys
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from extrap.errors import ExtrapError
+from extrap.lm import ExtrapLM, model_device
+from extrap.lm import temperature as temperature_ctx
 from extrap.tasks.filler import get_filler
-from extrap.tasks.generators import check_task, make_example, min_length, needs_filler, seed_of
+from extrap.tasks.formats import min_length, seed_of
+from extrap.tasks.generators import check_task, make_example, needs_filler
 
 METHODS = ("greedy", "rank")
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------
@@ -76,21 +81,9 @@ def _auto_temperature(align, spec: str, model, train_length: int, length: int, p
     return tau
 
 
-def _get_temperatures(model) -> list[float] | None:
-    blocks = getattr(model, "blocks", None)
-    if blocks is None or not hasattr(model, "set_temperature"):
-        return None
-    return [float(b.attn.temperature) for b in blocks]
-
-
 # ---------------------------------------------------------------------------
 # scoring sequences
 # ---------------------------------------------------------------------------
-def _device(model) -> torch.device:
-    p = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
-    return p.device if p is not None else torch.device("cpu")
-
-
 def _summary(rows: torch.Tensor, cont: list[int]) -> dict:
     """Log-likelihood, greedy match and greedy prediction of ``cont`` from its log-prob rows (T, V)."""
     tgt = torch.tensor(cont, dtype=torch.long)
@@ -108,7 +101,7 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
     Rows are right-padded (harmless for a causal model); only the logits of the
     continuation positions are computed (``last=``).
     """
-    device = _device(model)
+    device = model_device(model)
     out = []
     for b0 in range(0, len(pairs), batch):
         chunk = pairs[b0:b0 + batch]
@@ -126,44 +119,25 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
 
 
 @torch.no_grad()
-def _prefill(model, prompt: list[int]):
-    """One pass over ``prompt``: the logits (1, V) after it and a KV cache of its keys and values."""
-    from extrap.generate import KVCache
-
-    device = _device(model)
-    idx = torch.tensor([prompt], dtype=torch.long, device=device)
-    pos = model.default_positions(len(prompt), device)
-    x, cache = model.embed(idx, pos), KVCache(None)
-    for layer, blk in enumerate(model.blocks):
-        _q, k, v = blk.attn.heads(blk.ln1(x), pos)
-        cache.append(layer, k, v)
-        x, _ = blk(x, pos)
-    cache.positions = pos
-    return model.head(model.ln_f(x[:, -1])), cache
-
-
-@torch.no_grad()
 def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[dict]:
     """:func:`score_continuations` of several continuations of one prompt, sharing the prompt.
 
-    For an extrap GPT the prompt is run once into a KV cache; the continuations
-    then advance together, one token per step (:func:`extrap.generate.step_logits`),
-    so ranking N candidates costs about one forward pass instead of N.  Other
-    models score every (prompt, continuation) pair on its own.
+    For an :class:`extrap.lm.ExtrapLM` the prompt is run once into the model's KV cache; the
+    continuations then advance together, one token per step, so ranking N candidates costs
+    about one forward pass instead of N.  Other models score every (prompt, continuation)
+    pair on its own.
     """
-    from extrap.generate import step_logits
-    from extrap.model import GPT
-
-    if not isinstance(model, GPT):
+    if not isinstance(model, ExtrapLM):
         return score_continuations(model, [(prompt, c) for c in conts], batch=len(conts))
-    first, cache = _prefill(model, prompt)
+    device = model_device(model)
+    cache = model.new_cache()
+    first = model.step(torch.tensor([prompt], dtype=torch.long, device=device), 0, cache)[:, -1]
     N, T = len(conts), max(len(c) for c in conts)
-    cache.keys = [k.expand(N, -1, -1, -1) for k in cache.keys]
-    cache.values = [v.expand(N, -1, -1, -1) for v in cache.values]
-    tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=first.device)  # padded
+    cache.expand(N)
+    tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=device)  # padded
     rows = [first.expand(N, -1)]
     for t in range(T - 1):
-        rows.append(step_logits(model, tok[:, t], len(prompt) + t, cache))
+        rows.append(model.step(tok[:, t:t + 1], len(prompt) + t, cache)[:, -1])
     logp = F.log_softmax(torch.stack(rows, 1).float(), dim=-1).cpu()  # (N, T, V)
     return [_summary(logp[i, :len(c)], c) for i, c in enumerate(conts)]
 
@@ -206,7 +180,7 @@ def score_task(model, tokenizer, task: str, lengths, n: int = 50, seed: int = 0,
     ``"auto:MODE"``: per length, ``extrap.align.aligned_temperature`` (004
     Algorithm 1, mode ``pmax`` by default) on that length's task prompts, which
     needs ``train_length`` (L_tr).  The model's temperatures are restored
-    afterwards.
+    afterwards.  ``progress``: one INFO log line per length.
 
     Returns ``{"task", "method", "n", "seed", "buckets", "tokenizer",
     "temperature", "accuracy", "results": [per length], "by_depth": [...]}``;
@@ -215,6 +189,43 @@ def score_task(model, tokenizer, task: str, lengths, n: int = 50, seed: int = 0,
     ``lo, hi, n, correct, accuracy`` (None when empty).  ``details=True`` adds
     one record per example under ``"examples"``.
     """
+    lengths = _check_request(model, tokenizer, task, lengths, n, method, buckets, batch)
+    tau = parse_temperature(temperature)
+    align = _auto_align(tau, train_length)
+    if tau is not None and not isinstance(model, ExtrapLM):
+        raise ExtrapError("this model has no per-layer temperature; score it without one")
+    fill = get_filler(filler, split) if needs_filler(task) else None
+    total_bk = _buckets(buckets)
+    results, records = [], []
+    restore = temperature_ctx(model, tau if isinstance(tau, float) else None) if isinstance(model, ExtrapLM) \
+        else nullcontext()
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        with restore:
+            for L in lengths:
+                res = _score_length(model, tokenizer, task, L, n, seed, method, tau, align, train_length, buckets,
+                                    batch, fill, total_bk, records if details else None)
+                results.append(res)
+                if progress:
+                    log.info("  %s L=%s: %s", task, L, f"failed: {res['error']}" if "error" in res
+                             else f"accuracy {res['accuracy']:.3f} ({res['seconds']:.1f} s)")
+    finally:
+        if was_training and hasattr(model, "train"):
+            model.train()
+    scored = [r for r in results if "error" not in r]
+    overall = sum(r["correct"] for r in scored) / sum(r["n"] for r in scored) if scored else None
+    report = {"task": task, "method": method, "n": n, "seed": seed, "buckets": buckets,
+              "tokenizer": tokenizer.name, "temperature": tau, "filler": fill.name if fill else None,
+              "lengths": lengths, "accuracy": overall, "results": results, "by_depth": _finalise(total_bk)}
+    if details:
+        report["examples"] = records
+    return report
+
+
+def _check_request(model, tokenizer, task, lengths, n, method, buckets, batch) -> list[int]:
+    """The sorted distinct lengths, after checking every argument of :func:`score_task`."""
     check_task(task)
     if method not in METHODS:
         raise ExtrapError(f"unknown scoring method {method!r}; choose from {', '.join(METHODS)}")
@@ -234,76 +245,54 @@ def score_task(model, tokenizer, task: str, lengths, n: int = 50, seed: int = 0,
     if lengths[0] < need:
         raise ExtrapError(f"{task}: length {lengths[0]} is below the minimum of {need} tokens with the "
                           f"{tokenizer.name} tokenizer; use lengths >= {need}")
-    tau = parse_temperature(temperature)
-    align = None
-    if isinstance(tau, str):
-        from extrap import align
+    return lengths
 
-        align.check_mode(tau.split(":", 1)[1] if ":" in tau else "pmax")
-        if train_length is None:
-            raise ExtrapError("temperature auto needs the training length (train_length=L_tr)")
-    if tau is not None and not hasattr(model, "set_temperature"):
-        raise ExtrapError("this model has no set_temperature(); score it without a temperature")
-    fill = get_filler(filler, split) if needs_filler(task) else None
-    saved = _get_temperatures(model)
-    was_training = getattr(model, "training", False)
-    if hasattr(model, "eval"):
-        model.eval()
-    total_bk = _buckets(buckets)
-    results, records = [], []
+
+def _auto_align(tau, train_length):
+    """extrap.align for ``temperature="auto[:MODE]"`` (checked), else None."""
+    if not isinstance(tau, str):
+        return None
+    from extrap import align
+
+    align.check_mode(tau.split(":", 1)[1] if ":" in tau else "pmax")
+    if train_length is None:
+        raise ExtrapError("temperature auto needs the training length (train_length=L_tr)")
+    return align
+
+
+def _score_length(model, tokenizer, task, L, n, seed, method, tau, align, train_length, buckets, batch, fill,
+                  total_bk, records) -> dict:
+    """One length of :func:`score_task`: its result, tallied into ``total_bk`` (and ``records``)."""
+    t0 = time.perf_counter()
+    examples = task_examples(task, tokenizer, L, n, seed, buckets, fill)
+    prompts = [tokenizer.encode(ex["prompt"]) for ex in examples]
+    res: dict[str, Any] = {"length": L, "n": n}
     try:
-        if isinstance(tau, float):
-            model.set_temperature(tau)
-        for L in lengths:
-            t0 = time.perf_counter()
-            examples = task_examples(task, tokenizer, L, n, seed, buckets, fill)
-            prompts = [tokenizer.encode(ex["prompt"]) for ex in examples]
-            res: dict[str, Any] = {"length": L, "n": n}
-            try:
-                used_tau = tau
-                if align is not None:
-                    used_tau = _auto_temperature(align, tau, model, train_length, L, prompts)
-                    model.set_temperature(used_tau)
-                res["temperature"] = used_tau
-                preds = _predict(model, tokenizer, examples, prompts, method, batch)
-            except (RuntimeError, MemoryError, ExtrapError) as e:  # e.g. out of memory, or past a learned APE
-                res.update(error=str(e).splitlines()[0][:200] if str(e) else type(e).__name__,
-                           seconds=time.perf_counter() - t0)
-                results.append(res)
-                if progress:
-                    print(f"  {task} L={L}: failed: {res['error']}", file=sys.stderr, flush=True)
-                continue
-            bk = _buckets(buckets)
-            correct = 0
-            for ex, (ok, pred) in zip(examples, preds):
-                b = _bucket_of(ex["depth"], buckets)
-                for table in (bk, total_bk):
-                    table[b]["n"] += 1
-                    table[b]["correct"] += int(ok)
-                correct += int(ok)
-                if details:
-                    records.append({"length": L, "seed": ex["seed"], "depth": ex["depth"], "answer": ex["answer"],
-                                    "prediction": pred, "correct": ok, "prompt_tokens": ex["prompt_tokens"]})
-            res.update(correct=correct, accuracy=correct / n,
-                       mean_prompt_tokens=sum(ex["prompt_tokens"] for ex in examples) / n,
-                       seconds=time.perf_counter() - t0, by_depth=_finalise(bk))
-            results.append(res)
-            if progress:
-                print(f"  {task} L={L}: accuracy {res['accuracy']:.3f} ({res['seconds']:.1f} s)",
-                      file=sys.stderr, flush=True)
-    finally:
-        if saved is not None:
-            model.set_temperature(saved)
-        if was_training and hasattr(model, "train"):
-            model.train()
-    scored = [r for r in results if "error" not in r]
-    overall = sum(r["correct"] for r in scored) / sum(r["n"] for r in scored) if scored else None
-    report = {"task": task, "method": method, "n": n, "seed": seed, "buckets": buckets,
-              "tokenizer": tokenizer.name, "temperature": tau, "filler": fill.name if fill else None,
-              "lengths": lengths, "accuracy": overall, "results": results, "by_depth": _finalise(total_bk)}
-    if details:
-        report["examples"] = records
-    return report
+        used_tau = tau
+        if align is not None:
+            used_tau = _auto_temperature(align, tau, model, train_length, L, prompts)
+            model.set_temperature(used_tau)
+        res["temperature"] = used_tau
+        preds = _predict(model, tokenizer, examples, prompts, method, batch)
+    except (RuntimeError, MemoryError, ExtrapError) as e:  # e.g. out of memory, or past a learned APE
+        res.update(error=str(e).splitlines()[0][:200] if str(e) else type(e).__name__,
+                   seconds=time.perf_counter() - t0)
+        return res
+    bk = _buckets(buckets)
+    correct = 0
+    for ex, (ok, pred) in zip(examples, preds):
+        b = _bucket_of(ex["depth"], buckets)
+        for table in (bk, total_bk):
+            table[b]["n"] += 1
+            table[b]["correct"] += int(ok)
+        correct += int(ok)
+        if records is not None:
+            records.append({"length": L, "seed": ex["seed"], "depth": ex["depth"], "answer": ex["answer"],
+                            "prediction": pred, "correct": ok, "prompt_tokens": ex["prompt_tokens"]})
+    res.update(correct=correct, accuracy=correct / n,
+               mean_prompt_tokens=sum(ex["prompt_tokens"] for ex in examples) / n,
+               seconds=time.perf_counter() - t0, by_depth=_finalise(bk))
+    return res
 
 
 def _predict(model, tokenizer, examples, prompts, method, batch) -> list[tuple[bool, str]]:

@@ -1,0 +1,156 @@
+"""What every consumer of a language model needs of it: the :class:`ExtrapLM` protocol.
+
+Evaluation, ERF, attention alignment, task scoring and generation accept any model that
+implements :class:`ExtrapLM`: extrap's own :class:`extrap.model.GPT` and the Hugging Face
+adapter :class:`extrap.hf.HFModel`.  They never reach into a model's modules; what they
+need beyond the forward pass is a method here:
+
+* ``shape`` (:class:`ModelShape`) and ``scheme`` (the parsed registry scheme, or None when
+  the positions are not a registry scheme, as in an ``hf:`` model);
+* the softmax temperature τ of every layer (004): ``temperatures()`` / ``set_temperature()``,
+  and :func:`temperature` to set it for a block of code;
+* a KV cache: ``new_cache(window)`` and ``step(idx, start, cache)``, which runs new tokens
+  against the cached keys;
+* probes: ``attention_probs`` streams each layer's softmax probabilities (so statistics
+  need only one layer in memory at a time), ``layer_logits`` returns one layer's
+  pre-softmax logits, ``bias_values`` each layer's bias parameters.
+
+Shapes: idx (B, L) token ids; positions (L,) or (B, L); logits (B, L, V).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from extrap.errors import ExtrapError
+from extrap.positional import Scheme
+
+# Probability or logit blocks of one layer: (key offset, (B, H, Lq, Lk)) in query order.
+Blocks = list[tuple[int, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    n_layer: int
+    n_head: int
+    d_model: int
+    vocab_size: int
+    pe: str  # the scheme spec, or "hf:<family>/<positions>" for an hf: model
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+@dataclass
+class Output:
+    logits: torch.Tensor  # (B, L_out, V)
+    probs: list[Blocks] | None = None  # per layer, with return_probs
+    embeds: torch.Tensor | None = None  # (B, L, d) input embeddings, for gradient ERF
+
+
+@runtime_checkable
+class ExtrapLM(Protocol):
+    """A causal LM as evaluation, ERF, alignment, tasks and generation use it."""
+
+    training: bool
+
+    @property
+    def shape(self) -> ModelShape: ...
+
+    @property
+    def scheme(self) -> Scheme | None: ...
+
+    def __call__(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
+                 last: int | None = None, return_probs: bool = False,
+                 embeds: torch.Tensor | None = None) -> Output: ...
+
+    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
+                last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None) -> Output:
+        """Logits for ``idx``; ``last``: only for the last positions; ``window``: each query sees only its
+        ``window`` most recent keys; ``return_probs``: every layer's probability blocks; ``embeds``: input
+        embeddings (B, L, d) to use instead of looking ``idx`` up."""
+        ...
+
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Input embeddings (B, L, d) as the first layer receives them (an absolute PE included)."""
+        ...
+
+    def default_positions(self, length: int, device) -> torch.Tensor: ...
+
+    def temperatures(self) -> list[float]:
+        """τ of every layer."""
+        ...
+
+    def set_temperature(self, tau: float | Sequence[float]) -> None:
+        """One τ for every layer, or one per layer: each softmax becomes softmax(logits / τ)."""
+        ...
+
+    def new_cache(self, window: int | None = None) -> Any:
+        """An empty KV cache for :meth:`step`; ``window``: keep only the keys of the last ``window`` tokens."""
+        ...
+
+    def step(self, idx: torch.Tensor, start: int, cache: Any) -> torch.Tensor:
+        """Logits (B, T, V) of the T tokens ``idx`` (B, T) at positions start..start+T-1, attending to the
+        cache and to each other; their keys and values are added to the cache."""
+        ...
+
+    def attention_probs(self, idx: torch.Tensor, *, upto_layer: int | None = None) -> Iterator[tuple[int, Blocks]]:
+        """(layer, probability blocks) for layers 0..upto_layer (default: all), one layer at a time."""
+        ...
+
+    def layer_logits(self, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
+        """Pre-softmax logits of one layer at the current τ, as query blocks (B, H, Lq, Lk) over keys [0, Lk);
+        -inf where masked.  softmax of these is the layer's attention."""
+        ...
+
+    def bias_values(self) -> list[dict[str, torch.Tensor]] | None:
+        """Each layer's bias parameter values, (H, ...) each; None without a bias RPE."""
+        ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+
+def check_temperatures(tau: float | Sequence[float], n_layer: int) -> list[float]:
+    """One τ per layer from one value or a sequence; each must be positive and finite."""
+    taus = [float(t) for t in tau] if isinstance(tau, (list, tuple)) else [float(tau)] * n_layer
+    if len(taus) != n_layer:
+        raise ExtrapError(f"temperature: need {n_layer} values, got {len(taus)}")
+    if any(not (t > 0 and math.isfinite(t)) for t in taus):
+        raise ExtrapError("temperature must be a positive finite number")
+    return taus
+
+
+@contextmanager
+def temperature(model, tau: float | Sequence[float] | None = None):
+    """Set τ (one value or one per layer; None: leave it) in the block, then restore the previous τs.
+
+    ``model`` needs only ``temperatures()`` and ``set_temperature()``.
+    """
+    old = model.temperatures()
+    try:
+        if tau is not None:
+            model.set_temperature(tau)
+        yield model
+    finally:
+        model.set_temperature(old)
+
+
+def model_device(model) -> torch.device:
+    """The device of the model's first parameter (CPU for a model without parameters)."""
+    params = model.parameters() if hasattr(model, "parameters") else iter(())
+    p = next(iter(params), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+__all__ = ["Blocks", "ExtrapLM", "ModelShape", "Output", "check_temperatures", "model_device", "temperature"]
