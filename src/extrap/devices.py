@@ -18,3 +18,10 @@ def resolve_device(name: str | None) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ExtrapError("device cuda requested but no CUDA device is available")
     return dev
+
+
+def sampling_device(generator: torch.Generator | None, device=None) -> torch.device:
+    """Where sampled positions live: ``device`` if given, else the generator's device, else cpu."""
+    if device is not None:
+        return torch.device(device)
+    return generator.device if generator is not None else torch.device("cpu")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -63,3 +64,9 @@ def strict_dataclass(cls, d: dict, label: str):
     if unknown:
         raise ExtrapError(f"{label}: unknown key(s) {', '.join(unknown)}")
     return cls(**d)
+
+
+def slug(text: str, fallback: str = "item") -> str:
+    """A file- and folder-name-safe form of a scheme spec or formula (at most 80 characters)."""
+    s = re.sub(r"[^A-Za-z0-9.=+-]+", "_", text).strip("_")
+    return s[:80] or fallback

@@ -89,7 +89,7 @@ class _Session:
         self.step = ckpt.step
 
 
-def _device(train_cfg: TrainConfig, rank: int, world: int) -> torch.device:
+def _rank_device(train_cfg: TrainConfig, rank: int, world: int) -> torch.device:
     device = resolve_device(train_cfg.device)
     if world > 1 and device.type == "cuda":
         device = torch.device("cuda", rank % torch.cuda.device_count())
@@ -101,7 +101,7 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
     from extrap.data import BatchSampler, get_tokenizer, load_corpus, token_stream
 
     rank, world = _dist_info()
-    device = _device(train_cfg, rank, world)
+    device = _rank_device(train_cfg, rank, world)
     if run_dir.exists() and not resume:
         raise ExtrapError(f"{run_dir.path} already holds a run; resume it or choose another output directory")
     corpus = load_corpus(train_cfg.corpus)

@@ -19,6 +19,7 @@ import math
 import torch
 from torch import Tensor
 
+from extrap.devices import sampling_device
 from extrap.errors import ExtrapError
 from extrap.positional.base import EmbeddingScheme, Option
 from extrap.positional.registry import register
@@ -55,12 +56,6 @@ def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0,
 # ---------------------------------------------------------------------------
 # Training-time augmentations
 # ---------------------------------------------------------------------------
-def _device(generator: torch.Generator | None, device) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    return generator.device if generator is not None else torch.device("cpu")
-
-
 def _base_positions(batch: int, length: int, positions: Tensor | None, device) -> Tensor:
     if batch <= 0 or length <= 0:
         raise ExtrapError(f"batch and length must be positive, got batch={batch}, length={length}")
@@ -87,7 +82,7 @@ def shape_positions(batch: int, length: int, generator: torch.Generator | None =
     """
     if max_shift < 0:
         raise ExtrapError(f"SHAPE max shift K must be >= 0, got {max_shift}")
-    dev = _device(generator, device)
+    dev = sampling_device(generator, device)
     pos = _base_positions(batch, length, positions, dev)
     k = torch.randint(0, max_shift + 1, (batch, 1), generator=generator, device=dev)  # Kiyono et al. 2021 Eq. 3
     return pos + k.to(pos.dtype)
@@ -115,7 +110,7 @@ def cape_positions(batch: int, length: int, generator: torch.Generator | None = 
     """
     if max_global_shift < 0 or max_local_shift < 0 or max_global_scale < 1:
         raise ExtrapError("CAPE needs global shift >= 0, local shift >= 0 and global scale >= 1")
-    dev = _device(generator, device)
+    dev = sampling_device(generator, device)
     pos = _base_positions(batch, length, positions, dev)
     fd = torch.float64 if pos.dtype == torch.float64 else torch.float32
 
@@ -164,7 +159,7 @@ class _APE(EmbeddingScheme):
     def train_positions(self, batch: int, length: int, generator: torch.Generator | None = None,
                         positions: Tensor | None = None, device=None) -> Tensor:
         """(B, L) training positions: ``positions`` (default 0..L-1, or a sampler's) plus any augmentation."""
-        dev = _device(generator, device)
+        dev = sampling_device(generator, device)
         return _base_positions(batch, length, positions, dev).clone()
 
 

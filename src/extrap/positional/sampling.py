@@ -19,13 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from extrap.devices import sampling_device
 from extrap.errors import ExtrapError
-
-
-def _device(generator: torch.Generator | None, device) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    return generator.device if generator is not None else torch.device("cpu")
 
 
 def _check(batch: int, length: int) -> None:
@@ -52,7 +47,7 @@ def randomized_positions(batch: int, length: int, max_length: int, generator: to
     _check(batch, length)
     if length > max_length:
         raise ExtrapError(f"randomized positions: length {length} exceeds max={max_length}")
-    dev = _device(generator, device)
+    dev = sampling_device(generator, device)
     # the L smallest of M i.i.d. uniform keys index a uniformly random L-subset
     keys = torch.rand(batch, max_length, generator=generator, device=dev)
     subset = keys.topk(length, dim=-1, largest=False).indices
@@ -94,7 +89,7 @@ def pose_positions(batch: int, length: int, target_length: int, num_chunks: int 
         raise ExtrapError(f"PoSE: target={target_length} is shorter than the training length {length}")
     if not 1 <= num_chunks <= length:
         raise ExtrapError(f"PoSE: chunks must be in [1, {length}], got {num_chunks}")
-    dev = _device(generator, device)
+    dev = sampling_device(generator, device)
     # chunk boundaries: N-1 distinct cut points in 1..L-1 -> chunk index of every token
     if num_chunks > 1:
         keys = torch.rand(batch, length - 1, generator=generator, device=dev)
@@ -187,7 +182,7 @@ class PositionSampler:
         if self.kind == "pose":
             return pose_positions(batch, length, self.target_length, self.num_chunks, generator, device)
         _check(batch, length)
-        return torch.arange(length, device=_device(generator, device)).expand(batch, length).clone()
+        return torch.arange(length, device=sampling_device(generator, device)).expand(batch, length).clone()
 
     def eval_positions(self, length: int, device=None) -> Tensor:
         """(L,) long: 0..L-1."""

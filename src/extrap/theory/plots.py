@@ -13,7 +13,6 @@ importing this module never changes the pyplot backend of the caller.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -21,18 +20,13 @@ import numpy as np
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.io import slug
 from extrap.plotting import new_figure, save_figure
 from extrap.positional.base import BiasRPE, Scheme
 from extrap.positional.conventions import distance
 from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, partial_sums, resolve
 
 DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
-
-
-def slug(text: str) -> str:
-    """A file-name-safe version of a scheme spec or formula."""
-    s = re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")
-    return s[:80] or "scheme"
 
 
 def heatmap(scheme: Scheme | str, out_dir: str | Path | None = None, head: int = 0, num_heads: int = 8,
