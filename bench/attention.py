@@ -33,8 +33,13 @@ def _setup(pe: str, L: int, H: int):
     else:
         s = positional.get(pe.split("/")[0])
         vals = {n: x.float() for n, x in s.init_values(H).items()}
-        ctx = BiasContext(scheme=s, values=vals, positions=pos, contiguous=True,
-                          table=toeplitz_table(s, vals, L - 1, torch.float32, "cpu"))
+        ctx = BiasContext(
+            scheme=s,
+            values=vals,
+            positions=pos,
+            contiguous=True,
+            table=toeplitz_table(s, vals, L - 1, torch.float32, "cpu"),
+        )
     backend = "flex" if pe.endswith("/flex") else "blocked"
     return lambda q, k, v, block: attend(q, k, v, ctx, block=block, backend=backend)
 
@@ -60,8 +65,13 @@ def one(pe: str, L: int, H: int, D: int, block: int) -> dict:
         fn(q, k, v, block)
         seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"pe": pe, "length": L, "seconds": seconds, "peak_rss_mb": peak / 1024,
-            "extra_rss_mb": (peak - base_rss) / 1024}
+    return {
+        "pe": pe,
+        "length": L,
+        "seconds": seconds,
+        "peak_rss_mb": peak / 1024,
+        "extra_rss_mb": (peak - base_rss) / 1024,
+    }
 
 
 def interleaved(pes: list[str], L: int, H: int, D: int, rounds: int, block: int) -> dict:
@@ -117,21 +127,41 @@ def main() -> None:
         if med is None:
             print(f"L={L:>6} timing failed: {err}")
             continue
-        base_rss = next((r["peak_rss_mb"] for r in rows if r["length"] == L and r["pe"] == "sdpa" and "error" not in r),
-                        None)
+        base_rss = next(
+            (r["peak_rss_mb"] for r in rows if r["length"] == L and r["pe"] == "sdpa" and "error" not in r), None
+        )
         for r in rows:
             if r["length"] == L and "error" not in r:
                 r["median_seconds"] = med[r["pe"]]
         for pe in SCHEMES[1:]:
             ratios[f"{pe}@{L}"] = round(med[pe] / med["sdpa"], 3)
-            extra = next((r["peak_rss_mb"] - base_rss for r in rows if r["length"] == L and r["pe"] == pe
-                          and "error" not in r and base_rss is not None), float("nan"))
-            print(f"L={L:>6} {pe:<11} time x{med[pe] / med['sdpa']:.2f}  (median of {rounds})  "
-                  f"extra peak RSS {extra:+.0f} MB", flush=True)
+            extra = next(
+                (
+                    r["peak_rss_mb"] - base_rss
+                    for r in rows
+                    if r["length"] == L and r["pe"] == pe and "error" not in r and base_rss is not None
+                ),
+                float("nan"),
+            )
+            print(
+                f"L={L:>6} {pe:<11} time x{med[pe] / med['sdpa']:.2f}  (median of {rounds})  "
+                f"extra peak RSS {extra:+.0f} MB",
+                flush=True,
+            )
     dense_gb = a.heads * 8192 * 8192 * 4 / 2**30
     print(f"ratio to causal SDPA; a dense fp32 bias (1,{a.heads},8192,8192) alone would be {dense_gb:.1f} GiB")
-    print(json.dumps({"bench": "attention", "heads": a.heads, "head_dim": a.head_dim, "block": a.block,
-                      "time_ratio_vs_sdpa": ratios, "rows": rows}))
+    print(
+        json.dumps(
+            {
+                "bench": "attention",
+                "heads": a.heads,
+                "head_dim": a.head_dim,
+                "block": a.block,
+                "time_ratio_vs_sdpa": ratios,
+                "rows": rows,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,14 @@ def one(run: str | None, pe: str, L: int, window: str) -> dict:
     t0 = time.perf_counter()
     with torch.no_grad():
         loss = torch.nn.functional.cross_entropy(model(x[:, :-1], window=w).logits[0].float(), x[0, 1:])
-    return {"pe": model.cfg.pe, "length": L, "window": w, "seconds": time.perf_counter() - t0,
-            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "loss": float(loss)}
+    return {
+        "pe": model.cfg.pe,
+        "length": L,
+        "window": w,
+        "seconds": time.perf_counter() - t0,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "loss": float(loss),
+    }
 
 
 def main() -> None:
@@ -63,8 +69,11 @@ def main() -> None:
         else:
             rows.append(json.loads(out.stdout))
         r = rows[-1]
-        print(f"L={a.length} window={r.get('window')}: " + (f"{r['seconds']:.1f} s, peak RSS {r['peak_rss_gb']:.2f} GB"
-                                                              if "error" not in r else r["error"]), flush=True)
+        print(
+            f"L={a.length} window={r.get('window')}: "
+            + (f"{r['seconds']:.1f} s, peak RSS {r['peak_rss_gb']:.2f} GB" if "error" not in r else r["error"]),
+            flush=True,
+        )
     ok = all("error" not in r and r["peak_rss_gb"] < 8 for r in rows)
     print(json.dumps({"bench": "long_eval", "length": a.length, "within_8gb": ok, "rows": rows}))
 

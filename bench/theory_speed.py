@@ -55,14 +55,26 @@ def main() -> None:
     for name in names:
         print(f"  {name:16s} {per[name] * 1000:8.1f} ms   {'/'.join(verdicts[name])}")
     print(f"total {total:.3f} s wall, {cpu:.3f} s CPU (imports {import_s:.2f} s, not counted)")
-    print(json.dumps({
-        "bench": "theory_speed", "schemes": len(names), "heads": args.heads, "eps": args.eps,
-        "total_s": round(total, 4), "cpu_s": round(cpu, 4), "import_s": round(import_s, 3),
-        "per_scheme_s": {k: round(v, 4) for k, v in per.items()},
-        "under_1s_wall": total < 1.0, "under_1s_cpu": cpu < 1.0, "cpus": os.cpu_count(),
-        "load_avg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-        "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "theory_speed",
+                "schemes": len(names),
+                "heads": args.heads,
+                "eps": args.eps,
+                "total_s": round(total, 4),
+                "cpu_s": round(cpu, 4),
+                "import_s": round(import_s, 3),
+                "per_scheme_s": {k: round(v, 4) for k, v in per.items()},
+                "under_1s_wall": total < 1.0,
+                "under_1s_cpu": cpu < 1.0,
+                "cpus": os.cpu_count(),
+                "load_avg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+                "torch_threads": torch.get_num_threads(),
+                "python": platform.python_version(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

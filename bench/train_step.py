@@ -64,8 +64,18 @@ def main() -> None:
     print(f"{'pe':<14} {'step s':>8} {'tok/s':>9} {'x nope':>7}")
     for pe, t in res.items():
         print(f"{pe:<14} {t:>8.3f} {tokens / t:>9.0f} {t / base:>7.2f}")
-    print(json.dumps({"bench": "train_step", "length": a.length, "batch": a.batch, "threads": torch.get_num_threads(),
-                      "seconds": res, "ratio_vs_nope": {pe: round(t / base, 3) for pe, t in res.items()}}))
+    print(
+        json.dumps(
+            {
+                "bench": "train_step",
+                "length": a.length,
+                "batch": a.batch,
+                "threads": torch.get_num_threads(),
+                "seconds": res,
+                "ratio_vs_nope": {pe: round(t / base, 3) for pe, t in res.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

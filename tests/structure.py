@@ -182,6 +182,9 @@ if __name__ == "__main__":
     keep = (lambda s: prefix.replace(".", "/") in s) if prefix else (lambda s: True)
     loops = [c for c in cycles() if any(prefix in m for m in c)]
     print("cycles:", *[f"{' '.join(c)}\n    e.g. {' -> '.join(cycle_path(c))}" for c in loops], sep="\n  ")
-    for title, items in (("private imports", private_imports()), ("long functions", long_functions()),
-                         ("long files", long_files())):
+    for title, items in (
+        ("private imports", private_imports()),
+        ("long functions", long_functions()),
+        ("long files", long_files()),
+    ):
         print(f"{title}:", *[s for s in items if keep(s)], sep="\n  ")

@@ -105,8 +105,14 @@ def test_augmentation_composes_with_sampler_positions():
 
 
 def test_sinusoidal_option_errors():
-    for bad in ("sinusoidal:shape=2,cape=1", "sinusoidal:cape_global=3", "sinusoidal:cape=1,cape_local=0.8",
-                "sinusoidal:cape=1,cape_scale=0.5", "sinusoidal:shape=-1", "sinusoidal:base=1"):
+    for bad in (
+        "sinusoidal:shape=2,cape=1",
+        "sinusoidal:cape_global=3",
+        "sinusoidal:cape=1,cape_local=0.8",
+        "sinusoidal:cape=1,cape_scale=0.5",
+        "sinusoidal:shape=-1",
+        "sinusoidal:base=1",
+    ):
         with pytest.raises(ExtrapError):
             P.get(bad)
     s = P.get("sinusoidal:cape=1,cape_global=10,cape_local=0.25,cape_scale=1.1")

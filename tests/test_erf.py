@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from extrap import positional
 from extrap.cli import main
 from extrap.erf import (
     ATTN_MAX_LENGTH,
@@ -22,10 +23,9 @@ from extrap.erf import (
     spearman,
     spearman_table,
 )
-from extrap import positional
-from extrap.theory import receptive_field
 from extrap.errors import ExtrapError
 from extrap.model import GPT, ModelConfig
+from extrap.theory import receptive_field
 
 
 # ---------------------------------------------------------------------------
@@ -42,8 +42,12 @@ def runs(tmp_path_factory):
     for p in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:60]:
         (corpus / p.name).write_text(p.read_text(encoding="utf-8", errors="replace"))
     out = {}
-    for name, pe, n_layer in (("w4", "window:4", 2), ("w1", "window:1", 1), ("w2", "window:2", 2),
-                              ("alibi", "alibi", 2)):
+    for name, pe, n_layer in (
+        ("w4", "window:4", 2),
+        ("w1", "window:1", 1),
+        ("w2", "window:2", 2),
+        ("alibi", "alibi", 2),
+    ):
         m, t = build_configs(pe, "smoke", overrides=dict(steps=20, corpus=f"text:{corpus}", n_layer=n_layer))
         train(root / name, m, t, progress=False)
         out[name] = str(root / name)
@@ -80,7 +84,7 @@ def test_window_gradient_support_is_exact(W, R):
     assert torch.all(norms[:, :-support] == 0)  # masked keys get exactly zero gradient
     assert torch.all(norms[:, -support] > 0)  # and the farthest visible token does matter
     curve = cumulative_from_recent(norms)
-    assert torch.all(curve[:, support - 1:] == 1.0)
+    assert torch.all(curve[:, support - 1 :] == 1.0)
     if support > 1:
         assert torch.all(curve[:, support - 2] < 1.0)
     erf = erf_from_curve(curve, 0.99)
@@ -127,7 +131,7 @@ def test_n_emp_uniform_attention_by_hand():
     L, eps = 9, 0.3
     p = torch.zeros(L, L)
     for i in range(L):
-        p[i, :i + 1] = 1.0 / (i + 1)
+        p[i, : i + 1] = 1.0 / (i + 1)
     n = attention_n_emp(p, eps)
     assert n.tolist() == [math.floor(0.7 * (i + 1)) + 1 for i in range(L)]
     assert attention_n_emp(p, eps, first_query=4).tolist() == n[4:].tolist()
@@ -167,7 +171,7 @@ def test_attention_length_cap():
 def test_erf_trf_setting_alibi_closed_form():
     """b_t = exp(-m t): the tail drops below B eps once exp(-m j) < eps, so n = floor(ln(1/eps) / m) + 1."""
     eps = 0.01
-    slopes = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8]  # ALiBi, 4 heads
+    slopes = [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8]  # ALiBi, 4 heads
     expected = [math.floor(math.log(1 / eps) / m) + 1 for m in slopes]
     assert receptive_field("alibi", eps=eps, reduce="none", num_heads=4).values == expected
     assert receptive_field("alibi", eps=eps, reduce="median", num_heads=4).value == (expected[1] + expected[2]) / 2
@@ -194,16 +198,20 @@ def test_attention_erf_of_pure_bias_matches_the_series():
     L, eps, first = 256, 0.01, 128
     stream = torch.randint(0, 50, (600,), generator=torch.Generator().manual_seed(5))
     a = attention_erf(model, stream, length=L, segments=2, eps=eps, first_query=first)
-    for h, m in enumerate([2.0 ** -4, 2.0 ** -8]):  # ALiBi slopes for 2 heads
+    for h, m in enumerate([2.0**-4, 2.0**-8]):  # ALiBi slopes for 2 heads
         b = torch.exp(-m * torch.arange(L, dtype=torch.float64))
         ref = []
         for i in range(first, L):
-            part = b[:i + 1].cumsum(0)
+            part = b[: i + 1].cumsum(0)
             ref.append(int((part > part[-1] * (1 - eps)).nonzero()[0]) + 1)
         assert a.per_layer_head[0][h] == torch.tensor(ref, dtype=torch.float64).median().item()
         assert a.per_layer_head_mean[0][h] == pytest.approx(sum(ref) / len(ref))
     # far enough from the start, the steep head already sits at its TRF (000 Eq. 22): floor(16 ln 100) + 1 = 74
-    assert a.per_layer_head[0][0] == math.floor(math.log(1 / eps) * 16) + 1 == receptive_field("alibi", eps=eps, num_heads=2).values[0]
+    assert (
+        a.per_layer_head[0][0]
+        == math.floor(math.log(1 / eps) * 16) + 1
+        == receptive_field("alibi", eps=eps, num_heads=2).values[0]
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -230,15 +238,26 @@ def test_compare_trf_erf_ranks_windows(runs):
 
 
 def test_cli_json_schema(runs, capsys, tmp_path):
-    rc = main(["erf", runs["w4"], runs["w1"], "--json", "--length", "32", "--segments", "2",
-               "--plot", str(tmp_path / "plots")])
+    rc = main(
+        [
+            "erf",
+            runs["w4"],
+            runs["w1"],
+            "--json",
+            "--length",
+            "32",
+            "--segments",
+            "2",
+            "--plot",
+            str(tmp_path / "plots"),
+        ]
+    )
     assert rc == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) >= {"runs", "spearman", "plots"}
     assert len(data["runs"]) == 2
     for r in data["runs"]:
-        assert set(r) >= {"run", "pe", "length", "grad_erf", "grad_curve", "attn_erf", "trf", "seed",
-                          "corpus_hash"}
+        assert set(r) >= {"run", "pe", "length", "grad_erf", "grad_curve", "attn_erf", "trf", "seed", "corpus_hash"}
         assert set(r["attn_erf"]) >= {"summary", "per_layer_head"}
         assert r["length"] == 32 and len(r["grad_curve"]) == 31
     assert set(data["spearman"]) == {"grad", "attn"}
@@ -247,15 +266,43 @@ def test_cli_json_schema(runs, capsys, tmp_path):
 
 
 def test_cli_text_table(runs, capsys):
-    assert main(["erf", runs["w1"], runs["w2"], runs["alibi"], "--length", "24", "--segments", "1", "--kind", "grad",
-                 "--trf-source", "trained"]) == 0
+    assert (
+        main(
+            [
+                "erf",
+                runs["w1"],
+                runs["w2"],
+                runs["alibi"],
+                "--length",
+                "24",
+                "--segments",
+                "1",
+                "--kind",
+                "grad",
+                "--trf-source",
+                "trained",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "window:1" in out and "Spearman(TRF, grad ERF)" in out and "trained bias parameters" in out
 
 
-@pytest.mark.parametrize("extra", [["--threshold", "1.5"], ["--threshold", "0"], ["--eps", "0"],
-                                   ["--kind", "both-ish"], ["--length", "1"], ["--split", "train"],
-                                   ["--segments", "0"], ["--trf-source", "learned"], ["--trf-reduce", "sum"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--threshold", "1.5"],
+        ["--threshold", "0"],
+        ["--eps", "0"],
+        ["--kind", "both-ish"],
+        ["--length", "1"],
+        ["--split", "train"],
+        ["--segments", "0"],
+        ["--trf-source", "learned"],
+        ["--trf-reduce", "sum"],
+    ],
+)
 def test_cli_bad_arguments_exit_2(runs, capsys, extra):
     assert main(["erf", runs["w1"], *extra]) == 2
     err = capsys.readouterr().err

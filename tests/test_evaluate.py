@@ -9,8 +9,16 @@ import torch
 import extrap
 from extrap.cli import main
 from extrap.errors import ExtrapError
-from extrap.evaluate import (LengthResult, eval_last_token, eval_nonoverlapping, eval_sliding, evaluate,
-                             evaluate_run, last_token_targets, verdict)
+from extrap.evaluate import (
+    LengthResult,
+    eval_last_token,
+    eval_nonoverlapping,
+    eval_sliding,
+    evaluate,
+    evaluate_run,
+    last_token_targets,
+    verdict,
+)
 
 
 def test_last_token_scores_the_same_targets_at_every_length():
@@ -34,8 +42,9 @@ def test_protocols_on_a_model_that_only_sees_the_current_token(tiny_runs):
     """window:1 with one layer predicts from the current token alone: every length must agree exactly."""
     model, tok, cfg = extrap.load(tiny_runs["window:1"])
     stream = torch.randint(0, 256, (5000,), generator=torch.Generator().manual_seed(0))
-    res = {p: evaluate(model, stream, [16, 64, 256], p, tokens=1024, targets=32) for p in
-           ("nonoverlapping", "last-token")}
+    res = {
+        p: evaluate(model, stream, [16, 64, 256], p, tokens=1024, targets=32) for p in ("nonoverlapping", "last-token")
+    }
     for p, rs in res.items():
         assert max(r.loss for r in rs) - min(r.loss for r in rs) < 1e-5, p
 
@@ -51,8 +60,11 @@ def test_sliding_with_stride_l_equals_nonoverlapping_and_scores_each_token_once(
 
 
 def test_verdict_follows_definition_0_1():
-    rs = [LengthResult(32, math.log(10.0), 1, 0), LengthResult(64, math.log(10.1), 1, 0),
-          LengthResult(128, math.log(10.3), 1, 0)]
+    rs = [
+        LengthResult(32, math.log(10.0), 1, 0),
+        LengthResult(64, math.log(10.1), 1, 0),
+        LengthResult(128, math.log(10.3), 1, 0),
+    ]
     v = verdict(rs, 32, delta=0.02)
     assert v.extrapolates is False and v.worst_ratio == pytest.approx(0.03)
     assert verdict(rs, 32, delta=0.05).extrapolates is True
@@ -62,11 +74,35 @@ def test_verdict_follows_definition_0_1():
 
 
 def test_eval_cli_json_schema(tiny_runs, capsys):
-    assert main(["eval", str(tiny_runs["alibi"]), "--lengths", "32,64,128", "--protocol", "last-token",
-                 "--targets", "8", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(tiny_runs["alibi"]),
+                "--lengths",
+                "32,64,128",
+                "--protocol",
+                "last-token",
+                "--targets",
+                "8",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    for key in ("run", "protocol", "train_length", "delta", "extrapolates", "worst_ratio", "results", "seed",
-                "corpus_hash", "window"):
+    for key in (
+        "run",
+        "protocol",
+        "train_length",
+        "delta",
+        "extrapolates",
+        "worst_ratio",
+        "results",
+        "seed",
+        "corpus_hash",
+        "window",
+    ):
         assert key in out
     assert [r["length"] for r in out["results"]] == [32, 64, 128]
     assert set(out["results"][0]) >= {"length", "loss", "ppl", "bits_per_token", "tokens", "seconds", "window"}
@@ -74,21 +110,23 @@ def test_eval_cli_json_schema(tiny_runs, capsys):
 
 def test_fixed_window_evaluation_changes_nothing_below_the_window(tiny_runs):
     rep_exact = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="nonoverlapping", tokens=256)
-    rep_win = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="nonoverlapping", tokens=256,
-                           window="64")
+    rep_win = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="64")
     assert rep_exact["results"][1]["loss"] == pytest.approx(rep_win["results"][1]["loss"], rel=1e-6)
     assert rep_win["window"]["mode"] == "fixed"
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--protocol", "bogus"], "argument --protocol: invalid choice"),
-    (["--lengths", "a,b"], "comma-separated"),
-    (["--lengths", "1"], ">= 2"),
-    (["--window", "-4"], ">= 1"),
-    (["--split", "train"], "argument --split: invalid choice"),
-    (["--eps", "1"], "argument --eps: must be in (0, 1)"),
-    (["--targets", "0"], "argument --targets: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--protocol", "bogus"], "argument --protocol: invalid choice"),
+        (["--lengths", "a,b"], "comma-separated"),
+        (["--lengths", "1"], ">= 2"),
+        (["--window", "-4"], ">= 1"),
+        (["--split", "train"], "argument --split: invalid choice"),
+        (["--eps", "1"], "argument --eps: must be in (0, 1)"),
+        (["--targets", "0"], "argument --targets: must be >= 1"),
+    ],
+)
 def test_eval_bad_input(tiny_runs, capsys, argv, needle):
     assert main(["eval", str(tiny_runs["alibi"]), *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -102,13 +140,21 @@ def test_eval_missing_run(tmp_path, capsys):
 
 def test_window_auto_uses_the_trf_and_matches_exact_attention(tiny_runs):
     """--window auto: attention limited to TRF(eps) keys of the trained ALiBi bias, within 0.1% of exact."""
-    rep = evaluate_run(tiny_runs["alibi"], lengths=[32, 2048], protocol="nonoverlapping", tokens=2048,
-                       window="auto", eps=1e-2, exact_check_max=2048)
+    rep = evaluate_run(
+        tiny_runs["alibi"],
+        lengths=[32, 2048],
+        protocol="nonoverlapping",
+        tokens=2048,
+        window="auto",
+        eps=1e-2,
+        exact_check_max=2048,
+    )
     info = rep["window"]
     assert info["mode"] == "auto" and isinstance(info["size"], int) and "TRF" in info["reason"]
     long = rep["results"][1]
     assert long["window"] == info["size"] < 2048  # the window was actually used at L = 2048
     assert long["window_rel_diff"] < 1e-3
-    none = evaluate_run(tiny_runs["type1"], lengths=[32, 64], protocol="nonoverlapping", tokens=256,
-                        window="auto", eps=1e-2)
+    none = evaluate_run(
+        tiny_runs["type1"], lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="auto", eps=1e-2
+    )
     assert none["window"]["mode"] == "auto"  # type1's TRF(1e-2) is 61: used only where it is below L_ex

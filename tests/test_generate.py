@@ -8,8 +8,9 @@ from extrap.generate import KVCache, generate, step_logits
 from extrap.model import GPT, ModelConfig
 
 
-@pytest.mark.parametrize("pe", ["alibi", "kerple-log", "t5", "sandwich", "fire", "rope", "xpos", "sinusoidal",
-                                "nope", "window:5"])
+@pytest.mark.parametrize(
+    "pe", ["alibi", "kerple-log", "t5", "sandwich", "fire", "rope", "xpos", "sinusoidal", "nope", "window:5"]
+)
 @pytest.mark.parametrize("window", [None, 6])
 def test_cached_steps_match_the_forward_pass(pe, window):
     torch.manual_seed(0)
@@ -46,7 +47,7 @@ def test_step_over_chunks_of_tokens_matches_the_forward_pass(pe, window):
     with torch.no_grad():
         full = model(x, window=window).logits
     cache = model.new_cache(window)
-    parts = [model.step(x[:, :9], 0, cache)] + [model.step(x[:, p:p + 1], p, cache) for p in (9, 10)]
+    parts = [model.step(x[:, :9], 0, cache)] + [model.step(x[:, p : p + 1], p, cache) for p in (9, 10)]
     parts.append(model.step(x[:, 11:], 11, cache))
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
     with pytest.raises(ExtrapError, match="window"):

@@ -34,12 +34,24 @@ def tokenizer_obj():
 def _config(kind):
     common = dict(vocab_size=VOCAB)
     if kind == "llama":
-        return transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2,
-                                        max_position_embeddings=32, **common)
+        return transformers.LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=32,
+            **common,
+        )
     if kind == "neox":
-        return transformers.GPTNeoXConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                          num_attention_heads=4, max_position_embeddings=32, **common)
+        return transformers.GPTNeoXConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=32,
+            **common,
+        )
     if kind == "gpt2":
         return transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, **common)
     if kind == "bloom":
@@ -49,20 +61,42 @@ def _config(kind):
     if kind == "mpt":
         return transformers.MptConfig(d_model=32, n_layers=2, n_heads=4, max_seq_len=128, **common)
     if kind == "qwen3":
-        return transformers.Qwen3Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                        max_position_embeddings=64, **common)
+        return transformers.Qwen3Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=64,
+            **common,
+        )
     if kind == "mistral":  # its own sliding window (6) still applies under --window
-        return transformers.MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                          num_attention_heads=4, num_key_value_heads=2,
-                                          max_position_embeddings=64, sliding_window=6, **common)
+        return transformers.MistralConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            sliding_window=6,
+            **common,
+        )
     if kind == "t5":
-        return transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                                     relative_attention_num_buckets=8, relative_attention_max_distance=16,
-                                     **common)
+        return transformers.T5Config(
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_heads=4,
+            relative_attention_num_buckets=8,
+            relative_attention_max_distance=16,
+            **common,
+        )
     if kind == "bert":
-        return transformers.BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                       num_attention_heads=2, **common)
+        return transformers.BertConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, **common
+        )
     raise ValueError(kind)
 
 
@@ -90,6 +124,7 @@ def saved(tmp_path_factory, tokenizer_obj):
         tokenizer_obj.save_pretrained(folder)
         cache[kind] = folder
         return folder
+
     return make
 
 
@@ -123,15 +158,45 @@ def test_nll_matches_transformers(saved, kind):
 def test_eval_cli_json(saved, tiny_text, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("EXTRAP_CACHE", str(tmp_path / "cache"))
     folder = saved("llama")
-    rc = main(["eval", f"hf:{folder}", "--json", "--corpus", tiny_text, "--lengths", "16,32", "--tokens", "64",
-               "--train-length", "16", "--dtype", "float32"])
+    rc = main(
+        [
+            "eval",
+            f"hf:{folder}",
+            "--json",
+            "--corpus",
+            tiny_text,
+            "--lengths",
+            "16,32",
+            "--tokens",
+            "64",
+            "--train-length",
+            "16",
+            "--dtype",
+            "float32",
+        ]
+    )
     assert rc == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["hf_path"] == str(folder) and rep["dtype"] == "float32" and len(rep["config_hash"]) == 64
     assert rep["corpus_hash"] and rep["train_length"] == 16 and rep["corpus"] == tiny_text
     assert all(math.isfinite(r["ppl"]) for r in rep["results"])
-    rc = main(["eval", f"hf:{folder}", "--json", "--corpus", tiny_text, "--lengths", "16,32", "--tokens", "64",
-               "--train-length", "16", "--window", "8"])
+    rc = main(
+        [
+            "eval",
+            f"hf:{folder}",
+            "--json",
+            "--corpus",
+            tiny_text,
+            "--lengths",
+            "16,32",
+            "--tokens",
+            "64",
+            "--train-length",
+            "16",
+            "--window",
+            "8",
+        ]
+    )
     assert rc == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["window"]["size"] == 8 and [r["window"] for r in rep["results"]] == [8, 8]
@@ -202,8 +267,23 @@ def test_theory_t5_and_bloom(saved, capsys, tmp_path):
     rows = hf_theory(f"hf:{saved('bloom')}", eps=[1e-3], lengths=[64])
     assert len(rows) == 4 and all(r["verdict"] == "converges" for r in rows)
     assert all(r["slope"] == pytest.approx(r["press_slope"]) for r in rows)
-    assert main(["theory", "--checkpoint", f"hf:{saved('t5')}", "--json", "--eps", "1e-3",
-                 "--lengths", "64", "--plot", str(tmp_path / "figs")]) == 0
+    assert (
+        main(
+            [
+                "theory",
+                "--checkpoint",
+                f"hf:{saved('t5')}",
+                "--json",
+                "--eps",
+                "1e-3",
+                "--lengths",
+                "64",
+                "--plot",
+                str(tmp_path / "figs"),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["results"] and out["plots"]
     assert main(["theory", "--checkpoint", f"hf:{saved('bloom')}", "--eps", "1e-3", "--lengths", "64"]) == 0
@@ -246,7 +326,7 @@ def _rope(x, pos, theta):
     inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
     ang = pos[:, None].float() * inv[None]  # (L, d/2)
     cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
-    rot = torch.cat([-x[..., d // 2:], x[..., :d // 2]], -1)
+    rot = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)
     return x * cos + rot * sin
 
 
@@ -319,7 +399,7 @@ def test_window_bloom_equals_last_w_tokens(saved):
         full = run.model(ids).logits
         torch.testing.assert_close(run.model(ids, window=24).logits, full, rtol=1e-5, atol=1e-5)
         got = run.model(ids, window=W).logits
-        ref = torch.stack([run.model(ids[:, max(0, i - W + 1):i + 1]).logits[0, -1] for i in range(24)])
+        ref = torch.stack([run.model(ids[:, max(0, i - W + 1) : i + 1]).logits[0, -1] for i in range(24)])
     torch.testing.assert_close(got[0], ref, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(got, full, atol=1e-4)
 
@@ -332,7 +412,7 @@ def test_window_gradient_and_errors(saved):
     emb = run.model.embed(ids).detach().requires_grad_(True)
     run.model(ids, embeds=emb, window=4, last=1).logits.sum().backward()
     g = emb.grad[0].norm(dim=-1)
-    assert (g[-1] > 0) and (g[:16 - 2 * 4 + 1] == 0).all()  # two layers of W=4 reach back 2 (W - 1) tokens
+    assert (g[-1] > 0) and (g[: 16 - 2 * 4 + 1] == 0).all()  # two layers of W=4 reach back 2 (W - 1) tokens
     with pytest.raises(ExtrapError, match="window"):
         run.model(ids, window=0)
     with pytest.raises(ExtrapError, match="window"):
@@ -354,8 +434,7 @@ def test_erf_api_and_cli(saved, tiny_text, hf_cache, capsys):
     row = run_erf(f"hf:{folder}", length=24, segments=2, corpus=tiny_text)
     assert row["hf_path"] == str(folder) and row["trf"] is None and 1 <= row["grad_erf"] <= 23
     assert len(row["attn_erf"]["per_layer_head"]) == 2
-    rc = main(["erf", f"hf:{saved('llama')}", "--length", "24", "--segments", "2", "--corpus", tiny_text,
-               "--json"])
+    rc = main(["erf", f"hf:{saved('llama')}", "--length", "24", "--segments", "2", "--corpus", tiny_text, "--json"])
     assert rc == 0
     rep = json.loads(capsys.readouterr().out)
     (r,) = rep["runs"]
@@ -388,8 +467,19 @@ def test_align_api_closed_forms(saved, tiny_text, hf_cache, kind):
 
 def test_align_cli(saved, tiny_text, hf_cache, capsys):
     folder = saved("llama")
-    base = ["align", f"hf:{folder}", "--corpus", tiny_text, "--train-length", "16", "--lengths", "32",
-            "--segments", "2", "--json"]
+    base = [
+        "align",
+        f"hf:{folder}",
+        "--corpus",
+        tiny_text,
+        "--train-length",
+        "16",
+        "--lengths",
+        "32",
+        "--segments",
+        "2",
+        "--json",
+    ]
     assert main(base + ["--mode", "pmax", "--grid", "1.0,0.8,0.6", "--no-refine"]) == 0
     rep = json.loads(capsys.readouterr().out)
     row = rep["lengths"][0]
@@ -412,13 +502,39 @@ def test_task_score_api_and_cli(saved, tiny_text, hf_cache, capsys):
     folder = saved("llama")
     run = extrap.load(f"hf:{folder}", device="cpu")
     L = min_length("passkey", run.tokenizer) + 8
-    rep = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", temperature="auto",
-                     train_length=L // 2, filler=tiny_text, buckets=2)
+    rep = score_task(
+        run.model,
+        run.tokenizer,
+        "passkey",
+        [L],
+        n=2,
+        method="rank",
+        temperature="auto",
+        train_length=L // 2,
+        filler=tiny_text,
+        buckets=2,
+    )
     res = rep["results"][0]
     assert res["n"] == 2 and 0 <= res["accuracy"] <= 1 and 0.5 <= res["temperature"] <= 1.0
     assert run.model.temperatures() == [1.0, 1.0]  # restored
-    rc = main(["task", "score", f"hf:{folder}", "--task", "passkey", "--lengths", str(L), "--n", "2",
-               "--corpus", tiny_text, "--temperature", "0.9", "--json"])
+    rc = main(
+        [
+            "task",
+            "score",
+            f"hf:{folder}",
+            "--task",
+            "passkey",
+            "--lengths",
+            str(L),
+            "--n",
+            "2",
+            "--corpus",
+            tiny_text,
+            "--temperature",
+            "0.9",
+            "--json",
+        ]
+    )
     assert rc == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["hf_path"] == str(folder) and rep["temperature"] == 0.9 and 0 <= rep["accuracy"] <= 1
@@ -454,8 +570,9 @@ def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
         tau = rep["lengths"][0]["tau"]
         assert 0 < tau <= 1.0 + 1e-9 or mode == "prop2" and tau > 0
     L = min_length("passkey", run.tokenizer) + 8
-    res = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", filler=tiny_text,
-                     buckets=2)["results"][0]
+    res = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", filler=tiny_text, buckets=2)[
+        "results"
+    ][0]
     assert res["n"] == 2 and 0 <= res["accuracy"] <= 1
     assert run.model.temperatures() == [1.0, 1.0]  # nothing left applied
 
@@ -471,13 +588,12 @@ def test_hf_model_implements_the_protocol(kind):
     torch.manual_seed(0)
     model = HFModel(transformers.AutoModelForCausalLM.from_config(_config(kind)).eval(), kind, f"hf:{kind}")
     assert isinstance(model, ExtrapLM) and model.scheme is None and model.bias_values() is None
-    assert model.shape == ModelShape(n_layer=2, n_head=model.cfg.n_head, d_model=32, vocab_size=VOCAB,
-                                     pe=f"hf:{kind}")
+    assert model.shape == ModelShape(n_layer=2, n_head=model.cfg.n_head, d_model=32, vocab_size=VOCAB, pe=f"hf:{kind}")
     ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(9))
     with torch.no_grad():
         full = model(ids).logits
     cache = model.new_cache()  # the KV-cache step equals the full forward pass
-    steps = [model.step(ids[:, :7], 0, cache)] + [model.step(ids[:, p:p + 1], p, cache) for p in range(7, 16)]
+    steps = [model.step(ids[:, :7], 0, cache)] + [model.step(ids[:, p : p + 1], p, cache) for p in range(7, 16)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-5)
     with pytest.raises(ExtrapError, match="rolling"):
         model.new_cache(4)

@@ -20,8 +20,16 @@ from extrap.hf.t5 import (  # noqa: E402
 def _config():
     from transformers import T5Config
 
-    return T5Config(d_model=32, d_kv=8, num_heads=4, num_layers=2, d_ff=64, vocab_size=100,
-                    decoder_start_token_id=0, dropout_rate=0.0)
+    return T5Config(
+        d_model=32,
+        d_kv=8,
+        num_heads=4,
+        num_layers=2,
+        d_ff=64,
+        vocab_size=100,
+        decoder_start_token_id=0,
+        dropout_rate=0.0,
+    )
 
 
 @pytest.fixture

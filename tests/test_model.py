@@ -11,9 +11,26 @@ from extrap.errors import ExtrapError
 from extrap.lm import ExtrapLM, ModelShape, temperature
 from extrap.model import GPT, ModelConfig
 
-BIAS_SCHEMES = ["alibi", "alibi:shift=2", "alibi:h=3", "kerple-log", "kerple-power", "sandwich",
-                "sandwich-smooth", "t5", "t5:bidirectional=true", "fire", "fire:L=20", "type1", "type2", "example1",
-                "example2", "window:7", "nope", "-0.3*log(n)-0.01*t"]
+BIAS_SCHEMES = [
+    "alibi",
+    "alibi:shift=2",
+    "alibi:h=3",
+    "kerple-log",
+    "kerple-power",
+    "sandwich",
+    "sandwich-smooth",
+    "t5",
+    "t5:bidirectional=true",
+    "fire",
+    "fire:L=20",
+    "type1",
+    "type2",
+    "example1",
+    "example2",
+    "window:7",
+    "nope",
+    "-0.3*log(n)-0.01*t",
+]
 
 
 def dense_reference(model: GPT, idx: torch.Tensor) -> torch.Tensor:
@@ -129,12 +146,15 @@ def test_last_logits_only():
         torch.testing.assert_close(model(idx, last=3).logits, model(idx).logits[:, -3:])
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(n_head=3, d_model=32), "does not divide"),
-    (dict(n_layer=-1), "n_layer must be positive"),
-    (dict(pe="nonsense"), "unknown positional scheme"),
-    (dict(dropout=1.5), "dropout"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(n_head=3, d_model=32), "does not divide"),
+        (dict(n_layer=-1), "n_layer must be positive"),
+        (dict(pe="nonsense"), "unknown positional scheme"),
+        (dict(dropout=1.5), "dropout"),
+    ],
+)
 def test_bad_model_config(bad, match):
     with pytest.raises(ExtrapError, match=match):
         ModelConfig(**bad)
@@ -155,7 +175,7 @@ def test_every_scheme_trains_and_loss_falls(pe):
     losses = []
     for _ in range(25):
         starts = torch.randint(0, len(text) - 33, (8,), generator=g)
-        batch = torch.stack([text[s:s + 33] for s in starts])
+        batch = torch.stack([text[s : s + 33] for s in starts])
         x, y = batch[:, :-1], batch[:, 1:]
         positions = model.train_positions(8, 32, g, "cpu")
         logits = model(x, positions).logits
@@ -177,8 +197,9 @@ def test_flex_backend_matches_blocked_attention(pe, window):
     flex.load_state_dict(blocked.state_dict())
     idx = torch.randint(0, 256, (1, 128))
     with torch.no_grad():
-        torch.testing.assert_close(flex(idx, window=window).logits, blocked(idx, window=window).logits,
-                                   rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            flex(idx, window=window).logits, blocked(idx, window=window).logits, rtol=1e-4, atol=1e-4
+        )
 
 
 # ---------------------------------------------------------------------------

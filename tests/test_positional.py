@@ -38,8 +38,12 @@ def test_alibi_variants_shift_and_same_h():
 def test_type_examples_closed_forms():
     t = torch.arange(10, dtype=torch.float64)
     n = t + 1
-    for spec, expected in [("type1", 1 / n**2), ("type2", torch.exp(-torch.log(n) ** 2)), ("example1", 1 / n),
-                           ("example2", 1 / ((n + 1) * torch.log(n + 1)))]:
+    for spec, expected in [
+        ("type1", 1 / n**2),
+        ("type2", torch.exp(-(torch.log(n) ** 2))),
+        ("example1", 1 / n),
+        ("example2", 1 / ((n + 1) * torch.log(n + 1))),
+    ]:
         s = P.get(spec)
         b = torch.exp(s.bias(t, s.init_values(2)))
         assert b.shape == (1, 10)  # head-independent: broadcasts over heads
@@ -71,8 +75,9 @@ def test_t5_buckets_match_transformers(bidirectional, nb, md):
     if not bidirectional:
         t = t.clamp_min(0)
     ours = P.t5_bucket(t, bidirectional, nb, md)
-    ref = T5Attention._relative_position_bucket(j - i if bidirectional else -t, bidirectional=bidirectional,
-                                                num_buckets=nb, max_distance=md)
+    ref = T5Attention._relative_position_bucket(
+        j - i if bidirectional else -t, bidirectional=bidirectional, num_buckets=nb, max_distance=md
+    )
     assert torch.equal(ours, ref)
 
 
@@ -128,8 +133,10 @@ def test_conventions_define_t_and_n_once():
 
 
 def test_capabilities_of_every_scheme():
-    caps = {name: tuple(getattr(P.get(name), c) for c in ("adds_bias", "is_toeplitz", "rotates", "embeds"))
-            for name in P.REGISTRY}
+    caps = {
+        name: tuple(getattr(P.get(name), c) for c in ("adds_bias", "is_toeplitz", "rotates", "embeds"))
+        for name in P.REGISTRY
+    }
     assert caps["alibi"] == caps["window"] == (True, True, False, False)
     assert caps["fire"] == (True, False, False, False)
     assert caps["nope"] == (False, False, False, False)  # r = 0: no bias to add
@@ -140,18 +147,22 @@ def test_capabilities_of_every_scheme():
 def test_symbolic_forms_are_exact():
     t = P.T
     assert P.get("type1").symbolic(0, {}) == -2 * sympy.log(t + 1)
-    assert P.get("kerple-log:r1=0.5").symbolic(1, P.get("kerple-log:r1=0.5").init_values(2)) == \
-        -sympy.Rational(1, 2) * sympy.log(t + 1)
+    assert P.get("kerple-log:r1=0.5").symbolic(1, P.get("kerple-log:r1=0.5").init_values(2)) == -sympy.Rational(
+        1, 2
+    ) * sympy.log(t + 1)
     assert P.get("sandwich-smooth").symbolic(0, {}) == -sympy.Rational(33, 40) * sympy.log(t + 1) - sympy.Rational(4, 5)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("-2*log(n)", lambda n: -2 * math.log(n)),
-    ("-(log(n))**2", lambda n: -math.log(n) ** 2),
-    ("-log(n)^2", lambda n: -math.log(n) ** 2),
-    ("-0.5*t", lambda n: -0.5 * (n - 1)),
-    ("-sqrt(t)", lambda n: -math.sqrt(n - 1)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("-2*log(n)", lambda n: -2 * math.log(n)),
+        ("-(log(n))**2", lambda n: -(math.log(n) ** 2)),
+        ("-log(n)^2", lambda n: -(math.log(n) ** 2)),
+        ("-0.5*t", lambda n: -0.5 * (n - 1)),
+        ("-sqrt(t)", lambda n: -math.sqrt(n - 1)),
+    ],
+)
 def test_formulas_evaluate_like_their_meaning(text, expected):
     s = P.get(text)
     got = s.bias(torch.arange(6, dtype=torch.float64), {})[0]
@@ -160,10 +171,22 @@ def test_formulas_evaluate_like_their_meaning(text, expected):
     assert float(s.scalar(4, 0, {})) == pytest.approx(expected(5), rel=1e-12)
 
 
-@pytest.mark.parametrize("hostile", [
-    "__import__('os').system('echo pwned')", "t.__class__", "n.real", "(lambda: 1)()", "[t for t in n]",
-    "open('x')", "exec('1')", "log(n, 2)", "t if t else n", "'a'", "n @ n",
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "__import__('os').system('echo pwned')",
+        "t.__class__",
+        "n.real",
+        "(lambda: 1)()",
+        "[t for t in n]",
+        "open('x')",
+        "exec('1')",
+        "log(n, 2)",
+        "t if t else n",
+        "'a'",
+        "n @ n",
+    ],
+)
 def test_hostile_or_malformed_formulas_are_refused(hostile):
     with pytest.raises(ExtrapError):
         P.get(hostile)

@@ -37,8 +37,9 @@ def test_linear_rotation_equals_positions_over_factor():
     pos = torch.arange(12)
     lin, _ = R.rope_frequencies("linear", 16, factor=3.0, dtype=torch.float64)
     ref, _ = R.rope_frequencies("none", 16, dtype=torch.float64)
-    torch.testing.assert_close(R.apply_rotary(x, pos, lin), R.apply_rotary(x, pos.double() / 3.0, ref), rtol=1e-12,
-                               atol=1e-12)
+    torch.testing.assert_close(
+        R.apply_rotary(x, pos, lin), R.apply_rotary(x, pos.double() / 3.0, ref), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_ntk_closed_form():
@@ -56,8 +57,7 @@ def test_ntk_closed_form():
 def test_dynamic_is_plain_within_original_and_ntk_beyond():
     d, L, s = 16, 128, 4.0
     for n in (None, 1, 64, 128):
-        inv, _ = R.rope_frequencies("dynamic", d, factor=s, original_max_position=L, seq_len=n,
-                                    dtype=torch.float64)
+        inv, _ = R.rope_frequencies("dynamic", d, factor=s, original_max_position=L, seq_len=n, dtype=torch.float64)
         torch.testing.assert_close(inv, _theta(d), rtol=1e-14, atol=0)
     n = 300
     inv, _ = R.rope_frequencies("dynamic", d, factor=s, original_max_position=L, seq_len=n, dtype=torch.float64)
@@ -67,8 +67,9 @@ def test_dynamic_is_plain_within_original_and_ntk_beyond():
 
 def test_ntk_by_parts_hand_computation():
     d, L, s, alpha, beta = 8, 64, 4.0, 1.0, 32.0
-    inv, af = R.rope_frequencies("ntk-by-parts", d, factor=s, original_max_position=L, alpha=alpha, beta=beta,
-                                 dtype=torch.float64)
+    inv, af = R.rope_frequencies(
+        "ntk-by-parts", d, factor=s, original_max_position=L, alpha=alpha, beta=beta, dtype=torch.float64
+    )
     # θ = 1, 0.1, 0.01, 0.001; r = L θ / 2π = 10.19, 1.019, 0.1019, 0.01019
     expected = []
     for i in range(d // 2):
@@ -139,12 +140,23 @@ def _hf_config(head_dim, max_pos, rope_type, **params):
     heads = 2
     if int(transformers.__version__.split(".")[0]) >= 5:
         rp = {"rope_type": rope_type, "rope_theta": params.pop("rope_theta", 10000.0), **params}
-        return LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
-                           max_position_embeddings=max_pos, rope_parameters=rp)
+        return LlamaConfig(
+            hidden_size=heads * head_dim,
+            num_attention_heads=heads,
+            head_dim=head_dim,
+            max_position_embeddings=max_pos,
+            rope_parameters=rp,
+        )
     theta = params.pop("rope_theta", 10000.0)
     scaling = None if rope_type == "default" else {"rope_type": rope_type, **params}
-    return LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
-                       max_position_embeddings=max_pos, rope_theta=theta, rope_scaling=scaling)
+    return LlamaConfig(
+        hidden_size=heads * head_dim,
+        num_attention_heads=heads,
+        head_dim=head_dim,
+        max_position_embeddings=max_pos,
+        rope_theta=theta,
+        rope_scaling=scaling,
+    )
 
 
 def _hf_init(rope_type):
@@ -204,13 +216,19 @@ def test_hf_default():
     _same(R.rope_frequencies("none", 64), (inv_hf, af_hf))
 
 
-@pytest.mark.parametrize("spec,rope_type,params", [
-    ("rope", "default", {}),
-    ("rope:scaling=linear,factor=2", "linear", dict(factor=2.0)),
-    ("rope:scaling=yarn,factor=4,original_max_position=32", "yarn",
-     dict(factor=4.0, original_max_position_embeddings=32)),
-    ("rope:scaling=dynamic,factor=2,original_max_position=32", "dynamic", dict(factor=2.0)),
-])
+@pytest.mark.parametrize(
+    "spec,rope_type,params",
+    [
+        ("rope", "default", {}),
+        ("rope:scaling=linear,factor=2", "linear", dict(factor=2.0)),
+        (
+            "rope:scaling=yarn,factor=4,original_max_position=32",
+            "yarn",
+            dict(factor=4.0, original_max_position_embeddings=32),
+        ),
+        ("rope:scaling=dynamic,factor=2,original_max_position=32", "dynamic", dict(factor=2.0)),
+    ],
+)
 def test_hf_end_to_end_rotation(spec, rope_type, params):
     """scheme.rotate == LlamaRotaryEmbedding + apply_rotary_pos_emb, on positions past the training length."""
     pytest.importorskip("transformers")
@@ -275,8 +293,7 @@ def test_dynamic_scheme_uses_current_length():
     s = P.get("rope:scaling=dynamic,factor=2,original_max_position=16")
     q = torch.randn(1, 1, 40, 8, dtype=torch.float64)
     out, _ = s.rotate(q, q, torch.arange(40))
-    inv, _ = R.rope_frequencies("dynamic", 8, factor=2.0, original_max_position=16, seq_len=40,
-                                dtype=torch.float64)
+    inv, _ = R.rope_frequencies("dynamic", 8, factor=2.0, original_max_position=16, seq_len=40, dtype=torch.float64)
     torch.testing.assert_close(out, R.apply_rotary(q, torch.arange(40), inv))
     short, _ = s.rotate(q[:, :, :10], q[:, :, :10], torch.arange(10))  # within L: plain RoPE
     torch.testing.assert_close(short, P.get("rope").rotate(q[:, :, :10], q[:, :, :10], torch.arange(10))[0])
@@ -328,8 +345,7 @@ def test_xpos_zeta_and_single_pair_hand_computation():
         qx, _ = R.apply_xpos(q, k, torch.tensor([m]), theta, k_positions=torch.tensor([n]))
         _, kx = R.apply_xpos(q, k, torch.tensor([m]), theta, k_positions=torch.tensor([n]))
         qr, kr = R.apply_rotary(q, torch.tensor([m]), theta), R.apply_rotary(k, torch.tensor([n]), theta)
-        assert float((qx * kx).sum()) == pytest.approx(zeta[i] ** ((m - n) / B) * float((qr * kr).sum()),
-                                                      rel=1e-10)
+        assert float((qx * kx).sum()) == pytest.approx(zeta[i] ** ((m - n) / B) * float((qr * kr).sum()), rel=1e-10)
 
 
 def test_xpos_relative_and_decaying():
@@ -374,10 +390,18 @@ def test_registry_specs_and_errors():
     for name in ("rope", "xpos"):
         cls = P.REGISTRY[name]
         assert cls.summary and cls.reference
-    for bad in ("rope:scaling=bogus", "rope:factor=-1", "rope:scaling=yarn,factor=4",  # yarn needs L
-                "rope:beta_fast=16", "rope:scaling=linear,alpha=2",  # option of another scaling
-                "rope:scaling=ntk-by-parts,original_max_position=64,alpha=40", "rope:base=1", "rope:nope=1",
-                "rope:scaling=truncated", "xpos:gamma=-1"):
+    for bad in (
+        "rope:scaling=bogus",
+        "rope:factor=-1",
+        "rope:scaling=yarn,factor=4",  # yarn needs L
+        "rope:beta_fast=16",
+        "rope:scaling=linear,alpha=2",  # option of another scaling
+        "rope:scaling=ntk-by-parts,original_max_position=64,alpha=40",
+        "rope:base=1",
+        "rope:nope=1",
+        "rope:scaling=truncated",
+        "xpos:gamma=-1",
+    ):
         with pytest.raises(ExtrapError):
             P.get(bad)
 

@@ -75,15 +75,14 @@ def test_bias_parameters_of_a_run_and_of_a_foreign_export(run_copy, tmp_path):
     import torch
 
     assert spec == "alibi" and heads == 2 and list(stored) == ["blocks.0.attn", "blocks.1.attn"]
-    assert torch.allclose(stored["blocks.0.attn"]["slope"], torch.tensor([2.0 ** -4, 2.0 ** -8]))  # Press et al.
+    assert torch.allclose(stored["blocks.0.attn"]["slope"], torch.tensor([2.0**-4, 2.0**-8]))  # Press et al.
     from safetensors.torch import save_file
 
     foreign = tmp_path / "export"
     foreign.mkdir()
     (foreign / "config.json").write_text(json.dumps({"positional": "kerple-log", "num_heads": 2}))
     r1 = torch.tensor([1.0, 2.0])
-    save_file({f"layers.{i}.{n}": r1.clone() for i in (0, 1) for n in ("r1", "r2")},
-              foreign / "weights.safetensors")
+    save_file({f"layers.{i}.{n}": r1.clone() for i in (0, 1) for n in ("r1", "r2")}, foreign / "weights.safetensors")
     spec, heads, stored = read_bias_parameters(foreign)
     assert spec == "kerple-log" and heads == 2 and list(stored) == ["layers.0", "layers.1"]
     assert torch.equal(stored["layers.1"]["r1"], r1)

@@ -90,8 +90,16 @@ def test_sampler_specs():
     c = PositionSampler.from_spec("contiguous")
     assert c == PositionSampler.from_spec(None) == PositionSampler() and c.spec == "contiguous"
     assert c.max_position is None and s.max_position == 4096 and t.max_position == 4096
-    for bad in ("shuffle", "randomized", "randomized:max=1.5", "pose:chunks=2", "pose:target=100,max=3",
-                "randomized:4096", "pose:target=100,chunks=0", "contiguous:max=3"):
+    for bad in (
+        "shuffle",
+        "randomized",
+        "randomized:max=1.5",
+        "pose:chunks=2",
+        "pose:target=100,max=3",
+        "randomized:4096",
+        "pose:target=100,chunks=0",
+        "contiguous:max=3",
+    ):
         with pytest.raises(ExtrapError):
             PositionSampler.from_spec(bad)
 

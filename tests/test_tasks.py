@@ -120,7 +120,7 @@ def test_depth_places_the_needle_where_asked(task, tok_name, filler, bpe):
     for want in (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0):
         ex = make_example(task, tok, 1500, seed=1, filler=filler, depth=want)
         assert abs(ex["depth"] - want) < 0.04, (want, ex["depth"])
-        needle = ("The pass key is " if task == "passkey" else f"line {ex['key']}:")
+        needle = "The pass key is " if task == "passkey" else f"line {ex['key']}:"
         start = ex["prompt"].index(needle)
         assert ex["needle_token"] == len(tok.encode(ex["prompt"][:start]))
         rel = ex["needle_token"] / ex["prompt_tokens"]
@@ -128,8 +128,10 @@ def test_depth_places_the_needle_where_asked(task, tok_name, filler, bpe):
 
 
 def test_topic_depth_moves_the_first_topic(filler):
-    depths = [make_example("topic", BYTES, 2000, seed=2, filler=filler, depth=d, n_topics=4)["depth"]
-              for d in (0.0, 0.25, 0.5)]
+    depths = [
+        make_example("topic", BYTES, 2000, seed=2, filler=filler, depth=d, n_topics=4)["depth"]
+        for d in (0.0, 0.25, 0.5)
+    ]
     assert depths[0] == 0.0 and depths == sorted(depths) and abs(depths[2] - 0.5) < 0.08
 
 
@@ -165,7 +167,7 @@ def test_task_sampler_scores_only_the_answer(filler, bpe):
             scored = y[r][y[r] != IGNORE_INDEX].tolist()
             assert tok.decode(scored) == ex["target"]
             n = ex["prompt_tokens"] + ex["target_tokens"]
-            assert torch.equal(x[r, 1:n - 1], torch.tensor(tok.encode(ex["prompt"]) + tok.encode(ex["target"]))[1:-1])
+            assert torch.equal(x[r, 1 : n - 1], torch.tensor(tok.encode(ex["prompt"]) + tok.encode(ex["target"]))[1:-1])
 
 
 def test_task_sampler_resumes_exactly_and_mixes_lm(filler):
@@ -194,8 +196,9 @@ def test_task_sampler_resumes_exactly_and_mixes_lm(filler):
         TaskSampler("passkey", BYTES, 4, 192, seed=5, filler=filler).load_state_dict(state)
     # two ranks of 2 rows see the rows of one process with 4
     one = TaskSampler("passkey", BYTES, 4, 96, seed=1, filler=filler).next()[0]
-    ranks = [TaskSampler("passkey", BYTES, 2, 96, seed=1, rank=r, world_size=2, filler=filler).next()[0]
-             for r in range(2)]
+    ranks = [
+        TaskSampler("passkey", BYTES, 2, 96, seed=1, rank=r, world_size=2, filler=filler).next()[0] for r in range(2)
+    ]
     assert torch.equal(torch.cat(ranks), one)
     with pytest.raises(ExtrapError, match="training length"):
         TaskSampler("topic", BYTES, 2, 64, filler=filler)
@@ -208,8 +211,11 @@ def test_task_sampler_resumes_exactly_and_mixes_lm(filler):
 def passkey_run(tmp_path_factory, corpus_spec):
     from extrap.train import build_configs, train
 
-    m, t = build_configs("alibi", "smoke", overrides=dict(steps=40, train_length=128, corpus=corpus_spec,
-                                                          task="passkey", log_every=2, save_every=20))
+    m, t = build_configs(
+        "alibi",
+        "smoke",
+        overrides=dict(steps=40, train_length=128, corpus=corpus_spec, task="passkey", log_every=2, save_every=20),
+    )
     run = tmp_path_factory.mktemp("task-run") / "passkey"
     train(run, m, t, progress=False)
     return run
@@ -226,8 +232,7 @@ def test_training_on_passkey_lowers_the_answer_loss(passkey_run):
 def test_task_training_resumes_bit_identically(tmp_path, corpus_spec):
     from extrap.train import build_configs, train
 
-    over = dict(steps=8, train_length=96, corpus=corpus_spec, task="passkey", task_mix=0.25, save_every=4,
-                batch_size=4)
+    over = dict(steps=8, train_length=96, corpus=corpus_spec, task="passkey", task_mix=0.25, save_every=4, batch_size=4)
     m, t = build_configs("alibi", "smoke", overrides=over)
     ref = train(tmp_path / "ref", m, t, progress=False)
     m, t = build_configs("alibi", "smoke", overrides=over)
@@ -279,8 +284,7 @@ class Oracle(torch.nn.Module):
 def test_oracle_scores_one_and_a_wrong_oracle_zero(task, filler):
     lengths = [min_length(task, BYTES) + 10, 400]
     for method in ("greedy", "rank"):
-        rep = score_task(Oracle(task), BYTES, task, lengths, n=10, seed=1, method=method, filler=filler,
-                         details=True)
+        rep = score_task(Oracle(task), BYTES, task, lengths, n=10, seed=1, method=method, filler=filler, details=True)
         assert rep["accuracy"] == 1.0 and all(r["accuracy"] == 1.0 for r in rep["results"])
         assert {"task", "method", "n", "seed", "buckets", "temperature", "results", "by_depth"} <= set(rep)
         r = rep["results"][1]
@@ -304,11 +308,11 @@ def test_greedy_scoring_equals_greedy_decoding(filler):
     targets = [BYTES.encode(e["target"]) for e in examples]
     scored = score_continuations(model, list(zip(prompts, targets)), batch=2)
     for p, t, s in zip(prompts, targets, scored):
-        out = generate(model, torch.tensor([p]), len(t))[0, len(p):].tolist()
+        out = generate(model, torch.tensor([p]), len(t))[0, len(p) :].tolist()
         assert s["greedy"] == (out == t)
-        assert out[:len(s["prediction"])] == s["prediction"]
+        assert out[: len(s["prediction"])] == s["prediction"]
         with torch.no_grad():
-            logp = torch.log_softmax(model(torch.tensor([p + t])).logits[0, len(p) - 1:-1], -1)
+            logp = torch.log_softmax(model(torch.tensor([p + t])).logits[0, len(p) - 1 : -1], -1)
         assert s["loglik"] == pytest.approx(float(logp.gather(1, torch.tensor(t)[:, None]).sum()), abs=1e-4)
 
 
@@ -357,8 +361,7 @@ def test_temperature_is_applied_then_restored(filler, monkeypatch):
             score_task(model, BYTES, "passkey", [100], n=2, temperature="auto", filler=filler)
         with pytest.raises(ExtrapError, match="mode"):
             score_task(model, BYTES, "passkey", [100], n=2, temperature="auto:magic", train_length=100)
-        rep = score_task(model, BYTES, "passkey", [100, 300], n=2, temperature="auto", train_length=100,
-                         filler=filler)
+        rep = score_task(model, BYTES, "passkey", [100, 300], n=2, temperature="auto", train_length=100, filler=filler)
         taus = [r["temperature"] for r in rep["results"]]
         assert rep["temperature"] == "auto" and taus[0] == 1.0 and 0.5 <= taus[1] <= 1.0, rep
         assert [float(b.attn.temperature) for b in model.blocks] == [1.0, 1.0]
@@ -375,38 +378,60 @@ def test_cli_sample_prints_an_example(with_task_cli, capsys, corpus_spec):
     assert cli.main(["task", "sample", "--task", "line", "--length", "300", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert "REGISTER_CONTENT" in out and "--- target" in out
-    assert cli.main(["task", "sample", "--task", "passkey", "--length", "200", "--corpus", corpus_spec,
-                     "--json"]) == 0
+    assert cli.main(["task", "sample", "--task", "passkey", "--length", "200", "--corpus", corpus_spec, "--json"]) == 0
     ex = json.loads(capsys.readouterr().out)
     assert ex["prompt"].count(ex["answer"]) == 1 and ex["prompt_tokens"] <= 200
 
 
 def test_cli_score_a_task_run(with_task_cli, capsys, passkey_run, tmp_path):
     out_file = tmp_path / "score.json"
-    assert cli.main(["task", "score", str(passkey_run), "--lengths", "128,256", "--n", "5", "--json",
-                     "--out", str(out_file)]) == 0
+    assert (
+        cli.main(
+            ["task", "score", str(passkey_run), "--lengths", "128,256", "--n", "5", "--json", "--out", str(out_file)]
+        )
+        == 0
+    )
     rep = json.loads(capsys.readouterr().out)
     assert rep["task"] == "passkey" and rep["train_length"] == 128
     assert [r["length"] for r in rep["results"]] == [128, 256]
     assert json.loads(out_file.read_text())["accuracy"] == rep["accuracy"]
-    assert cli.main(["task", "score", str(passkey_run), "--lengths", "128", "--n", "3", "--score", "rank",
-                     "--temperature", "0.9"]) == 0
+    assert (
+        cli.main(
+            [
+                "task",
+                "score",
+                str(passkey_run),
+                "--lengths",
+                "128",
+                "--n",
+                "3",
+                "--score",
+                "rank",
+                "--temperature",
+                "0.9",
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "task=passkey" in table and "0.0-0.2" in table
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["task", "sample", "--task", "passkey", "--length", "10"], "below the minimum"),
-    (["task", "sample", "--task", "bogus", "--length", "300"], "invalid choice"),
-    (["task", "sample", "--task", "line", "--length", "300", "--depth", "2"], "depth"),
-    (["task", "score", "NOPE", "--task", "line"], "does not exist"),
-    (["task", "score", "RUN", "--temperature", "hot"], "temperature"),
-    (["task", "score", "RUN", "--lengths", "20"], "below the minimum"),
-    (["task", "score", "RUN", "--temperature", "auto:magic"], "mode"),
-    (["train", "--pe", "alibi", "--task", "bogus", "--out", "OUT"], "unknown task"),
-    (["train", "--pe", "alibi", "--task-mix", "0.5", "--out", "OUT"], "task_mix needs a task"),
-    (["train", "--pe", "alibi", "--task", "line", "--task-mix", "1.5", "--out", "OUT"], "task_mix must be"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["task", "sample", "--task", "passkey", "--length", "10"], "below the minimum"),
+        (["task", "sample", "--task", "bogus", "--length", "300"], "invalid choice"),
+        (["task", "sample", "--task", "line", "--length", "300", "--depth", "2"], "depth"),
+        (["task", "score", "NOPE", "--task", "line"], "does not exist"),
+        (["task", "score", "RUN", "--temperature", "hot"], "temperature"),
+        (["task", "score", "RUN", "--lengths", "20"], "below the minimum"),
+        (["task", "score", "RUN", "--temperature", "auto:magic"], "mode"),
+        (["train", "--pe", "alibi", "--task", "bogus", "--out", "OUT"], "unknown task"),
+        (["train", "--pe", "alibi", "--task-mix", "0.5", "--out", "OUT"], "task_mix needs a task"),
+        (["train", "--pe", "alibi", "--task", "line", "--task-mix", "1.5", "--out", "OUT"], "task_mix must be"),
+    ],
+)
 def test_cli_bad_input_is_one_line_and_status_2(with_task_cli, capsys, passkey_run, tmp_path, argv, needle):
     argv = [str(passkey_run) if a == "RUN" else str(tmp_path / "out") if a == "OUT" else a for a in argv]
     try:

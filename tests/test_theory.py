@@ -53,31 +53,34 @@ def zeta_trf(s, eps, B=None):
 # ---------------------------------------------------------------------------
 # verdicts
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("spec, verdict, test", [
-    ("alibi", "converges", "log-scale"),
-    ("kerple-log", "converges", "log-scale"),
-    ("kerple-power", "converges", "log-scale"),
-    ("kerple-power:r2=0.5", "converges", "log-scale"),
-    ("type1", "converges", "log-scale"),
-    ("type2", "converges", "log-scale"),
-    ("window:64", "converges", "finite support"),
-    ("sandwich", "diverges", "nth-term"),
-    ("sandwich-smooth", "diverges", "log-scale"),
-    ("t5", "diverges", "nth-term"),
-    ("nope", "diverges", "nth-term"),
-    ("example1", "diverges", "Bertrand"),
-    ("example2", "diverges", "Bertrand"),
-    ("-1.0001*log(n)", "converges", "log-scale"),
-    ("formula:-0.9999*log(n)", "diverges", "log-scale"),
-    ("formula:-log(n)", "diverges", "Bertrand"),
-    ("kerple-log:r1=0.9", "diverges", "log-scale"),
-    ("kerple-log:r1=1", "diverges", "Bertrand"),
-    ("kerple-log:r1=1.5", "converges", "log-scale"),
-    ("formula:-sqrt(t)", "converges", "log-scale"),
-    ("formula:-log(n)-sqrt(log(n+1))", "converges", "Bertrand"),
-    ("t", "diverges", "nth-term"),
-    ("fire", "not-applicable", "none"),
-])
+@pytest.mark.parametrize(
+    "spec, verdict, test",
+    [
+        ("alibi", "converges", "log-scale"),
+        ("kerple-log", "converges", "log-scale"),
+        ("kerple-power", "converges", "log-scale"),
+        ("kerple-power:r2=0.5", "converges", "log-scale"),
+        ("type1", "converges", "log-scale"),
+        ("type2", "converges", "log-scale"),
+        ("window:64", "converges", "finite support"),
+        ("sandwich", "diverges", "nth-term"),
+        ("sandwich-smooth", "diverges", "log-scale"),
+        ("t5", "diverges", "nth-term"),
+        ("nope", "diverges", "nth-term"),
+        ("example1", "diverges", "Bertrand"),
+        ("example2", "diverges", "Bertrand"),
+        ("-1.0001*log(n)", "converges", "log-scale"),
+        ("formula:-0.9999*log(n)", "diverges", "log-scale"),
+        ("formula:-log(n)", "diverges", "Bertrand"),
+        ("kerple-log:r1=0.9", "diverges", "log-scale"),
+        ("kerple-log:r1=1", "diverges", "Bertrand"),
+        ("kerple-log:r1=1.5", "converges", "log-scale"),
+        ("formula:-sqrt(t)", "converges", "log-scale"),
+        ("formula:-log(n)-sqrt(log(n+1))", "converges", "Bertrand"),
+        ("t", "diverges", "nth-term"),
+        ("fire", "not-applicable", "none"),
+    ],
+)
 def test_verdicts(spec, verdict, test):
     for r in analyse(spec, 4, eps=()):
         assert r.verdict == verdict, (spec, r.explanation)
@@ -85,12 +88,15 @@ def test_verdicts(spec, verdict, test):
         assert r.explanation
 
 
-@pytest.mark.parametrize("q, verdict, exponents", [
-    (0.5, "diverges", ["1", "1/2"]),
-    (1, "diverges", ["1", "1", "0"]),  # 1/(m ln m): decided one level further, by ln ln ln m
-    (1.5, "converges", ["1", "3/2"]),
-    (2, "converges", ["1", "2"]),
-])
+@pytest.mark.parametrize(
+    "q, verdict, exponents",
+    [
+        (0.5, "diverges", ["1", "1/2"]),
+        (1, "diverges", ["1", "1", "0"]),  # 1/(m ln m): decided one level further, by ln ln ln m
+        (1.5, "converges", ["1", "3/2"]),
+        (2, "converges", ["1", "2"]),
+    ],
+)
 def test_bertrand_series(q, verdict, exponents):
     # b = 1/(m (ln m)^q), m = n + 1 >= 2 so that every term is finite
     r = one(f"formula:-log(n+1) - {q}*log(log(n+1))", eps=())
@@ -146,8 +152,12 @@ def test_piecewise_eventual_branch():
 def test_asymptotic_engine_matches_sympy_limit():
     x = sympy.Symbol("x", positive=True)
     L1 = log_scale(1)
-    for e in [sympy.log(T + 2) + sympy.log(sympy.log(T + 2)), sympy.Rational(3, 2) * sympy.log(1 + T / 2),
-              sympy.log(T + 1) ** 2, T * sympy.log(1 + 1 / T)]:
+    for e in [
+        sympy.log(T + 2) + sympy.log(sympy.log(T + 2)),
+        sympy.Rational(3, 2) * sympy.log(1 + T / 2),
+        sympy.log(T + 1) ** 2,
+        T * sympy.log(1 + 1 / T),
+    ]:
         f = expand(e, T)
         m, c = f.lead
         lim = sympy.limit(e.subs(T, x) / sympy.log(x + 1), x, sympy.oo)
@@ -272,13 +282,20 @@ def test_t5_zero_and_trained_tables():
 # ---------------------------------------------------------------------------
 def test_analyse_checkpoint_dict_of_raw_params():
     scheme = P.get("kerple-log")
-    values = {"r1": torch.tensor([0.9, 1.0, 1.5, 2.0], dtype=torch.float64),
-              "r2": torch.ones(4, dtype=torch.float64)}
+    values = {"r1": torch.tensor([0.9, 1.0, 1.5, 2.0], dtype=torch.float64), "r2": torch.ones(4, dtype=torch.float64)}
     stored = scheme.to_stored(values, 4)  # softplus-raw, as a model stores them
     assert not torch.allclose(stored["r1"], values["r1"])
-    out = analyse_checkpoint({"layers.0": stored, "layers.1": scheme.to_stored(
-        {"r1": torch.full((4,), 3.0, dtype=torch.float64), "r2": torch.ones(4, dtype=torch.float64)}, 4)},
-        "kerple-log", 4, eps=(1e-3,))
+    out = analyse_checkpoint(
+        {
+            "layers.0": stored,
+            "layers.1": scheme.to_stored(
+                {"r1": torch.full((4,), 3.0, dtype=torch.float64), "r2": torch.ones(4, dtype=torch.float64)}, 4
+            ),
+        },
+        "kerple-log",
+        4,
+        eps=(1e-3,),
+    )
     assert out["pe"] == "kerple-log" and out["num_heads"] == 4
     assert [r.verdict for r in out["layers"]["layers.0"]] == ["diverges", "diverges", "converges", "converges"]
     assert all(r.verdict == "converges" for r in out["layers"]["layers.1"])
@@ -298,8 +315,11 @@ def test_analyse_checkpoint_run_dir(tmp_path):
     ckpt = tmp_path / "checkpoints" / "step-0000010"
     ckpt.mkdir(parents=True)
     (tmp_path / "latest.json").write_text(json.dumps({"step": 10, "checkpoint": "checkpoints/step-0000010"}))
-    layer = lambda r1: {k: v.float() for k, v in scheme.to_stored(  # noqa: E731
-        {"r1": torch.tensor(r1, dtype=torch.float64), "r2": torch.ones(2, dtype=torch.float64)}, 2).items()}
+
+    def layer(r1):
+        values = {"r1": torch.tensor(r1, dtype=torch.float64), "r2": torch.ones(2, dtype=torch.float64)}
+        return {k: v.float() for k, v in scheme.to_stored(values, 2).items()}
+
     tensors = {"blocks.10.attn.qkv.weight": torch.zeros(2, 2)}
     for i, r1 in enumerate(([0.5, 2.0], [3.0, 1.0])):
         tensors.update({f"blocks.{i}.attn.bias_params.{k}": v for k, v in layer(r1).items()})
@@ -312,8 +332,12 @@ def test_analyse_checkpoint_run_dir(tmp_path):
     # float32 storage: the head's r1 is softplus(raw) in float32, close to 3
     assert out["layers"]["blocks.1.attn"][0].trf["0.001"] == pytest.approx(zeta_trf(3, 1e-3), abs=2)
     # a loader callable can replace the file format entirely
-    out = analyse_checkpoint(tmp_path, loader=lambda path: ("alibi", 2, {"all": {"slope": torch.tensor([0.5, 0.25])}}),
-                             eps=(1e-3,), lengths=())
+    out = analyse_checkpoint(
+        tmp_path,
+        loader=lambda path: ("alibi", 2, {"all": {"slope": torch.tensor([0.5, 0.25])}}),
+        eps=(1e-3,),
+        lengths=(),
+    )
     assert [r.trf["0.001"] for r in out["layers"]["all"]] == [14, 28]
 
 
@@ -400,8 +424,9 @@ def test_receptive_field_alibi_geometric_series_by_hand():
     assert none.value is None and none.reason is None and none.values == by_hand
 
 
-@pytest.mark.parametrize("W, eps, n", [(1, 0.5, 1), (64, 1e-2, 64), (64, 1e-6, 64), (512, 1e-3, 512),
-                                       (512, 1e-2, 507), (1000, 1e-1, 901)])
+@pytest.mark.parametrize(
+    "W, eps, n", [(1, 0.5, 1), (64, 1e-2, 64), (64, 1e-6, 64), (512, 1e-3, 512), (512, 1e-2, 507), (1000, 1e-1, 901)]
+)
 def test_receptive_field_window_is_exact(W, eps, n):
     # b_t = 1 for t < W, 0 beyond: B = W, R(j) = W - j < W eps  <=>  j > W (1 - eps), so
     # n = floor(W (1 - eps)) + 1, the whole window W whenever W eps < 1 (507 = floor(506.88) + 1)

@@ -24,7 +24,12 @@ def test_json_schema(capsys):
     assert set(data) == {"results"}
     rows = data["results"]
     assert [(r["pe"], r["head"]) for r in rows] == [
-        ("alibi", 0), ("alibi", 1), ("type1", "all"), ("sandwich", 0), ("sandwich", 1)]
+        ("alibi", 0),
+        ("alibi", 1),
+        ("type1", "all"),
+        ("sandwich", 0),
+        ("sandwich", 1),
+    ]
     for r in rows:
         assert {"pe", "head", "verdict", "test", "series_sum", "trf", "explanation"} <= set(r)
     t1 = rows[2]
@@ -65,22 +70,25 @@ def test_formula_and_compare(capsys):
     assert "p = 2 > 1" in out
 
 
-@pytest.mark.parametrize("argv", [
-    ["nonsense-pe"],
-    ["__import__('os').system('ls')"],
-    ["t.__class__"],
-    ["formula:exec('1')"],
-    ["alibi", "--eps", "0"],
-    ["alibi", "--eps", "1"],
-    ["alibi", "--eps=-1e-3"],
-    ["alibi", "--eps", "abc"],
-    ["alibi", "--eps", "nan"],
-    ["alibi", "--heads", "0"],
-    ["alibi", "--heads", "-3"],
-    ["alibi", "--lengths", "0"],
-    ["alibi", "--train-length", "0"],
-    ["window:x"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["nonsense-pe"],
+        ["__import__('os').system('ls')"],
+        ["t.__class__"],
+        ["formula:exec('1')"],
+        ["alibi", "--eps", "0"],
+        ["alibi", "--eps", "1"],
+        ["alibi", "--eps=-1e-3"],
+        ["alibi", "--eps", "abc"],
+        ["alibi", "--eps", "nan"],
+        ["alibi", "--heads", "0"],
+        ["alibi", "--heads", "-3"],
+        ["alibi", "--lengths", "0"],
+        ["alibi", "--train-length", "0"],
+        ["window:x"],
+    ],
+)
 def test_bad_input_exits_2(argv, capsys):
     assert main(["theory", *argv]) == 2
     err = capsys.readouterr().err
@@ -94,8 +102,10 @@ def test_argparse_errors_exit_2(capsys):
 
 
 def test_plot_option(tmp_path, capsys):
-    assert main(["theory", "type1", "example1", "--heads", "1", "--plot", str(tmp_path), "--json",
-                 "--lengths", "1024"]) == 0
+    assert (
+        main(["theory", "type1", "example1", "--heads", "1", "--plot", str(tmp_path), "--json", "--lengths", "1024"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     files = {p.split("/")[-1] for p in data["plots"]}
     assert {"heatmap_type1_h0.png", "heatmap_type1_h0.svg", "trf_curves.png", "partial_sums.svg"} <= files

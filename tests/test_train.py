@@ -35,14 +35,30 @@ def test_lr_schedule_warms_up_then_decays_to_floor():
 
 
 def test_resume_after_sigkill_is_bit_identical(tmp_path, tiny_text):
-    common = ["train", "--pe", "kerple-log", "--preset", "smoke", "--steps", "300", "--save-every", "25",
-              "--threads", "1", "--corpus", tiny_text, "--seed", "3"]
+    common = [
+        "train",
+        "--pe",
+        "kerple-log",
+        "--preset",
+        "smoke",
+        "--steps",
+        "300",
+        "--save-every",
+        "25",
+        "--threads",
+        "1",
+        "--corpus",
+        tiny_text,
+        "--seed",
+        "3",
+    ]
     ref = tmp_path / "ref"
     subprocess.run(_cmd(*common, "--out", str(ref)), check=True, env=ENV, capture_output=True)
 
     run = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(*common, "--out", str(run)), env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cmd(*common, "--out", str(run)), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     latest = run / "latest.json"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -63,15 +79,31 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, tiny_text):
 
 
 def test_ddp_two_processes_match_one_process_with_the_global_batch(tmp_path, tiny_text):
-    common = ["train", "--pe", "alibi", "--preset", "smoke", "--steps", "12", "--corpus", tiny_text,
-              "--threads", "1"]
+    common = ["train", "--pe", "alibi", "--preset", "smoke", "--steps", "12", "--corpus", tiny_text, "--threads", "1"]
     single = tmp_path / "single"
-    subprocess.run(_cmd(*common, "--batch-size", "8", "--out", str(single)), check=True, env=ENV,
-                   capture_output=True)
+    subprocess.run(_cmd(*common, "--batch-size", "8", "--out", str(single)), check=True, env=ENV, capture_output=True)
     ddp = tmp_path / "ddp"
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                          "-m", "extrap.cli", *common, "--batch-size", "4", "--out", str(ddp)],
-                         env=ENV, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "extrap.cli",
+            *common,
+            "--batch-size",
+            "4",
+            "--out",
+            str(ddp),
+        ],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[:3000]  # the ranks' own messages come first, torchrun's after
     assert json.loads((ddp / "config.json").read_text())["world_size"] == 2
     assert _final(ddp)["final_loss"] == pytest.approx(_final(single)["final_loss"], rel=2e-3)
@@ -87,18 +119,20 @@ def test_load_returns_model_tokenizer_config(tmp_path, tiny_text):
     assert model(ids).logits.shape == (1, ids.shape[1], tok.vocab_size)
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--pe", "alibi", "--steps", "-3"], "steps must be positive"),
-    (["--pe", "bogus"], "unknown positional scheme"),
-    (["--pe", "alibi", "--preset", "huge"], "unknown preset"),
-    (["--pe", "alibi", "--config", "CFG"], "unknown key"),
-    (["--pe", "alibi", "--config", "HEADS"], "does not divide"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--pe", "alibi", "--steps", "-3"], "steps must be positive"),
+        (["--pe", "bogus"], "unknown positional scheme"),
+        (["--pe", "alibi", "--preset", "huge"], "unknown preset"),
+        (["--pe", "alibi", "--config", "CFG"], "unknown key"),
+        (["--pe", "alibi", "--config", "HEADS"], "does not divide"),
+    ],
+)
 def test_bad_training_input_is_one_line_and_status_2(tmp_path, capsys, argv, needle):
     (tmp_path / "cfg.yaml").write_text("model:\n  layers: 3\n")
     (tmp_path / "heads.yaml").write_text("model:\n  n_head: 3\n  d_model: 32\n")
-    argv = [a.replace("CFG", str(tmp_path / "cfg.yaml")).replace("HEADS", str(tmp_path / "heads.yaml"))
-            for a in argv]
+    argv = [a.replace("CFG", str(tmp_path / "cfg.yaml")).replace("HEADS", str(tmp_path / "heads.yaml")) for a in argv]
     assert main(["train", *argv, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
@@ -113,6 +147,23 @@ def test_corrupt_checkpoint_is_reported(tmp_path, tiny_text, capsys):
     with pytest.raises(extrap.errors.ExtrapError, match="cannot read"):
         extrap.load(tmp_path / "r")
     (tmp_path / "r" / "latest.json").write_text("{not json")
-    assert main(["train", "--pe", "alibi", "--preset", "smoke", "--steps", "2", "--corpus", tiny_text,
-                 "--out", str(tmp_path / "r"), "--resume"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--pe",
+                "alibi",
+                "--preset",
+                "smoke",
+                "--steps",
+                "2",
+                "--corpus",
+                tiny_text,
+                "--out",
+                str(tmp_path / "r"),
+                "--resume",
+            ]
+        )
+        == 2
+    )
     assert "corrupt" in capsys.readouterr().err

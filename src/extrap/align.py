@@ -90,13 +90,47 @@ from extrap.lm import ExtrapLM, model_device, temperature
 
 # The model-free formulas live in extrap.align_formulas; extrap.align re-exports them, so users import
 # alignment from one place.
-__all__ = ["DEFAULT_GRID", "DEFAULT_SEGMENTS", "MAX_PROBE_LENGTH", "MODES", "REFINE_STEPS", "SEARCH_MODES",
-           "TOKEN_BUDGET", "algorithm1", "align_report", "aligned_temperature", "attention_stats",
-           "averaged_layer_logits", "averaged_sorted_logits", "check_grid", "check_lengths", "check_mode",
-           "check_tau", "closed_forms", "current_temperature", "dispersion", "layer_logit_blocks", "log_length_tau",
-           "logit_row_stats", "prop1", "prop1_coefficients", "prop1_explain", "prop1_pmax", "prop1_roots",
-           "prop1_tau", "prop2_tau", "resampled", "row_stats", "Search", "search_tau", "segments_of", "sigma_of",
-           "sorted_centred", "Stats", "temperature"]
+__all__ = [
+    "DEFAULT_GRID",
+    "DEFAULT_SEGMENTS",
+    "MAX_PROBE_LENGTH",
+    "MODES",
+    "REFINE_STEPS",
+    "SEARCH_MODES",
+    "TOKEN_BUDGET",
+    "algorithm1",
+    "align_report",
+    "aligned_temperature",
+    "attention_stats",
+    "averaged_layer_logits",
+    "averaged_sorted_logits",
+    "check_grid",
+    "check_lengths",
+    "check_mode",
+    "check_tau",
+    "closed_forms",
+    "current_temperature",
+    "dispersion",
+    "layer_logit_blocks",
+    "log_length_tau",
+    "logit_row_stats",
+    "prop1",
+    "prop1_coefficients",
+    "prop1_explain",
+    "prop1_pmax",
+    "prop1_roots",
+    "prop1_tau",
+    "prop2_tau",
+    "resampled",
+    "row_stats",
+    "Search",
+    "search_tau",
+    "segments_of",
+    "sigma_of",
+    "sorted_centred",
+    "Stats",
+    "temperature",
+]
 
 DEFAULT_SEGMENTS = 4
 TOKEN_BUDGET = 4096  # segments batched so that batch x length <= this
@@ -119,8 +153,12 @@ class Stats:
         return getattr(self, mode) if layer is None else self.layers[layer][mode]
 
     def to_dict(self) -> dict:
-        return {"pmax": self.pmax, "entropy": self.entropy, "rows_per_layer": self.rows,
-                "layers": [dict(v) for v in self.layers]}
+        return {
+            "pmax": self.pmax,
+            "entropy": self.entropy,
+            "rows_per_layer": self.rows,
+            "layers": [dict(v) for v in self.layers],
+        }
 
 
 def segments_of(stream: torch.Tensor, length: int, segments: int) -> torch.Tensor:
@@ -141,14 +179,14 @@ def segments_of(stream: torch.Tensor, length: int, segments: int) -> torch.Tenso
         raise ExtrapError(f"the token stream has {stream.numel()} tokens, fewer than L={length}")
     span = stream.numel() - length
     starts = [round(span * i / max(1, segments - 1)) if segments > 1 else 0 for i in range(segments)]
-    return torch.stack([stream[s:s + length] for s in starts]).long()
+    return torch.stack([stream[s : s + length] for s in starts]).long()
 
 
 def _batches(seg: torch.Tensor, model: ExtrapLM):
     b = max(1, TOKEN_BUDGET // seg.shape[1])
     device = model_device(model)
     for i in range(0, seg.shape[0], b):
-        yield seg[i:i + b].to(device)
+        yield seg[i : i + b].to(device)
 
 
 @contextmanager
@@ -185,8 +223,12 @@ def attention_stats(model: ExtrapLM, segments: torch.Tensor, tau=None, *, upto_l
                     acc[1] += sh
                     acc[2] += n
     layers = [{"pmax": s[0] / s[2], "entropy": s[1] / s[2]} for s in sums]
-    return Stats(pmax=sum(v["pmax"] for v in layers) / len(layers),
-                 entropy=sum(v["entropy"] for v in layers) / len(layers), layers=layers, rows=sums[0][2])
+    return Stats(
+        pmax=sum(v["pmax"] for v in layers) / len(layers),
+        entropy=sum(v["entropy"] for v in layers) / len(layers),
+        layers=layers,
+        rows=sums[0][2],
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -213,8 +255,15 @@ def averaged_layer_logits(model: ExtrapLM, segments: torch.Tensor, layer: int = 
     return (total / rows).cpu()
 
 
-def closed_forms(model: ExtrapLM, stream: torch.Tensor, train_length: int, length: int,
-                 segments: int = DEFAULT_SEGMENTS, max_length: int | None = None, _cache: dict | None = None) -> dict:
+def closed_forms(
+    model: ExtrapLM,
+    stream: torch.Tensor,
+    train_length: int,
+    length: int,
+    segments: int = DEFAULT_SEGMENTS,
+    max_length: int | None = None,
+    _cache: dict | None = None,
+) -> dict:
     """σ_tr, σ_ex, l_max, P from layer 0 (τ = 1), and the τs of Prop. 1, Prop. 2 and the log-length rule."""
     check_lengths(train_length, [length], max_length)
     cache = _cache if _cache is not None else {}
@@ -229,17 +278,29 @@ def closed_forms(model: ExtrapLM, stream: torch.Tensor, train_length: int, lengt
     s_tr, s_ex = sigma_of(a_tr), sigma_of(a_ex)
     lmax_tr, lmax_ex = float(a_tr.max()), float(a_ex.max())
     P_softmax = float(torch.softmax(a_tr, -1).max())
-    P = math.exp(lmax_tr - math.log(train_length) - s_tr ** 2 / 2)  # 004 Eq. (2) solved for P
+    P = math.exp(lmax_tr - math.log(train_length) - s_tr**2 / 2)  # 004 Eq. (2) solved for P
     p1 = prop1(train_length, length, s_tr, s_ex, P)
-    d2 = s_tr ** 2 + 2 * math.log(length / train_length)
-    return {"sigma_tr": s_tr, "sigma_ex": s_ex, "lmax_tr": lmax_tr, "lmax_ex": lmax_ex,
-            "P": P, "P_softmax": P_softmax, "A": p1["A"], "B": p1["B"], "C": p1["C"],
-            "prop1": p1["tau"], "prop1_status": p1["status"], "prop1_roots": p1["roots"],
-            "prop1_peak_tau": p1["peak_tau"], "prop1_peak_pmax": p1["peak_pmax"],
-            "prop1_note": None if p1["tau"] is not None else prop1_explain(p1, length),
-            "prop1_softmax_P": prop1_tau(train_length, length, s_tr, s_ex, P_softmax),
-            "prop2": prop2_tau(train_length, length, s_tr, s_ex) if d2 > 0 else None,
-            "log_length": log_length_tau(train_length, length)}
+    d2 = s_tr**2 + 2 * math.log(length / train_length)
+    return {
+        "sigma_tr": s_tr,
+        "sigma_ex": s_ex,
+        "lmax_tr": lmax_tr,
+        "lmax_ex": lmax_ex,
+        "P": P,
+        "P_softmax": P_softmax,
+        "A": p1["A"],
+        "B": p1["B"],
+        "C": p1["C"],
+        "prop1": p1["tau"],
+        "prop1_status": p1["status"],
+        "prop1_roots": p1["roots"],
+        "prop1_peak_tau": p1["peak_tau"],
+        "prop1_peak_pmax": p1["peak_pmax"],
+        "prop1_note": None if p1["tau"] is not None else prop1_explain(p1, length),
+        "prop1_softmax_P": prop1_tau(train_length, length, s_tr, s_ex, P_softmax),
+        "prop2": prop2_tau(train_length, length, s_tr, s_ex) if d2 > 0 else None,
+        "log_length": log_length_tau(train_length, length),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -262,10 +323,21 @@ class _Prober:
         return self.cache[key]
 
 
-def algorithm1(model, stream: torch.Tensor, train_length: int, length: int, mode: str = "pmax", *,
-               grid: Sequence[float] = DEFAULT_GRID, per_layer: bool = False, segments: int = DEFAULT_SEGMENTS,
-               refine: bool = True, refine_steps: int = REFINE_STEPS, max_length: int | None = None,
-               _prober: _Prober | None = None) -> dict:
+def algorithm1(
+    model,
+    stream: torch.Tensor,
+    train_length: int,
+    length: int,
+    mode: str = "pmax",
+    *,
+    grid: Sequence[float] = DEFAULT_GRID,
+    per_layer: bool = False,
+    segments: int = DEFAULT_SEGMENTS,
+    refine: bool = True,
+    refine_steps: int = REFINE_STEPS,
+    max_length: int | None = None,
+    _prober: _Prober | None = None,
+) -> dict:
     """004 Algorithm 1: the τ at L_ex whose average P_max (or entropy) matches L_tr's at τ = 1.
 
     Returns {"tau", "grid_tau", "target", "curve": [(τ, S(τ))], "refined", "at_grid_edge"}; with
@@ -279,27 +351,58 @@ def algorithm1(model, stream: torch.Tensor, train_length: int, length: int, mode
     ref = probe(train_length, [1.0] * R)
     if not per_layer:
         res = search_tau(lambda t: probe(length, [t] * R).get(mode), ref.get(mode), grid, refine, refine_steps)
-        return {"tau": res.tau, "grid_tau": res.grid_tau, "target": res.target, "value": res.value,
-                "curve": res.curve, "refined": res.refined, "at_grid_edge": res.at_grid_edge}
+        return {
+            "tau": res.tau,
+            "grid_tau": res.grid_tau,
+            "target": res.target,
+            "value": res.value,
+            "curve": res.curve,
+            "refined": res.refined,
+            "at_grid_edge": res.at_grid_edge,
+        }
     taus: list[float] = []
     layers = []
     for layer in range(R):
+
         def stat(t, layer=layer):
             return probe(length, taus + [t] + [1.0] * (R - layer - 1), upto=layer).get(mode, layer)
 
         res = search_tau(stat, ref.get(mode, layer), grid, refine, refine_steps)
         taus.append(res.tau)
-        layers.append({"layer": layer, "tau": res.tau, "grid_tau": res.grid_tau, "target": res.target,
-                       "value": res.value, "curve": res.curve, "refined": res.refined,
-                       "at_grid_edge": res.at_grid_edge})
-    return {"tau": taus, "grid_tau": [v["grid_tau"] for v in layers], "target": ref.get(mode),
-            "layers": layers, "at_grid_edge": any(v["at_grid_edge"] for v in layers)}
+        layers.append(
+            {
+                "layer": layer,
+                "tau": res.tau,
+                "grid_tau": res.grid_tau,
+                "target": res.target,
+                "value": res.value,
+                "curve": res.curve,
+                "refined": res.refined,
+                "at_grid_edge": res.at_grid_edge,
+            }
+        )
+    return {
+        "tau": taus,
+        "grid_tau": [v["grid_tau"] for v in layers],
+        "target": ref.get(mode),
+        "layers": layers,
+        "at_grid_edge": any(v["at_grid_edge"] for v in layers),
+    }
 
 
-def aligned_temperature(model, stream: torch.Tensor, train_length: int, length: int, mode: str = "pmax",
-                        per_layer: bool = False, segments: int = DEFAULT_SEGMENTS, *,
-                        grid: Sequence[float] = DEFAULT_GRID, refine: bool = True,
-                        max_length: int | None = None) -> float | list[float]:
+def aligned_temperature(
+    model,
+    stream: torch.Tensor,
+    train_length: int,
+    length: int,
+    mode: str = "pmax",
+    per_layer: bool = False,
+    segments: int = DEFAULT_SEGMENTS,
+    *,
+    grid: Sequence[float] = DEFAULT_GRID,
+    refine: bool = True,
+    max_length: int | None = None,
+) -> float | list[float]:
     """The τ to use at L_ex = ``length`` (``--temperature auto``): one float, or one per layer.
 
     ``pmax`` / ``entropy``: Algorithm 1 (with refinement); ``prop1`` / ``prop2``: the closed
@@ -318,31 +421,65 @@ def aligned_temperature(model, stream: torch.Tensor, train_length: int, length: 
     if mode == "log-length":
         return log_length_tau(train_length, length)
     if mode in SEARCH_MODES:
-        return algorithm1(model, stream, train_length, length, mode, grid=grid, per_layer=per_layer,
-                          segments=segments, refine=refine, max_length=max_length)["tau"]
+        return algorithm1(
+            model,
+            stream,
+            train_length,
+            length,
+            mode,
+            grid=grid,
+            per_layer=per_layer,
+            segments=segments,
+            refine=refine,
+            max_length=max_length,
+        )["tau"]
     cf = closed_forms(model, stream, train_length, length, segments, max_length)
     tau = cf[mode]
     if tau is None or not (tau > 0 and math.isfinite(tau)):
-        raise ExtrapError((cf["prop1_note"] if mode == "prop1" else f"{mode} gives no usable temperature at "
-                           f"L_ex={length} (σ_tr={cf['sigma_tr']:.3g}, σ_ex={cf['sigma_ex']:.3g})")
-                          + "; use pmax, entropy or log-length")
+        raise ExtrapError(
+            (
+                cf["prop1_note"]
+                if mode == "prop1"
+                else f"{mode} gives no usable temperature at "
+                f"L_ex={length} (σ_tr={cf['sigma_tr']:.3g}, σ_ex={cf['sigma_ex']:.3g})"
+            )
+            + "; use pmax, entropy or log-length"
+        )
     return float(tau)
 
 
-def dispersion(model, stream: torch.Tensor, lengths: Sequence[int], segments: int = DEFAULT_SEGMENTS,
-               tau=1.0, max_length: int | None = None) -> list[dict]:
+def dispersion(
+    model,
+    stream: torch.Tensor,
+    lengths: Sequence[int],
+    segments: int = DEFAULT_SEGMENTS,
+    tau=1.0,
+    max_length: int | None = None,
+) -> list[dict]:
     """004 Table 1: average P_max and entropy (overall and per layer) at each length, at temperature τ."""
     check_lengths(min(lengths), lengths, max_length)
-    return [{"length": int(L), **attention_stats(model, segments_of(stream, int(L), segments), tau).to_dict()}
-            for L in lengths]
+    return [
+        {"length": int(L), **attention_stats(model, segments_of(stream, int(L), segments), tau).to_dict()}
+        for L in lengths
+    ]
 
 
 # ---------------------------------------------------------------------------
 # a whole alignment report (CLI and Python API)
 # ---------------------------------------------------------------------------
-def align_report(model, stream: torch.Tensor, train_length: int, lengths: Sequence[int], mode: str = "pmax", *,
-                 per_layer: bool = False, segments: int = DEFAULT_SEGMENTS, grid: Sequence[float] = DEFAULT_GRID,
-                 refine: bool = True, max_length: int | None = None) -> dict:
+def align_report(
+    model,
+    stream: torch.Tensor,
+    train_length: int,
+    lengths: Sequence[int],
+    mode: str = "pmax",
+    *,
+    per_layer: bool = False,
+    segments: int = DEFAULT_SEGMENTS,
+    grid: Sequence[float] = DEFAULT_GRID,
+    refine: bool = True,
+    max_length: int | None = None,
+) -> dict:
     """Per L_ex: the chosen τ, Algorithm 1's curve(s), the closed-form τs, and P_max/H before and after."""
     check_mode(mode)
     if per_layer and mode not in SEARCH_MODES:
@@ -360,8 +497,19 @@ def align_report(model, stream: torch.Tensor, train_length: int, lengths: Sequen
         cf = closed_forms(model, stream, train_length, L, segments, max_length, _cache=cf_cache)
         row["closed_form"] = cf
         if mode in SEARCH_MODES:
-            a1 = algorithm1(model, stream, train_length, L, mode, grid=grid, per_layer=per_layer,
-                            segments=segments, refine=refine, _prober=probe, max_length=max_length)
+            a1 = algorithm1(
+                model,
+                stream,
+                train_length,
+                L,
+                mode,
+                grid=grid,
+                per_layer=per_layer,
+                segments=segments,
+                refine=refine,
+                _prober=probe,
+                max_length=max_length,
+            )
             row["algorithm1"] = a1
             tau = a1["tau"]
         elif mode == "log-length":
@@ -374,6 +522,13 @@ def align_report(model, stream: torch.Tensor, train_length: int, lengths: Sequen
         row["before"] = probe(L, [1.0] * R).to_dict()
         row["after"] = probe(L, tau if isinstance(tau, list) else [tau] * R).to_dict() if tau is not None else None
         rows.append(row)
-    return {"train_length": train_length, "mode": mode, "per_layer": per_layer, "segments": segments,
-            "grid": list(grid), "refine": refine, "reference": {"length": train_length, **ref.to_dict()},
-            "lengths": rows}
+    return {
+        "train_length": train_length,
+        "mode": mode,
+        "per_layer": per_layer,
+        "segments": segments,
+        "grid": list(grid),
+        "refine": refine,
+        "reference": {"length": train_length, **ref.to_dict()},
+        "lengths": rows,
+    }

@@ -83,9 +83,11 @@ def check_lengths(train_length: int, lengths: Sequence[int], max_length: int | N
     cap = MAX_PROBE_LENGTH if max_length is None else int(max_length)
     too_long = [int(L) for L in [train_length, *lengths] if int(L) > cap]
     if too_long:
-        raise ExtrapError(f"attention probing is capped at {cap} tokens (every row of one layer is held in "
-                          f"memory, O(L^2)); got {max(too_long)}: raise the cap (max_length / --max-length) "
-                          "or use the log-length rule")
+        raise ExtrapError(
+            f"attention probing is capped at {cap} tokens (every row of one layer is held in "
+            f"memory, O(L^2)); got {max(too_long)}: raise the cap (max_length / --max-length) "
+            "or use the log-length rule"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -164,7 +166,7 @@ def log_length_tau(train_length: int, length: int) -> float:
 
 def prop2_tau(train_length: int, length: int, sigma_tr: float, sigma_ex: float) -> float:
     """004 Prop. 2 (entropy): τ ≈ σ_ex / sqrt(σ_tr² + 2 log(L_ex / L_tr))."""
-    d = sigma_tr ** 2 + 2 * math.log(length / train_length)
+    d = sigma_tr**2 + 2 * math.log(length / train_length)
     if not d > 0:
         raise ExtrapError(f"Prop. 2 is undefined here: σ_tr² + 2 log(L_ex/L_tr) = {d:.4g} <= 0")
     return sigma_ex / math.sqrt(d)
@@ -175,8 +177,8 @@ def prop1_coefficients(train_length: int, length: int, sigma_tr: float, sigma_ex
     if not (P > 0 and math.isfinite(P)):
         raise ExtrapError(f"Prop. 1 needs P > 0, got {P}")
     A = math.log(length) + math.log(P)
-    B = math.log(train_length) + math.log(P) + sigma_tr ** 2 / 2
-    C = sigma_ex ** 2 / 2
+    B = math.log(train_length) + math.log(P) + sigma_tr**2 / 2
+    C = sigma_ex**2 / 2
     return A, B, C
 
 
@@ -222,18 +224,26 @@ def prop1_tau(train_length: int, length: int, sigma_tr: float, sigma_ex: float, 
 def prop1_explain(res: dict, length: int) -> str:
     """One line on why :func:`prop1` has no τ at L_ex = ``length``."""
     if res["status"] == "no real root":
-        peak = (f"peaks at {res['peak_pmax']:.3g} (τ = 2C/B = {res['peak_tau']:.3g}), below"
-                if res["peak_tau"] is not None else "stays below")
-        return (f"Prop. 1 has no real root at L_ex={length}: B² < 4AC (A={res['A']:.3g}, B={res['B']:.3g}, "
-                f"C={res['C']:.3g}); under 004 §6.1's approximation P_max^ex(τ) {peak} P = {res['P']:.3g}")
-    return (f"Prop. 1 has no valid root at L_ex={length} (A={res['A']:.3g}, B={res['B']:.3g}, C={res['C']:.3g}): "
-            "the larger root is not on the branch where P_max^ex falls as τ rises")
+        peak = (
+            f"peaks at {res['peak_pmax']:.3g} (τ = 2C/B = {res['peak_tau']:.3g}), below"
+            if res["peak_tau"] is not None
+            else "stays below"
+        )
+        return (
+            f"Prop. 1 has no real root at L_ex={length}: B² < 4AC (A={res['A']:.3g}, B={res['B']:.3g}, "
+            f"C={res['C']:.3g}); under 004 §6.1's approximation P_max^ex(τ) {peak} P = {res['P']:.3g}"
+        )
+    return (
+        f"Prop. 1 has no valid root at L_ex={length} (A={res['A']:.3g}, B={res['B']:.3g}, C={res['C']:.3g}): "
+        "the larger root is not on the branch where P_max^ex falls as τ rises"
+    )
 
 
 def prop1_pmax(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float, tau: float) -> float:
     """004 §6.1: the approximate P_max^ex(τ) = (P L_tr e^{σ_tr²/2})^{1/τ} / (L_ex e^{σ_ex²/(2τ²)})."""
-    log_p = (math.log(P) + math.log(train_length) + sigma_tr ** 2 / 2) / tau \
-        - math.log(length) - sigma_ex ** 2 / (2 * tau ** 2)
+    log_p = (
+        (math.log(P) + math.log(train_length) + sigma_tr**2 / 2) / tau - math.log(length) - sigma_ex**2 / (2 * tau**2)
+    )
     return math.exp(log_p)
 
 
@@ -254,8 +264,13 @@ class Search:
         return dict(self.curve + self.refined)[self.tau]
 
 
-def search_tau(stat: Callable[[float], float], target: float, grid: Sequence[float] = DEFAULT_GRID,
-               refine: bool = True, refine_steps: int = REFINE_STEPS) -> Search:
+def search_tau(
+    stat: Callable[[float], float],
+    target: float,
+    grid: Sequence[float] = DEFAULT_GRID,
+    refine: bool = True,
+    refine_steps: int = REFINE_STEPS,
+) -> Search:
     """Algorithm 1's search: the τ whose statistic S(τ) is closest to ``target``.
 
     Stage 1 (the paper): S on the grid, pick argmin |S(τ) - target| (ties: the larger τ).
@@ -290,8 +305,14 @@ def search_tau(stat: Callable[[float], float], target: float, grid: Sequence[flo
             else:
                 b = m
     tau = min(seen, key=lambda p: (abs(p[1] - target), -p[0]))[0]
-    return Search(tau=tau, grid_tau=grid_tau, target=float(target), curve=curve, refined=refined,
-                  at_grid_edge=not _brackets_anywhere(curve, target))
+    return Search(
+        tau=tau,
+        grid_tau=grid_tau,
+        target=float(target),
+        curve=curve,
+        refined=refined,
+        at_grid_edge=not _brackets_anywhere(curve, target),
+    )
 
 
 def _brackets_anywhere(curve, target) -> bool:

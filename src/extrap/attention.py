@@ -129,8 +129,13 @@ def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_pro
     and has no backward).  ``flex`` is honoured wherever the bias is a Toeplitz table."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    flex_ok = (ctx.table is not None or ctx.scheme is None) and ctx.toeplitz_rows is None and not ctx.batched \
-        and not return_probs and _flex_available()
+    flex_ok = (
+        (ctx.table is not None or ctx.scheme is None)
+        and ctx.toeplitz_rows is None
+        and not ctx.batched
+        and not return_probs
+        and _flex_available()
+    )
     if requested == "flex" and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
         return "flex"
     if requested == "auto" and flex_ok and q.is_cuda:
@@ -178,8 +183,9 @@ def flex_attend(q, k, v, ctx: BiasContext, temperature: float, scale: float) -> 
     return _FLEX_FN[q.device.type](q, k, v, score_mod=score_mod, block_mask=_BLOCK_MASKS[key], scale=scale)
 
 
-def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: float, scale: float, block: int,
-                     record: str | None):
+def _attend_toeplitz(
+    q, k, v, table: torch.Tensor, window: int | None, tau: float, scale: float, block: int, record: str | None
+):
     """Blocked attention for contiguous positions, with every bias block a zero-copy view.
 
     With the keys in reverse order (j = L-1-c), the block of queries [q0, q1) against keys [k0, q1)
@@ -204,7 +210,7 @@ def _attend_toeplitz(q, k, v, table: torch.Tensor, window: int | None, tau: floa
         Lq = q1 - q0
         k0 = 0 if window is None else max(0, q0 - window + 1)
         Lk = q1 - k0
-        qb, kb, vb = q[:, :, q0:q1], kf[:, :, L - q1:L - k0], vf[:, :, L - q1:L - k0]
+        qb, kb, vb = q[:, :, q0:q1], kf[:, :, L - q1 : L - k0], vf[:, :, L - q1 : L - k0]
         out, p = _sdpa(qb, kb, vb, _toeplitz_view(w, bs - Lq, Lq, Lk), scale, record)
         outs.append(out)
         if record:
@@ -231,8 +237,17 @@ def _sdpa(qb, kb, vb, mask, scale: float, record: str | None):
     return p @ vb, (s if record == "logits" else p)
 
 
-def attend(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor = 1.0, block: int = 256,
-           return_probs: bool = False, backend: str = "auto", return_logits: bool = False):
+def attend(
+    q,
+    k,
+    v,
+    ctx: BiasContext,
+    temperature: float | torch.Tensor = 1.0,
+    block: int = 256,
+    return_probs: bool = False,
+    backend: str = "auto",
+    return_logits: bool = False,
+):
     """Softmax(q k^T / (sqrt(Dh) τ) + r / τ) v, causal, block by block (or with FlexAttention).
 
     q, k, v: (B, H, L, Dh).  Returns out (B, H, L, Dh) and, when asked, the probabilities
@@ -263,8 +278,9 @@ def _attend(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, rec
     P = L if ctx.toeplitz_rows is None else min(L, ctx.toeplitz_rows)
     out, kept = None, None
     if P > 0:  # causal: the first P queries see only the first P keys
-        out, kept = _attend_toeplitz(q[:, :, :P], k[:, :, :P], v[:, :, :P], table, ctx.window, tau, scale,
-                                     block, record)
+        out, kept = _attend_toeplitz(
+            q[:, :, :P], k[:, :, :P], v[:, :, :P], table, ctx.window, tau, scale, block, record
+        )
     if P == L:
         return out, kept
     rest = BiasContext(ctx.scheme, ctx.values, ctx.positions, ctx.window)  # rows past the table: per entry
@@ -273,8 +289,7 @@ def _attend(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, rec
     return out, ((kept or []) + kept2 if record else None)
 
 
-def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None,
-                   start: int):
+def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None, start: int):
     """Queries [start, L) in blocks, each with its bias block built by :func:`bias_block`."""
     L = q.shape[2]
     outs, kept = [], []
@@ -309,8 +324,9 @@ class LayerCache:
             k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
             positions = torch.cat([self.positions, positions])
         W = self.window
-        self.keys, self.values, self.positions = (k, v, positions) if W is None else \
-            (k[:, :, -W:], v[:, :, -W:], positions[-W:])
+        self.keys, self.values, self.positions = (
+            (k, v, positions) if W is None else (k[:, :, -W:], v[:, :, -W:], positions[-W:])
+        )
         return k, v, positions
 
     def expand(self, n: int) -> None:
@@ -356,6 +372,6 @@ def dense_probs(blocks: list, length: int) -> torch.Tensor:
     q0 = 0
     for k0, p in blocks:
         lq, lk = p.shape[-2], p.shape[-1]
-        out[:, :, q0:q0 + lq, k0:k0 + lk] = p
+        out[:, :, q0 : q0 + lq, k0 : k0 + lk] = p
         q0 += lq
     return out

@@ -72,19 +72,25 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "smoke": Preset(model=dict(n_layer=2, d_model=32, n_head=2, attn_block=64),
-                    train=dict(steps=30, batch_size=8, train_length=64, warmup=5, save_every=15, log_every=5,
-                               lr=3e-3)),
-    "cpu": Preset(model=dict(n_layer=4, d_model=128, n_head=4),
-                  train=dict(steps=600, batch_size=16, train_length=128, warmup=50, save_every=200, lr=1e-3)),
+    "smoke": Preset(
+        model=dict(n_layer=2, d_model=32, n_head=2, attn_block=64),
+        train=dict(steps=30, batch_size=8, train_length=64, warmup=5, save_every=15, log_every=5, lr=3e-3),
+    ),
+    "cpu": Preset(
+        model=dict(n_layer=4, d_model=128, n_head=4),
+        train=dict(steps=600, batch_size=16, train_length=128, warmup=50, save_every=200, lr=1e-3),
+    ),
     # 000 "Setting": 6 layers, d = 512, L = 512
-    "paper": Preset(model=dict(n_layer=6, d_model=512, n_head=8, attn_block=512),
-                    train=dict(steps=50000, batch_size=32, train_length=512, warmup=1000, save_every=2000, lr=6e-4)),
+    "paper": Preset(
+        model=dict(n_layer=6, d_model=512, n_head=8, attn_block=512),
+        train=dict(steps=50000, batch_size=32, train_length=512, warmup=1000, save_every=2000, lr=6e-4),
+    ),
 }
 
 
-def build_configs(pe: str | None, preset: str = "cpu", config: dict | None = None,
-                  overrides: dict | None = None) -> tuple[ModelConfig, TrainConfig]:
+def build_configs(
+    pe: str | None, preset: str = "cpu", config: dict | None = None, overrides: dict | None = None
+) -> tuple[ModelConfig, TrainConfig]:
     """Preset, then a config file's {model: ..., train: ...}, then overrides (None values are skipped)."""
     if preset not in PRESETS:
         raise ExtrapError(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})")

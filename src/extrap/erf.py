@@ -78,8 +78,9 @@ def _check_positive(name: str, value: int) -> int:
     return int(value)
 
 
-def gradient_norms(model, context: torch.Tensor, target: torch.Tensor,
-                   positions: torch.Tensor | None = None) -> torch.Tensor:
+def gradient_norms(
+    model, context: torch.Tensor, target: torch.Tensor, positions: torch.Tensor | None = None
+) -> torch.Tensor:
     """||d(-log p(target | context)) / d e_m||_2 for every context position m.
 
     context (B, L) token ids, target (B,) the token that follows each row.
@@ -136,8 +137,14 @@ class GradientERF:
         return asdict(self)
 
 
-def gradient_erf(model, stream: torch.Tensor, length: int, segments: int = DEFAULT_SEGMENTS,
-                 threshold: float = GRAD_THRESHOLD, batch: int = 4) -> GradientERF:
+def gradient_erf(
+    model,
+    stream: torch.Tensor,
+    length: int,
+    segments: int = DEFAULT_SEGMENTS,
+    threshold: float = GRAD_THRESHOLD,
+    batch: int = 4,
+) -> GradientERF:
     """Gradient ERF (003 §5.1) averaged over ``segments`` windows of ``length`` tokens of ``stream``.
 
     Each window's first ``length - 1`` tokens are the context and its last token
@@ -151,14 +158,20 @@ def gradient_erf(model, stream: torch.Tensor, length: int, segments: int = DEFAU
     model.eval()
     curves = []
     for b0 in range(0, segments, batch):
-        w = windows[b0:b0 + batch]
+        w = windows[b0 : b0 + batch]
         curves.append(cumulative_from_recent(gradient_norms(model, w[:, :-1], w[:, -1])).cpu())
     curves = torch.cat(curves)  # (segments, length - 1)
     per_seg = erf_from_curve(curves, threshold)
     mean_curve = curves.mean(0)
-    return GradientERF(erf=float(per_seg.double().mean()), erf_of_mean_curve=int(erf_from_curve(mean_curve, threshold)),
-                       per_segment=[int(v) for v in per_seg], curve=[float(v) for v in mean_curve],
-                       length=length, segments=segments, threshold=threshold)
+    return GradientERF(
+        erf=float(per_seg.double().mean()),
+        erf_of_mean_curve=int(erf_from_curve(mean_curve, threshold)),
+        per_segment=[int(v) for v in per_seg],
+        curve=[float(v) for v in mean_curve],
+        length=length,
+        segments=segments,
+        threshold=threshold,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -206,8 +219,14 @@ class AttentionERF:
         return asdict(self)
 
 
-def attention_erf(model, stream: torch.Tensor, length: int, segments: int = DEFAULT_SEGMENTS, eps: float = ATTN_EPS,
-                  first_query: int | None = None) -> AttentionERF:
+def attention_erf(
+    model,
+    stream: torch.Tensor,
+    length: int,
+    segments: int = DEFAULT_SEGMENTS,
+    eps: float = ATTN_EPS,
+    first_query: int | None = None,
+) -> AttentionERF:
     """n_emp(eps) of every head, on ``segments`` windows of ``length`` tokens (length <= ATTN_MAX_LENGTH).
 
     Early queries see fewer than j keys, so their n_emp is bounded by i + 1 and
@@ -219,8 +238,9 @@ def attention_erf(model, stream: torch.Tensor, length: int, segments: int = DEFA
     eps = check_eps(eps)
     segments = _check_positive("segments", segments)
     if not 1 <= length <= ATTN_MAX_LENGTH:
-        raise ExtrapError(f"attention ERF needs dense probabilities; length must be in [1, {ATTN_MAX_LENGTH}], "
-                          f"got {length}")
+        raise ExtrapError(
+            f"attention ERF needs dense probabilities; length must be in [1, {ATTN_MAX_LENGTH}], got {length}"
+        )
     first_query = length // 2 if first_query is None else int(first_query)
     if not 0 <= first_query < length:
         raise ExtrapError(f"first_query must be in [0, {length}), got {first_query}")
@@ -239,9 +259,16 @@ def attention_erf(model, stream: torch.Tensor, length: int, segments: int = DEFA
     med = [s.median(-1).values.tolist() for s in stacked]
     mean = [s.mean(-1).tolist() for s in stacked]
     heads = [v for row in med for v in row]
-    return AttentionERF(summary=sum(heads) / len(heads), max_head=max(heads), per_layer_head=med,
-                        per_layer_head_mean=mean, eps=eps, length=length, first_query=first_query,
-                        segments=segments)
+    return AttentionERF(
+        summary=sum(heads) / len(heads),
+        max_head=max(heads),
+        per_layer_head=med,
+        per_layer_head_mean=mean,
+        eps=eps,
+        length=length,
+        first_query=first_query,
+        segments=segments,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -261,10 +288,20 @@ def spearman(x: list[float], y: list[float]) -> float | None:
 # ---------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------
-def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments: int = DEFAULT_SEGMENTS,
-            threshold: float = GRAD_THRESHOLD, eps: float = ATTN_EPS, split: str = "validation", batch: int = 4,
-            trf_reduce: str = ERF_TRF.reduce, trf_source: str = "init", device: str = "cpu",
-            corpus: str | None = None) -> dict:
+def run_erf(
+    run_or_dir,
+    kind: str = "both",
+    length: int | None = None,
+    segments: int = DEFAULT_SEGMENTS,
+    threshold: float = GRAD_THRESHOLD,
+    eps: float = ATTN_EPS,
+    split: str = "validation",
+    batch: int = 4,
+    trf_reduce: str = ERF_TRF.reduce,
+    trf_source: str = "init",
+    device: str = "cpu",
+    corpus: str | None = None,
+) -> dict:
     """Gradient and/or attention ERF of one run, JSON-ready.
 
     ``length`` defaults to 4 x the training length (003 measures at L_ex = 4 L_tr);
@@ -289,17 +326,35 @@ def run_erf(run_or_dir, kind: str = "both", length: int | None = None, segments:
     if length < 2:
         raise ExtrapError(f"length must be >= 2, got {length}")
     stream = eval_stream(run, split, length)
-    row = {"run": str(run.path), "pe": run.pe, "length": length, "train_length": run.train_length,
-           "split": split, "segments": segments, "step": run.step,
-           "grad_erf": None, "grad_erf_of_mean_curve": None, "grad_per_segment": None, "grad_curve": None,
-           "threshold": threshold, "attn_erf": None, "eps": eps,
-           "trf": _run_trf(run, eps, trf_reduce, trf_source), "trf_eps": eps, "trf_reduce": trf_reduce,
-           "trf_source": trf_source,
-           **run.provenance()}
+    row = {
+        "run": str(run.path),
+        "pe": run.pe,
+        "length": length,
+        "train_length": run.train_length,
+        "split": split,
+        "segments": segments,
+        "step": run.step,
+        "grad_erf": None,
+        "grad_erf_of_mean_curve": None,
+        "grad_per_segment": None,
+        "grad_curve": None,
+        "threshold": threshold,
+        "attn_erf": None,
+        "eps": eps,
+        "trf": _run_trf(run, eps, trf_reduce, trf_source),
+        "trf_eps": eps,
+        "trf_reduce": trf_reduce,
+        "trf_source": trf_source,
+        **run.provenance(),
+    }
     if kind in ("grad", "both"):
         g = gradient_erf(run.model, stream, length, segments, threshold, batch)
-        row.update(grad_erf=g.erf, grad_erf_of_mean_curve=g.erf_of_mean_curve, grad_per_segment=g.per_segment,
-                   grad_curve=g.curve)
+        row.update(
+            grad_erf=g.erf,
+            grad_erf_of_mean_curve=g.erf_of_mean_curve,
+            grad_per_segment=g.per_segment,
+            grad_curve=g.curve,
+        )
     if kind in ("attn", "both"):
         row["attn_erf"] = attention_erf(run.model, stream, min(length, ATTN_MAX_LENGTH), segments, eps).to_dict()
     return row
@@ -319,16 +374,16 @@ def _run_trf(run, eps: float, reduce: str, source: str) -> float | None:
 def spearman_table(rows: list[dict]) -> dict:
     """Spearman rho of TRF against each ERF, over the rows with a finite TRF and that ERF."""
     out = {}
-    for key, get in (("grad", lambda r: r["grad_erf"]),
-                     ("attn", lambda r: r["attn_erf"]["summary"] if r["attn_erf"] else None)):
+    for key, get in (
+        ("grad", lambda r: r["grad_erf"]),
+        ("attn", lambda r: r["attn_erf"]["summary"] if r["attn_erf"] else None),
+    ):
         pairs = [(r["trf"], get(r)) for r in rows if r["trf"] is not None and get(r) is not None]
-        out[key] = {"rho": spearman([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None,
-                    "n": len(pairs)}
+        out[key] = {"rho": spearman([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None, "n": len(pairs)}
     return out
 
 
-def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progress: bool = False,
-                    **kwargs) -> dict:
+def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progress: bool = False, **kwargs) -> dict:
     """TRF (000 Eq. 22) versus gradient and attention ERF over several runs.
 
     Returns {"rows": [{"run", "pe", "trf", "grad_erf", "attn_erf", ...}], "spearman": {"grad": {"rho", "n"},
@@ -374,8 +429,20 @@ def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "gra
 
 
 __all__ = [
-    "ATTN_EPS", "ATTN_MAX_LENGTH", "GRAD_THRESHOLD", "AttentionERF", "GradientERF", "attention_erf",
-    "attention_n_emp", "compare_trf_erf", "cumulative_from_recent", "erf_from_curve",
-    "gradient_erf", "gradient_norms", "plot_gradient_curves", "run_erf", "spearman",
+    "ATTN_EPS",
+    "ATTN_MAX_LENGTH",
+    "GRAD_THRESHOLD",
+    "AttentionERF",
+    "GradientERF",
+    "attention_erf",
+    "attention_n_emp",
+    "compare_trf_erf",
+    "cumulative_from_recent",
+    "erf_from_curve",
+    "gradient_erf",
+    "gradient_norms",
+    "plot_gradient_curves",
+    "run_erf",
+    "spearman",
     "spearman_table",
 ]

@@ -27,8 +27,15 @@ def step_logits(model: ExtrapLM, token: torch.Tensor, position: int, cache) -> t
 
 
 @torch.no_grad()
-def generate(model: ExtrapLM, prompt: torch.Tensor, max_new_tokens: int, cache_window: int | None = None,
-             greedy: bool = True, temperature: float = 1.0, generator: torch.Generator | None = None):
+def generate(
+    model: ExtrapLM,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    cache_window: int | None = None,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+):
     """Continue ``prompt`` (B, L) by ``max_new_tokens`` tokens; returns (B, L + max_new_tokens).
 
     The prompt goes through the cache token by token, so a rolling cache sees exactly what it

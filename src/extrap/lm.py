@@ -67,12 +67,27 @@ class ExtrapLM(Protocol):
     @property
     def scheme(self) -> Scheme | None: ...
 
-    def __call__(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
-                 last: int | None = None, return_probs: bool = False,
-                 embeds: torch.Tensor | None = None) -> Output: ...
+    def __call__(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        window: int | None = None,
+        last: int | None = None,
+        return_probs: bool = False,
+        embeds: torch.Tensor | None = None,
+    ) -> Output: ...
 
-    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
-                last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None) -> Output:
+    def forward(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        window: int | None = None,
+        last: int | None = None,
+        return_probs: bool = False,
+        embeds: torch.Tensor | None = None,
+    ) -> Output:
         """Logits for ``idx``; ``last``: only for the last positions; ``window``: each query sees only its
         ``window`` most recent keys; ``return_probs``: every layer's probability blocks; ``embeds``: input
         embeddings (B, L, d) to use instead of looking ``idx`` up."""

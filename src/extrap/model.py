@@ -125,8 +125,17 @@ class Attention(nn.Module):
             q, k = self.scheme.rotate(q, k, positions)
         return q, k, v
 
-    def forward(self, x, positions, *, window: int | None = None, return_probs: bool = False,
-                return_logits: bool = False, cache: LayerCache | None = None, table_cache: dict | None = None):
+    def forward(
+        self,
+        x,
+        positions,
+        *,
+        window: int | None = None,
+        return_probs: bool = False,
+        return_logits: bool = False,
+        cache: LayerCache | None = None,
+        table_cache: dict | None = None,
+    ):
         """x (B, L, d) -> (B, L, d), and the layer's probability or pre-softmax logit blocks when asked.
 
         ``cache``: x holds new tokens at ``positions``; they attend to the cached keys and to each
@@ -146,8 +155,17 @@ class Attention(nn.Module):
                 return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
             cache.extend(k, v, positions)  # the first tokens: an ordinary causal pass, block by block
         ctx = self.bias_context(positions, window, x.dtype, x.device, table_cache)
-        y, blocks = attend(q, k, v, ctx, temperature=self.temperature, block=self.cfg.attn_block,
-                           return_probs=return_probs, backend=self.cfg.attn_backend, return_logits=return_logits)
+        y, blocks = attend(
+            q,
+            k,
+            v,
+            ctx,
+            temperature=self.temperature,
+            block=self.cfg.attn_block,
+            return_probs=return_probs,
+            backend=self.cfg.attn_backend,
+            return_logits=return_logits,
+        )
         return self.proj(y.transpose(1, 2).reshape(B, L, -1)), blocks
 
 
@@ -247,8 +265,16 @@ class GPT(nn.Module):
                 x = x + self.scheme.embedding(positions, self.cfg.d_model).to(x.dtype)
         return x
 
-    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
-                last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None) -> Output:
+    def forward(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        window: int | None = None,
+        last: int | None = None,
+        return_probs: bool = False,
+        embeds: torch.Tensor | None = None,
+    ) -> Output:
         """Logits for ``idx`` (B, L).
 
         ``last``: compute logits only for the last ``last`` positions (long evaluation).
@@ -290,9 +316,10 @@ class GPT(nn.Module):
             raise ExtrapError(f"layer must be in [0, {self.cfg.n_layer}), got {last}")
         positions = self.default_positions(idx.shape[1], idx.device)
         x, table_cache = self.embed(idx, positions), {}
-        for layer, blk in enumerate(self.blocks[:last + 1]):
-            x, blocks = blk(x, positions, return_probs=not logits, return_logits=logits and layer == last,
-                            table_cache=table_cache)
+        for layer, blk in enumerate(self.blocks[: last + 1]):
+            x, blocks = blk(
+                x, positions, return_probs=not logits, return_logits=logits and layer == last, table_cache=table_cache
+            )
             yield layer, blocks
 
     @torch.no_grad()

@@ -73,8 +73,12 @@ class _Session:
 
     def state(self) -> dict:
         """The training state a checkpoint needs for a bit-exact resume (tensors and numbers only)."""
-        return {"optimizer": self.opt.state_dict(), "sampler": self.sampler.state_dict(),
-                "torch_rng": torch.get_rng_state(), "pos_rng": self.pos_gen.get_state()}
+        return {
+            "optimizer": self.opt.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "pos_rng": self.pos_gen.get_state(),
+        }
 
     def restore(self) -> None:
         ckpt = self.run_dir.latest()
@@ -110,30 +114,57 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
     if resume and run_dir.exists():
         diff = changed_settings(run_dir.read_config(), model_cfg, train_cfg)
         if diff:
-            raise ExtrapError("resume: settings differ from the saved run ("
-                              + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff.items()) + ")")
+            raise ExtrapError(
+                "resume: settings differ from the saved run ("
+                + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff.items())
+                + ")"
+            )
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(device)
-    opt = torch.optim.AdamW(_param_groups(model, train_cfg.weight_decay), lr=train_cfg.lr,
-                            betas=(train_cfg.beta1, train_cfg.beta2), fused=False, foreach=False)
+    opt = torch.optim.AdamW(
+        _param_groups(model, train_cfg.weight_decay),
+        lr=train_cfg.lr,
+        betas=(train_cfg.beta1, train_cfg.beta2),
+        fused=False,
+        foreach=False,
+    )
     stream = token_stream(corpus, tokenizer, "train")
     sampler = BatchSampler(stream, train_cfg.batch_size, train_cfg.train_length, train_cfg.seed, rank, world)
     if train_cfg.task:  # retrieval examples scored on their answers, optionally mixed with LM batches
         from extrap.tasks import TaskSampler
 
-        sampler = TaskSampler(train_cfg.task, tokenizer, train_cfg.batch_size, train_cfg.train_length,
-                              train_cfg.seed, rank, world, filler=corpus, split="train",
-                              lm=sampler if train_cfg.task_mix > 0 else None, mix=train_cfg.task_mix)
+        sampler = TaskSampler(
+            train_cfg.task,
+            tokenizer,
+            train_cfg.batch_size,
+            train_cfg.train_length,
+            train_cfg.seed,
+            rank,
+            world,
+            filler=corpus,
+            split="train",
+            lm=sampler if train_cfg.task_mix > 0 else None,
+            mix=train_cfg.task_mix,
+        )
     pos_gen = torch.Generator().manual_seed(train_cfg.seed + 7919 * (rank + 1))
     session = _Session(run_dir, train_cfg, model, opt, sampler, pos_gen, device, rank, world)
     if resume:
         session.restore()
     if session.step == 0 and rank == 0:
         meta = run_metadata(train_cfg.seed, corpus.hash)
-        run_dir.write_config(RunConfig(model=model_cfg, train=train_cfg, tokenizer=tokenizer.name,
-                                       corpus=corpus.name, corpus_hash=corpus.hash, seed=train_cfg.seed,
-                                       extrap_version=meta["extrap_version"], command=meta["command"],
-                                       world_size=world))
+        run_dir.write_config(
+            RunConfig(
+                model=model_cfg,
+                train=train_cfg,
+                tokenizer=tokenizer.name,
+                corpus=corpus.name,
+                corpus_hash=corpus.hash,
+                seed=train_cfg.seed,
+                extrap_version=meta["extrap_version"],
+                command=meta["command"],
+                world_size=world,
+            )
+        )
         tokenizer.save(run_dir.path)
     return session
 
@@ -149,10 +180,11 @@ def _step(s: _Session, ddp_model, amp) -> float:
         x, y = x.to(s.device), y.to(s.device)
         positions = s.model.train_positions(x.shape[0], x.shape[1], s.pos_gen, s.device)
         sync = micro == cfg.grad_accum - 1 or s.world == 1
-        with amp, (nullcontext() if sync else ddp_model.no_sync()):
+        with amp, nullcontext() if sync else ddp_model.no_sync():
             logits = ddp_model(x, positions).logits
-            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                                     y.reshape(-1), ignore_index=-100)  # -100: unscored
+            loss = torch.nn.functional.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100
+            )  # -100: unscored
             (loss / cfg.grad_accum).backward()
         loss_sum += float(loss.detach())
     if cfg.grad_clip > 0:
@@ -185,8 +217,14 @@ def _record(s: _Session, loss: float, tps: float, writer, bar) -> None:
         s.run_dir.save_checkpoint(s.step, model_weights(s.model), s.state())
 
 
-def train(run_dir: str | os.PathLike, model_cfg: ModelConfig, train_cfg: TrainConfig, resume: bool = False,
-          progress: bool = True, stop_after: int | None = None) -> dict:
+def train(
+    run_dir: str | os.PathLike,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    resume: bool = False,
+    progress: bool = True,
+    stop_after: int | None = None,
+) -> dict:
     """Train (or resume) a run; returns the final summary that is also written to final.json."""
     s = _start(RunDir(run_dir), model_cfg, train_cfg, resume)
     if train_cfg.threads:
@@ -194,7 +232,8 @@ def train(run_dir: str | os.PathLike, model_cfg: ModelConfig, train_cfg: TrainCo
     ddp_model = s.model
     if s.world > 1:
         ddp_model = torch.nn.parallel.DistributedDataParallel(
-            s.model, device_ids=[s.device.index] if s.device.type == "cuda" else None)
+            s.model, device_ids=[s.device.index] if s.device.type == "cuda" else None
+        )
     if s.rank == 0:
         s.run_dir.truncate_metrics(s.step)
     writer = _tensorboard(s.run_dir.path) if s.rank == 0 else None
@@ -212,8 +251,14 @@ def train(run_dir: str | os.PathLike, model_cfg: ModelConfig, train_cfg: TrainCo
     for closing in (bar, writer):
         if closing is not None:
             closing.close()
-    summary = {"step": s.step, "final_loss": loss, "seconds": time.perf_counter() - t_start,
-               "tokens": tokens_seen, "params": s.model.num_params(), "extrap_version": __version__}
+    summary = {
+        "step": s.step,
+        "final_loss": loss,
+        "seconds": time.perf_counter() - t_start,
+        "tokens": tokens_seen,
+        "params": s.model.num_params(),
+        "extrap_version": __version__,
+    }
     if s.rank == 0 and s.step >= train_cfg.steps:
         s.run_dir.write_final(summary)
     return summary
@@ -224,8 +269,14 @@ def _progress(total: int, start: int, enabled: bool):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=start, file=sys.stderr, dynamic_ncols=True, leave=False,
-                disable=not sys.stderr.isatty() and os.environ.get("EXTRAP_PROGRESS") != "1")
+    return tqdm(
+        total=total,
+        initial=start,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        leave=False,
+        disable=not sys.stderr.isatty() and os.environ.get("EXTRAP_PROGRESS") != "1",
+    )
 
 
 def _tensorboard(run_dir: Path):

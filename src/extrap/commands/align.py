@@ -10,27 +10,54 @@ from extrap.errors import ExtrapError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("align", help="softmax temperature that aligns attention at L_ex with L_tr (004)",
-                       description="Per L_ex: the temperature τ chosen by --mode (004 Algorithm 1 by average "
-                                   "P_max or entropy over all softmax rows, Prop. 1, Prop. 2 or the log-length "
-                                   "rule), Algorithm 1's curve S(τ), all closed-form τs, and P_max / entropy at "
-                                   "L_tr and at L_ex before and after applying τ.")
+    p = sub.add_parser(
+        "align",
+        help="softmax temperature that aligns attention at L_ex with L_tr (004)",
+        description="Per L_ex: the temperature τ chosen by --mode (004 Algorithm 1 by average "
+        "P_max or entropy over all softmax rows, Prop. 1, Prop. 2 or the log-length "
+        "rule), Algorithm 1's curve S(τ), all closed-form τs, and P_max / entropy at "
+        "L_tr and at L_ex before and after applying τ.",
+    )
     p.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder)")
     p.add_argument("--corpus", help="hf: probing corpus, tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="hf: float32 | bfloat16 | float16")
-    p.add_argument("--mode", default="pmax", choices=("pmax", "entropy", "log-length", "prop1", "prop2"), help="pmax | entropy | log-length | prop1 | prop2 (default pmax)")
-    p.add_argument("--per-layer", action="store_true", dest="per_layer",
-                   help="one τ per layer (greedy, layer by layer; pmax or entropy only)")
+    p.add_argument(
+        "--mode",
+        default="pmax",
+        choices=("pmax", "entropy", "log-length", "prop1", "prop2"),
+        help="pmax | entropy | log-length | prop1 | prop2 (default pmax)",
+    )
+    p.add_argument(
+        "--per-layer",
+        action="store_true",
+        dest="per_layer",
+        help="one τ per layer (greedy, layer by layer; pmax or entropy only)",
+    )
     p.add_argument("--train-length", type=types.length, dest="train_length", help="L_tr (default: the run's)")
-    p.add_argument("--lengths", type=types.lengths, default=None, help="comma-separated L_ex (default: L_tr x 2,4,8, at most "
-                                                   "--max-length)")
-    p.add_argument("--segments", type=types.positive_int, default=4, help="segments of the split averaged per length (default 4)")
+    p.add_argument(
+        "--lengths",
+        type=types.lengths,
+        default=None,
+        help="comma-separated L_ex (default: L_tr x 2,4,8, at most --max-length)",
+    )
+    p.add_argument(
+        "--segments", type=types.positive_int, default=4, help="segments of the split averaged per length (default 4)"
+    )
     types.add_split(p)
     p.add_argument("--grid", type=types.floats, default=None, help="comma-separated τ grid (default 1.0,0.95,...,0.5)")
-    p.add_argument("--no-refine", action="store_false", dest="refine",
-                   help="keep the paper's grid answer (no bisection between grid points)")
-    p.add_argument("--max-length", type=types.length, default=None, dest="max_length",
-                   help="cap on probed lengths (default 4096: O(L^2) memory per layer)")
+    p.add_argument(
+        "--no-refine",
+        action="store_false",
+        dest="refine",
+        help="keep the paper's grid answer (no bisection between grid points)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=types.length,
+        default=None,
+        dest="max_length",
+        help="cap on probed lengths (default 4096: O(L^2) memory per layer)",
+    )
     p.add_argument("--out", help="also write the JSON report to this file (atomically)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -55,10 +82,19 @@ def run(args) -> int:
         lengths = [L_tr * k for k in (2, 4, 8) if L_tr * k <= cap] or [min(cap, 2 * L_tr)]
     check_lengths(L_tr, lengths, cap)
     stream = eval_stream(run_, args.split, max([L_tr, *lengths]) + 1)
-    report = align_report(run_.model, stream, L_tr, lengths, args.mode, per_layer=args.per_layer,
-                          segments=args.segments, grid=grid, refine=args.refine, max_length=cap)
-    report = {"run": str(run_.path), "pe": run_.pe, "split": args.split, "step": run_.step,
-              **report}
+    report = align_report(
+        run_.model,
+        stream,
+        L_tr,
+        lengths,
+        args.mode,
+        per_layer=args.per_layer,
+        segments=args.segments,
+        grid=grid,
+        refine=args.refine,
+        max_length=cap,
+    )
+    report = {"run": str(run_.path), "pe": run_.pe, "split": args.split, "step": run_.step, **report}
     if args.out:
         from extrap.io import atomic_write_json
 
@@ -81,28 +117,38 @@ def _fmt_tau(t) -> str:
 
 def _print(rep: dict) -> None:
     ref = rep["reference"]
-    print(f"{rep['run']}  pe={rep['pe']}  L_tr={rep['train_length']}  mode={rep['mode']}"
-          f"{'  per-layer' if rep['per_layer'] else ''}  segments={rep['segments']}")
+    print(
+        f"{rep['run']}  pe={rep['pe']}  L_tr={rep['train_length']}  mode={rep['mode']}"
+        f"{'  per-layer' if rep['per_layer'] else ''}  segments={rep['segments']}"
+    )
     print(f"dispersed attention (004 Table 1): L_tr={ref['length']}: P_max {ref['pmax']:.4f}  H {ref['entropy']:.4f}")
-    print(f"{'L_ex':>6} {'tau':>8} {'grid':>6} {'prop1':>7} {'prop2':>7} {'log_L':>7} {'sig_tr':>7} {'sig_ex':>7}"
-          f"  {'P_max bef>aft':>15}  {'H bef>aft':>15}")
+    print(
+        f"{'L_ex':>6} {'tau':>8} {'grid':>6} {'prop1':>7} {'prop2':>7} {'log_L':>7} {'sig_tr':>7} {'sig_ex':>7}"
+        f"  {'P_max bef>aft':>15}  {'H bef>aft':>15}"
+    )
     for r in rep["lengths"]:
         cf, b, a = r["closed_form"], r["before"], r["after"]
         grid = r.get("algorithm1", {}).get("grid_tau")
         p1 = cf["prop1"]
         ap, ah = (a["pmax"], a["entropy"]) if a else (float("nan"), float("nan"))
-        print(f"{r['length']:>6} {_fmt_tau(r['tau']):>8} {_fmt_tau(grid) if grid is not None else '-':>6} "
-              f"{_fmt_tau(p1):>7} {_fmt_tau(cf['prop2']):>7} {cf['log_length']:>7.3f} {cf['sigma_tr']:>7.3f} "
-              f"{cf['sigma_ex']:>7.3f}  {b['pmax']:.4f}>{ap:.4f}  {b['entropy']:.4f}>{ah:.4f}")
+        print(
+            f"{r['length']:>6} {_fmt_tau(r['tau']):>8} {_fmt_tau(grid) if grid is not None else '-':>6} "
+            f"{_fmt_tau(p1):>7} {_fmt_tau(cf['prop2']):>7} {cf['log_length']:>7.3f} {cf['sigma_tr']:>7.3f} "
+            f"{cf['sigma_ex']:>7.3f}  {b['pmax']:.4f}>{ap:.4f}  {b['entropy']:.4f}>{ah:.4f}"
+        )
         a1 = r.get("algorithm1")
         if a1 and not rep["per_layer"]:
             curve = "  ".join(f"{t:.2f}:{s:.4f}" for t, s in a1["curve"])
-            print(f"       S(τ) target {a1['target']:.4f}: {curve}" + ("  (target outside the grid)"
-                                                                       if a1["at_grid_edge"] else ""))
+            print(
+                f"       S(τ) target {a1['target']:.4f}: {curve}"
+                + ("  (target outside the grid)" if a1["at_grid_edge"] else "")
+            )
         elif a1:
             for lay in a1["layers"]:
-                print(f"       layer {lay['layer']}: τ {lay['tau']:.3f} (grid {lay['grid_tau']:.2f}) target "
-                      f"{lay['target']:.4f} -> {lay['value']:.4f}" + ("  (target outside the grid)"
-                                                                      if lay["at_grid_edge"] else ""))
+                print(
+                    f"       layer {lay['layer']}: τ {lay['tau']:.3f} (grid {lay['grid_tau']:.2f}) target "
+                    f"{lay['target']:.4f} -> {lay['value']:.4f}"
+                    + ("  (target outside the grid)" if lay["at_grid_edge"] else "")
+                )
         if cf.get("prop1_note"):
             print(f"       {cf['prop1_note']}")

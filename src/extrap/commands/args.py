@@ -25,8 +25,10 @@ def lengths(text: str, minimum: int = 2) -> list[int]:
 
 def lengths_from(minimum: int):
     """:func:`lengths` with another lower bound (theory accepts L = 1)."""
+
     def parse(text: str) -> list[int]:
         return lengths(text, minimum)
+
     parse.__name__ = "lengths"
     return parse
 
@@ -42,6 +44,16 @@ def floats(text: str) -> list[float]:
     return out
 
 
+def fractions(text: str) -> list[float]:
+    """Comma-separated numbers in (0, 1), deduplicated in order (a list of eps)."""
+    out = []
+    for v in floats(text):
+        if not 0 < v < 1:  # NaN fails this too
+            raise argparse.ArgumentTypeError(f"{v} must lie strictly between 0 and 1")
+        out.append(v)
+    return list(dict.fromkeys(out))
+
+
 def _bounded_int(low: int):
     def parse(text: str) -> int:
         try:
@@ -51,10 +63,12 @@ def _bounded_int(low: int):
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value
+
     parse.__name__ = f"integer >= {low}"
     return parse
 
 
+natural = _bounded_int(0)
 positive_int = _bounded_int(1)
 length = _bounded_int(2)  # a sequence length: at least one token of context and one to predict
 
@@ -87,16 +101,28 @@ def add_split(p) -> None:
 def add_hf_arguments(p, corpus: bool = True) -> None:
     """Options of hf:PATH models (refused for extrap runs when given)."""
     g = p.add_argument_group("hf:PATH models")
-    g.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
-                   help="hf: float32 | bfloat16 | float16 (default float32 on cpu, bfloat16 on cuda)")
-    g.add_argument("--rope", help="hf: re-scale RoPE at inference: linear | ntk | dynamic | ntk-by-parts | yarn | "
-                                  "truncated (extrap's frequencies) or hf:linear | hf:dynamic | hf:yarn (HF's own)")
+    g.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="hf: float32 | bfloat16 | float16 (default float32 on cpu, bfloat16 on cuda)",
+    )
+    g.add_argument(
+        "--rope",
+        help="hf: re-scale RoPE at inference: linear | ntk | dynamic | ntk-by-parts | yarn | "
+        "truncated (extrap's frequencies) or hf:linear | hf:dynamic | hf:yarn (HF's own)",
+    )
     g.add_argument("--factor", type=positive_float, help="hf: RoPE scale factor s for --rope")
-    g.add_argument("--train-length", type=length, dest="train_length",
-                   help="hf: L_tr (default: max_position_embeddings / n_positions of the config)")
+    g.add_argument(
+        "--train-length",
+        type=length,
+        dest="train_length",
+        help="hf: L_tr (default: max_position_embeddings / n_positions of the config)",
+    )
     if corpus:
-        g.add_argument("--corpus", help="hf: evaluation corpus, tokenized with the model's tokenizer "
-                                        "(stdlib, text:PATH, ...; default stdlib)")
+        g.add_argument(
+            "--corpus",
+            help="hf: evaluation corpus, tokenized with the model's tokenizer (stdlib, text:PATH, ...; default stdlib)",
+        )
 
 
 def hf_options(args) -> dict:

@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=cmd_list)
 
     prep = sub.add_parser("prepare", help="fetch a corpus, build its tokenizer and token streams, print sizes")
-    prep.add_argument("name", nargs="?", default="stdlib", help="corpus name (default: stdlib); see `extrap corpus list`")
+    prep.add_argument(
+        "name", nargs="?", default="stdlib", help="corpus name (default: stdlib); see `extrap corpus list`"
+    )
     prep.add_argument("--tokenizer", default="bytes", help="'bytes' or 'bpe:V' (V >= 257); default: bytes")
     prep.add_argument("--cache", default=None, help="cache folder (default: $EXTRAP_CACHE or ~/.cache/extrap)")
     prep.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

@@ -10,25 +10,49 @@ from extrap.errors import ExtrapError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("erf", help="empirical receptive field of trained runs (and TRF vs ERF)",
-                       description="Gradient ERF (003 §5.1: tokens holding --threshold of the normalised input "
-                                   "gradient of the last prediction) and attention ERF (000: n_emp(eps) per head). "
-                                   "With several runs, also the theory's TRF against both ERFs and their Spearman "
-                                   "rank correlation.")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, or hf:PATH (local Hugging Face "
-                                                                "checkpoint folders)")
-    p.add_argument("--length", type=types.length, help="L_ex: context of L_ex-1 tokens predicting the L_ex-th "
-                                              "(default 4 x L_tr; the attention ERF uses at most 2048)")
-    p.add_argument("--segments", type=types.positive_int, default=8, help="segments of the split to average over (default 8)")
-    p.add_argument("--threshold", type=types.fraction, default=0.99, help="gradient ERF threshold in (0, 1) (default 0.99)")
-    p.add_argument("--eps", type=types.fraction, default=0.01, help="eps of n_emp and of the TRF, in (0, 1) (default 0.01)")
+    p = sub.add_parser(
+        "erf",
+        help="empirical receptive field of trained runs (and TRF vs ERF)",
+        description="Gradient ERF (003 §5.1: tokens holding --threshold of the normalised input "
+        "gradient of the last prediction) and attention ERF (000: n_emp(eps) per head). "
+        "With several runs, also the theory's TRF against both ERFs and their Spearman "
+        "rank correlation.",
+    )
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN_DIR", help="run directories, or hf:PATH (local Hugging Face checkpoint folders)"
+    )
+    p.add_argument(
+        "--length",
+        type=types.length,
+        help="L_ex: context of L_ex-1 tokens predicting the L_ex-th "
+        "(default 4 x L_tr; the attention ERF uses at most 2048)",
+    )
+    p.add_argument(
+        "--segments", type=types.positive_int, default=8, help="segments of the split to average over (default 8)"
+    )
+    p.add_argument(
+        "--threshold", type=types.fraction, default=0.99, help="gradient ERF threshold in (0, 1) (default 0.99)"
+    )
+    p.add_argument(
+        "--eps", type=types.fraction, default=0.01, help="eps of n_emp and of the TRF, in (0, 1) (default 0.01)"
+    )
     p.add_argument("--kind", default="both", choices=("grad", "attn", "both"), help="grad | attn | both (default both)")
     types.add_split(p)
-    p.add_argument("--trf-reduce", default="median", dest="trf_reduce", choices=("mean", "median", "max"),
-                   help="how per-head TRFs become one number: mean | median | max (default median)")
-    p.add_argument("--trf-source", default="init", dest="trf_source", choices=("init", "trained"),
-                   help="TRF parameters: init (the scheme's formula values, as in 000) | trained (the run's "
-                        "learned bias, every layer) (default init)")
+    p.add_argument(
+        "--trf-reduce",
+        default="median",
+        dest="trf_reduce",
+        choices=("mean", "median", "max"),
+        help="how per-head TRFs become one number: mean | median | max (default median)",
+    )
+    p.add_argument(
+        "--trf-source",
+        default="init",
+        dest="trf_source",
+        choices=("init", "trained"),
+        help="TRF parameters: init (the scheme's formula values, as in 000) | trained (the run's "
+        "learned bias, every layer) (default init)",
+    )
     p.add_argument("--batch", type=types.positive_int, default=4, help="segments per backward pass (default 4)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
@@ -53,19 +77,26 @@ def _print_table(report: dict) -> None:
     print(f"{'run':<{width}}  {'pe':<{pw}}  {'L_ex':>6}  {'grad ERF':>9}  {'attn ERF':>9}  {'TRF':>7}")
     for r in rows:
         attn = r["attn_erf"]["summary"] if r["attn_erf"] else None
-        print(f"{r['run']:<{width}}  {r['pe']:<{pw}}  {r['length']:>6}  {_fmt(r['grad_erf']):>9}  "
-              f"{_fmt(attn):>9}  {_fmt(r['trf'], '.0f'):>7}")
+        print(
+            f"{r['run']:<{width}}  {r['pe']:<{pw}}  {r['length']:>6}  {_fmt(r['grad_erf']):>9}  "
+            f"{_fmt(attn):>9}  {_fmt(r['trf'], '.0f'):>7}"
+        )
     r0 = rows[0]
-    notes = [f"grad ERF: mean over {r0['segments']} segments of the fewest most recent tokens holding "
-             f"> {r0['threshold']} of the input gradient (003 §5.1)"]
+    notes = [
+        f"grad ERF: mean over {r0['segments']} segments of the fewest most recent tokens holding "
+        f"> {r0['threshold']} of the input gradient (003 §5.1)"
+    ]
     if r0["attn_erf"]:
         a = r0["attn_erf"]
-        notes.append(f"attn ERF: mean over heads of the median n_emp(eps={a['eps']}) (000), L={a['length']}, "
-                     f"queries i >= {a['first_query']}" + (" (capped for dense attention)"
-                                                           if a["length"] < r0["length"] else ""))
+        notes.append(
+            f"attn ERF: mean over heads of the median n_emp(eps={a['eps']}) (000), L={a['length']}, "
+            f"queries i >= {a['first_query']}" + (" (capped for dense attention)" if a["length"] < r0["length"] else "")
+        )
     params = "initial" if r0["trf_source"] == "init" else "trained"
-    notes.append(f"TRF: theory n_the(eps={r0['eps']}) (000 Eq. 22) at the {params} bias parameters, "
-                 f"{r0['trf_reduce']} over heads; '-' = not a Toeplitz bias RPE, divergent, or unknown")
+    notes.append(
+        f"TRF: theory n_the(eps={r0['eps']}) (000 Eq. 22) at the {params} bias parameters, "
+        f"{r0['trf_reduce']} over heads; '-' = not a Toeplitz bias RPE, divergent, or unknown"
+    )
     for n in notes:
         print("  " + n)
     if len(rows) > 1:
@@ -81,13 +112,28 @@ def run(args) -> int:
 
     _check(args)
     device = str(resolve_device(args.device))
-    result = compare_trf_erf(args.runs, eps=args.eps, kind=args.kind, progress=not args.json, length=args.length,
-                             segments=args.segments, threshold=args.threshold, split=args.split, batch=args.batch,
-                             trf_reduce=args.trf_reduce, trf_source=args.trf_source, device=device,
-                             corpus=args.corpus)
+    result = compare_trf_erf(
+        args.runs,
+        eps=args.eps,
+        kind=args.kind,
+        progress=not args.json,
+        length=args.length,
+        segments=args.segments,
+        threshold=args.threshold,
+        split=args.split,
+        batch=args.batch,
+        trf_reduce=args.trf_reduce,
+        trf_source=args.trf_source,
+        device=device,
+        corpus=args.corpus,
+    )
     meta = run_metadata()
-    report = {"runs": result["rows"], "spearman": result["spearman"], "extrap_version": meta["extrap_version"],
-              "command": meta["command"]}
+    report = {
+        "runs": result["rows"],
+        "spearman": result["spearman"],
+        "extrap_version": meta["extrap_version"],
+        "command": meta["command"],
+    }
     if args.plot:
         paths = plot_gradient_curves(report["runs"], args.plot)
         report["plots"] = [str(p) for p in paths]

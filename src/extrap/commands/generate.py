@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from extrap.commands import args as types
 from extrap.errors import ExtrapError
 
 
@@ -12,8 +13,8 @@ def register(sub) -> None:
     p = sub.add_parser("generate", help="generate text with a KV cache, optionally a rolling window of W tokens")
     p.add_argument("run", help="run directory or hf:PATH")
     p.add_argument("--prompt", default="def ", help="prompt text")
-    p.add_argument("--tokens", type=int, default=200, help="new tokens")
-    p.add_argument("--cache-window", type=int, dest="cache_window", help="rolling KV cache of W tokens")
+    p.add_argument("--tokens", type=types.natural, default=200, help="new tokens")
+    p.add_argument("--cache-window", type=types.positive_int, dest="cache_window", help="rolling KV cache of W tokens")
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
@@ -26,23 +27,35 @@ def run(args) -> int:
     import extrap
     from extrap.generate import generate
 
-    if args.tokens < 0:
-        raise ExtrapError("--tokens must be >= 0")
-    if args.cache_window is not None and args.cache_window < 1:
-        raise ExtrapError("--cache-window must be >= 1")
     run = extrap.load(args.run)
     model, tok = run.model, run.tokenizer
     ids = tok.encode(args.prompt)
     if not ids:
         raise ExtrapError("--prompt is empty")
     t0 = time.perf_counter()
-    out = generate(model, torch.tensor([ids]), args.tokens, cache_window=args.cache_window, greedy=not args.sample,
-                   generator=torch.Generator().manual_seed(args.seed))
+    out = generate(
+        model,
+        torch.tensor([ids]),
+        args.tokens,
+        cache_window=args.cache_window,
+        greedy=not args.sample,
+        generator=torch.Generator().manual_seed(args.seed),
+    )
     seconds = time.perf_counter() - t0
     text = tok.decode(out[0].tolist())
     if args.json:
-        print(json.dumps({"run": args.run, "text": text, "tokens": args.tokens, "cache_window": args.cache_window,
-                          "seconds": seconds, "seed": args.seed}))
+        print(
+            json.dumps(
+                {
+                    "run": args.run,
+                    "text": text,
+                    "tokens": args.tokens,
+                    "cache_window": args.cache_window,
+                    "seconds": seconds,
+                    "seed": args.seed,
+                }
+            )
+        )
     else:
         print(text)
     return 0

@@ -20,12 +20,20 @@ def rows() -> list[dict]:
     out = []
     for name in positional.names():
         cls = positional.REGISTRY[name]
-        out.append({"name": name, "kind": cls.kind, "summary": cls.summary, "reference": cls.reference,
-                    "options": {o.name: {"default": o.default, "doc": o.doc} for o in cls.OPTIONS}})
+        out.append(
+            {
+                "name": name,
+                "kind": cls.kind,
+                "summary": cls.summary,
+                "reference": cls.reference,
+                "options": {o.name: {"default": o.default, "doc": o.doc} for o in cls.OPTIONS},
+            }
+        )
     from extrap.positional.formula import Formula
 
-    out.append({"name": "<formula>", "kind": "bias", "summary": Formula.summary, "reference": Formula.reference,
-                "options": {}})
+    out.append(
+        {"name": "<formula>", "kind": "bias", "summary": Formula.summary, "reference": Formula.reference, "options": {}}
+    )
     return out
 
 

@@ -12,41 +12,63 @@ TASK_CHOICES = ("passkey", "line", "topic")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("task", help="retrieval tasks: passkey, line, topic (sample, score)",
-                       description="Passkey, line and topic retrieval (004 §5.2): print an example, or score a run's "
-                                   "exact-match accuracy by length and answer depth.")
+    p = sub.add_parser(
+        "task",
+        help="retrieval tasks: passkey, line, topic (sample, score)",
+        description="Passkey, line and topic retrieval (004 §5.2): print an example, or score a run's "
+        "exact-match accuracy by length and answer depth.",
+    )
     tsub = p.add_subparsers(dest="task_command", required=True, parser_class=type(p))
 
-    s = tsub.add_parser("sample", help="print one example (prompt and answer)",
-                        description="Generate one example and print its prompt, answer and statistics.")
+    s = tsub.add_parser(
+        "sample",
+        help="print one example (prompt and answer)",
+        description="Generate one example and print its prompt, answer and statistics.",
+    )
     s.add_argument("--task", required=True, choices=TASK_CHOICES)
     s.add_argument("--length", required=True, type=int, help="target length of the prompt in tokens")
     s.add_argument("--tokenizer", default=None, help="bytes | bpe:V (trained on --corpus); default bytes")
     s.add_argument("--run", help="use this run's tokenizer and corpus")
     s.add_argument("--corpus", default=None, help="filler text: stdlib | text:PATH | ... (default stdlib)")
-    s.add_argument("--split", default="validation", help="corpus split for the filler (default validation)")
+    s.add_argument(
+        "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
+    )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--depth", type=float, help="where to put the needle, in [0, 1] (default: random)")
     s.add_argument("--json", action="store_true", help="print the example as JSON")
     s.set_defaults(func=run_sample)
 
-    c = tsub.add_parser("score", help="exact-match accuracy of a run by length and depth",
-                        description="Score a trained run on a retrieval task: accuracy per length and per depth "
-                                    "bucket (lost in the middle, 004 Table 9).")
+    c = tsub.add_parser(
+        "score",
+        help="exact-match accuracy of a run by length and depth",
+        description="Score a trained run on a retrieval task: accuracy per length and per depth "
+        "bucket (lost in the middle, 004 Table 9).",
+    )
     c.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder; needs --task)")
     c.add_argument("--task", choices=TASK_CHOICES, help="default: the task the run was trained on")
-    c.add_argument("--lengths", type=types.lengths,
-                   help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)")
-    c.add_argument("--n", type=int, default=50, help="examples per length (default 50)")
-    c.add_argument("--score", default="greedy", choices=("greedy", "rank"), dest="method",
-                   help="greedy exact match, or ranking the candidate answers by log-likelihood")
-    c.add_argument("--temperature", default=None,
-                   help="none | TAU | auto (004 Algorithm 1 per length, extrap.align; auto:MODE picks its mode)")
-    c.add_argument("--buckets", type=int, default=5, help="depth buckets (default 5)")
+    c.add_argument(
+        "--lengths", type=types.lengths, help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)"
+    )
+    c.add_argument("--n", type=types.positive_int, default=50, help="examples per length (default 50)")
+    c.add_argument(
+        "--score",
+        default="greedy",
+        choices=("greedy", "rank"),
+        dest="method",
+        help="greedy exact match, or ranking the candidate answers by log-likelihood",
+    )
+    c.add_argument(
+        "--temperature",
+        default=None,
+        help="none | TAU | auto (004 Algorithm 1 per length, extrap.align; auto:MODE picks its mode)",
+    )
+    c.add_argument("--buckets", type=types.positive_int, default=5, help="depth buckets (default 5)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--corpus", help="filler text (default: the run's corpus)")
-    c.add_argument("--split", default="validation", help="corpus split for the filler (default validation)")
-    c.add_argument("--batch", type=int, default=4, help="sequences per forward pass")
+    c.add_argument(
+        "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
+    )
+    c.add_argument("--batch", type=types.positive_int, default=4, help="sequences per forward pass")
     c.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     c.add_argument("--details", action="store_true", help="include one record per example in the JSON")
     c.add_argument("--out", help="also write the JSON result to this file (atomically)")
@@ -79,8 +101,10 @@ def run_sample(args) -> int:
     tok, corpus = _tokenizer(args)
     need = min_length(args.task, tok)
     if args.length < need:  # before reading any filler text
-        raise ExtrapError(f"{args.task}: length {args.length} is below the minimum of {need} tokens with the "
-                          f"{tok.name} tokenizer; use a length >= {need}")
+        raise ExtrapError(
+            f"{args.task}: length {args.length} is below the minimum of {need} tokens with the "
+            f"{tok.name} tokenizer; use a length >= {need}"
+        )
     filler = get_filler(corpus, args.split) if needs_filler(args.task) else None
     ex = make_example(args.task, tok, args.length, args.seed, depth=args.depth, filler=filler)
     if args.json:
@@ -88,10 +112,12 @@ def run_sample(args) -> int:
         return 0
     print(ex["prompt"])
     extra = {k: ex[k] for k in ("n_lines", "key", "n_topics") if k in ex}
-    print(f"--- target: {ex['target']!r}  answer: {ex['answer']!r}  "
-          f"depth {ex['depth']:.3f} (asked {ex['requested_depth']:.3f})  "
-          f"{ex['prompt_tokens']} prompt tokens of {ex['length']} ({tok.name}), answer {ex['target_tokens']} tokens"
-          + "".join(f"  {k}={v}" for k, v in extra.items()))
+    print(
+        f"--- target: {ex['target']!r}  answer: {ex['answer']!r}  "
+        f"depth {ex['depth']:.3f} (asked {ex['requested_depth']:.3f})  "
+        f"{ex['prompt_tokens']} prompt tokens of {ex['length']} ({tok.name}), answer {ex['target_tokens']} tokens"
+        + "".join(f"  {k}={v}" for k, v in extra.items())
+    )
     print(f"--- candidates (rank scoring): {', '.join(ex['candidates'])}")
     return 0
 
@@ -100,8 +126,6 @@ def run_score(args) -> int:
     import extrap
     from extrap.tasks import parse_temperature, score_task
 
-    if args.n < 1 or args.batch < 1 or args.buckets < 1:
-        raise ExtrapError("--n, --batch and --buckets must be positive")
     parse_temperature(args.temperature)  # reject a bad value before loading anything
     from extrap.devices import resolve_device
 
@@ -110,13 +134,35 @@ def run_score(args) -> int:
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")
     L_tr = run.train_length
-    lengths = args.lengths or [L_tr * 2 ** k for k in range(4)]
+    lengths = args.lengths or [L_tr * 2**k for k in range(4)]
     corpus = args.corpus or run.corpus
-    report = score_task(run.model, run.tokenizer, task, lengths, n=args.n, seed=args.seed, method=args.method,
-                        temperature=args.temperature, train_length=L_tr, buckets=args.buckets, filler=corpus,
-                        split=args.split, batch=args.batch, details=args.details, progress=not args.json)
-    report = {"run": str(run.path), "pe": run.pe, "train_length": L_tr, "trained_on": run.task, "step": run.step,
-              **report, **run.provenance(), "seed": args.seed}
+    report = score_task(
+        run.model,
+        run.tokenizer,
+        task,
+        lengths,
+        n=args.n,
+        seed=args.seed,
+        method=args.method,
+        temperature=args.temperature,
+        train_length=L_tr,
+        buckets=args.buckets,
+        filler=corpus,
+        split=args.split,
+        batch=args.batch,
+        details=args.details,
+        progress=not args.json,
+    )
+    report = {
+        "run": str(run.path),
+        "pe": run.pe,
+        "train_length": L_tr,
+        "trained_on": run.task,
+        "step": run.step,
+        **report,
+        **run.provenance(),
+        "seed": args.seed,
+    }
     if args.out:
         from extrap.io import atomic_write_json
 
@@ -132,11 +178,16 @@ def run_score(args) -> int:
 def format_report(report: dict) -> str:
     """A text table: accuracy per length, then per depth bucket."""
     tau = report.get("temperature")
-    lines = [f"{report.get('run', '')}  task={report['task']}  score={report['method']}  n={report['n']}  "
-             f"L_tr={report.get('train_length', '?')}  temperature={'none' if tau is None else tau}"]
+    lines = [
+        f"{report.get('run', '')}  task={report['task']}  score={report['method']}  n={report['n']}  "
+        f"L_tr={report.get('train_length', '?')}  temperature={'none' if tau is None else tau}"
+    ]
     heads = [f"{b['lo']:.1f}-{b['hi']:.1f}" for b in report["by_depth"]]
-    lines.append(f"{'length':>7} {'acc':>6} {'tokens':>8} {'tau':>6}  " + " ".join(f"{h:>7}" for h in heads)
-                 + "   (accuracy by answer depth)")
+    lines.append(
+        f"{'length':>7} {'acc':>6} {'tokens':>8} {'tau':>6}  "
+        + " ".join(f"{h:>7}" for h in heads)
+        + "   (accuracy by answer depth)"
+    )
 
     def cell(b):
         return f"{b['accuracy']:>7.2f}" if b["accuracy"] is not None else f"{'-':>7}"
@@ -147,9 +198,12 @@ def format_report(report: dict) -> str:
             continue
         t = r.get("temperature")
         t = "-" if t is None else (f"{t:.3g}" if isinstance(t, (int, float)) else "list")
-        lines.append(f"{r['length']:>7} {r['accuracy']:>6.2f} {r['mean_prompt_tokens']:>8.0f} {t:>6}  "
-                     + " ".join(cell(b) for b in r["by_depth"]))
+        lines.append(
+            f"{r['length']:>7} {r['accuracy']:>6.2f} {r['mean_prompt_tokens']:>8.0f} {t:>6}  "
+            + " ".join(cell(b) for b in r["by_depth"])
+        )
     if report["accuracy"] is not None:
-        lines.append(f"{'all':>7} {report['accuracy']:>6.2f} {'':>8} {'':>6}  "
-                     + " ".join(cell(b) for b in report["by_depth"]))
+        lines.append(
+            f"{'all':>7} {report['accuracy']:>6.2f} {'':>8} {'':>6}  " + " ".join(cell(b) for b in report["by_depth"])
+        )
     return "\n".join(lines)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import re
 
 from extrap.commands import args as types
@@ -32,26 +31,44 @@ def register(subparsers) -> None:
         "theory",
         help="convergence, series sum B and receptive field n(eps) of positional encodings",
         description="Per head: does sum_t exp(r(t)) converge (Qin et al. 2024, Theorem 0.4)? If so, its sum B "
-                    "and the theoretical receptive field n(eps) = min{j : sum_{t>=j} b_t < B*eps} (their Eq. 22); "
-                    "if not, the growth of the partial sums and the attention dilution S(L)/S(L_train).",
+        "and the theoretical receptive field n(eps) = min{j : sum_{t>=j} b_t < B*eps} (their Eq. 22); "
+        "if not, the growth of the partial sums and the attention dilution S(L)/S(L_train).",
     )
-    p.add_argument("pe", nargs="*", metavar="PE",
-                   help="a registry spec (alibi, window:64, sandwich:dbar=128, kerple-log:r1=0.9), a formula in "
-                        "t and n = t+1, or 'all' for every registered scheme; write a formula that starts with '-' "
-                        "as formula:-2*log(n) (or put all options first, then --, then the PEs)")
-    p.add_argument("--checkpoint", metavar="RUN_OR_HF",
-                   help="analyse a checkpoint's own bias instead of PEs: a run directory (learned bias per layer) or "
-                        "hf:PATH (T5 bucket tables per head; BLOOM/MPT ALiBi slopes)")
-    p.add_argument("--heads", type=int, default=8, help="number of heads (default 8)")
-    p.add_argument("--eps", default=DEFAULT_EPS_TEXT,
-                   help=f"comma-separated eps values in (0, 1) for n(eps) (default {DEFAULT_EPS_TEXT})")
-    p.add_argument("--lengths", type=types.lengths_from(1), default=DEFAULT_LENGTHS_TEXT,
-                   help=f"comma-separated evaluation lengths for S(L)/S(L_train) (default {DEFAULT_LENGTHS_TEXT})")
-    p.add_argument("--train-length", type=int, default=512, help="training length L_train (default 512)")
-    p.add_argument("--json", action="store_true", help="print one JSON object {\"results\": [...]} instead of a table")
+    p.add_argument(
+        "pe",
+        nargs="*",
+        metavar="PE",
+        help="a registry spec (alibi, window:64, sandwich:dbar=128, kerple-log:r1=0.9), a formula in "
+        "t and n = t+1, or 'all' for every registered scheme; write a formula that starts with '-' "
+        "as formula:-2*log(n) (or put all options first, then --, then the PEs)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="RUN_OR_HF",
+        help="analyse a checkpoint's own bias instead of PEs: a run directory (learned bias per layer) or "
+        "hf:PATH (T5 bucket tables per head; BLOOM/MPT ALiBi slopes)",
+    )
+    p.add_argument("--heads", type=types.positive_int, default=8, help="number of heads (default 8)")
+    p.add_argument(
+        "--eps",
+        type=types.fractions,
+        default=DEFAULT_EPS_TEXT,
+        help=f"comma-separated eps values in (0, 1) for n(eps) (default {DEFAULT_EPS_TEXT})",
+    )
+    p.add_argument(
+        "--lengths",
+        type=types.lengths_from(1),
+        default=DEFAULT_LENGTHS_TEXT,
+        help=f"comma-separated evaluation lengths for S(L)/S(L_train) (default {DEFAULT_LENGTHS_TEXT})",
+    )
+    p.add_argument("--train-length", type=types.positive_int, default=512, help="training length L_train (default 512)")
+    p.add_argument("--json", action="store_true", help='print one JSON object {"results": [...]} instead of a table')
     p.add_argument("--plot", metavar="DIR", help="write heatmaps, TRF curves and partial-sum plots (PNG+SVG) to DIR")
-    p.add_argument("--compare", action="store_true",
-                   help="Theorem 0.5: compare the first PE's receptive field with each other PE's (head 0)")
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="Theorem 0.5: compare the first PE's receptive field with each other PE's (head 0)",
+    )
     p.add_argument("--explain", action="store_true", help="print each verdict's explanation under the table")
     p.set_defaults(func=run)
 
@@ -59,19 +76,6 @@ def register(subparsers) -> None:
 # ---------------------------------------------------------------------------
 # argument parsing
 # ---------------------------------------------------------------------------
-def parse_eps(text: str) -> list[float]:
-    out = []
-    for part in _split(text, "--eps"):
-        try:
-            e = float(part)
-        except ValueError:
-            raise ExtrapError(f"--eps: {part!r} is not a number") from None
-        if math.isnan(e) or not 0 < e < 1:
-            raise ExtrapError(f"--eps: {part} must lie strictly between 0 and 1")
-        out.append(e)
-    return list(dict.fromkeys(out))
-
-
 def _print_table(rows, keys: list[str], longest: int, explain: bool) -> None:
     print(format_table(rows, keys, longest))
     if explain:
@@ -84,13 +88,6 @@ def _layer_index(key: str) -> int | str:
     """'blocks.3.attn' (a run's parameter prefix) or '3' -> 3; other keys are kept as they are."""
     numbers = re.findall(r"\d+", str(key))
     return int(numbers[0]) if numbers else str(key)
-
-
-def _split(text: str, flag: str) -> list[str]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
-        raise ExtrapError(f"{flag}: empty list")
-    return parts
 
 
 def expand_pes(names: list[str]) -> list[str]:
@@ -110,11 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from extrap.positional import get
     from extrap.theory import analyse, collapse, compare, eps_key
 
-    if args.heads <= 0:
-        raise ExtrapError(f"--heads must be positive, got {args.heads}")
-    if args.train_length <= 0:
-        raise ExtrapError(f"--train-length must be positive, got {args.train_length}")
-    eps = parse_eps(args.eps)
+    eps = args.eps
     lengths = args.lengths
     if args.checkpoint:
         if args.pe:
@@ -171,17 +164,38 @@ def _run_checkpoint(args, eps, lengths) -> int:
     else:
         spec, heads, stored = read_bias_parameters(src)
         res = analyse_checkpoint(stored, spec, heads, eps=eps, lengths=lengths, train_length=tl)
-        rows = [{"checkpoint": str(src), "part": "decoder", "layer": _layer_index(layer), **r.to_dict()}
-                for layer, heads in res["layers"].items() for r in heads]
+        rows = [
+            {"checkpoint": str(src), "part": "decoder", "layer": _layer_index(layer), **r.to_dict()}
+            for layer, heads in res["layers"].items()
+            for r in heads
+        ]
     if args.json:
-        print(json.dumps({"checkpoint": str(src), "results": rows, **({"plots": [str(p) for p in plots]}
-                                                                       if plots else {})}, default=str))
+        print(
+            json.dumps(
+                {"checkpoint": str(src), "results": rows, **({"plots": [str(p) for p in plots]} if plots else {})},
+                default=str,
+            )
+        )
         return 0
     keys = [eps_key(e) for e in eps]
     view = []
     for r in rows:
-        v = SimpleNamespace(**{k: r.get(k) for k in ("verdict", "test", "series_sum", "growth", "tail_term",
-                                                     "trf_note", "explanation", "dilution", "head")})
+        v = SimpleNamespace(
+            **{
+                k: r.get(k)
+                for k in (
+                    "verdict",
+                    "test",
+                    "series_sum",
+                    "growth",
+                    "tail_term",
+                    "trf_note",
+                    "explanation",
+                    "dilution",
+                    "head",
+                )
+            }
+        )
         v.pe = f"{r['pe']} [{r['part']}" + ("" if r.get("layer") is None else f" L{r['layer']}") + "]"
         v.trf = r.get("trf") or {}
         if v.series_sum is not None:
@@ -198,12 +212,18 @@ def _run_checkpoint(args, eps, lengths) -> int:
 # ---------------------------------------------------------------------------
 def format_table(rows, eps_keys: list[str], top_length: int) -> str:
     """An aligned text table: one row per head (or 'all' when heads agree)."""
-    header = ["PE", "HEAD", "VERDICT", "TEST", "B"] + [f"TRF@{k}" for k in eps_keys] + [
-        f"S({top_length})/S(Ltr)", "NOTE"]
+    header = (
+        ["PE", "HEAD", "VERDICT", "TEST", "B"] + [f"TRF@{k}" for k in eps_keys] + [f"S({top_length})/S(Ltr)", "NOTE"]
+    )
     body = []
     for r in rows:
-        cells = [r.pe, "all" if r.head is None else str(r.head), r.verdict, r.test,
-                 "-" if r.series_sum is None else f"{float(r.series_sum):.6g}"]
+        cells = [
+            r.pe,
+            "all" if r.head is None else str(r.head),
+            r.verdict,
+            r.test,
+            "-" if r.series_sum is None else f"{float(r.series_sum):.6g}",
+        ]
         cells += ["-" if r.trf.get(k) is None else str(r.trf[k]) for k in eps_keys]
         dil = (r.dilution or {}).get(str(top_length))
         cells.append("-" if dil is None else f"{dil:.4g}")
@@ -245,7 +265,6 @@ def _plots(schemes, args) -> list:
     toeplitz = [s for s in schemes if not not_applicable_reason(s)]
     if toeplitz:
         out.extend(plots.trf_curves(toeplitz, args.plot, num_heads=args.heads))
-        out.extend(plots.partial_sums_plot(toeplitz, args.plot, max_length=max(args.lengths),
-                                           num_heads=args.heads))
+        out.extend(plots.partial_sums_plot(toeplitz, args.plot, max_length=max(args.lengths), num_heads=args.heads))
     log.info("extrap theory: %d figure files in %s", len(out), args.plot)
     return out

@@ -7,8 +7,11 @@ import os
 
 
 def register(sub) -> None:
-    p = sub.add_parser("train", help="train a causal LM with a positional scheme",
-                       description="Train a GPT-style LM; checkpoints are safetensors + JSON, resume is exact.")
+    p = sub.add_parser(
+        "train",
+        help="train a causal LM with a positional scheme",
+        description="Train a GPT-style LM; checkpoints are safetensors + JSON, resume is exact.",
+    )
     p.add_argument("--pe", help="positional scheme spec (see `extrap pe list`); default from preset/config")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--config", help="YAML or JSON file with 'model' and 'train' sections")
@@ -24,8 +27,12 @@ def register(sub) -> None:
     p.add_argument("--save-every", type=int, dest="save_every")
     p.add_argument("--positions", help="contiguous | randomized:max=N | pose:target=N,chunks=K")
     p.add_argument("--task", help="passkey | line | topic: train on retrieval examples, loss on the answer tokens")
-    p.add_argument("--task-mix", type=float, dest="task_mix",
-                   help="with --task: fraction of batches that are plain LM batches (default 0: task only)")
+    p.add_argument(
+        "--task-mix",
+        type=float,
+        dest="task_mix",
+        help="with --task: fraction of batches that are plain LM batches (default 0: task only)",
+    )
     p.add_argument("--device", help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
@@ -37,8 +44,22 @@ def run(args) -> int:
     from extrap.config import build_configs, read_config_file
     from extrap.train import train
 
-    keys = ("steps", "train_length", "batch_size", "grad_accum", "lr", "corpus", "tokenizer", "seed",
-            "save_every", "positions", "device", "threads", "task", "task_mix")
+    keys = (
+        "steps",
+        "train_length",
+        "batch_size",
+        "grad_accum",
+        "lr",
+        "corpus",
+        "tokenizer",
+        "seed",
+        "save_every",
+        "positions",
+        "device",
+        "threads",
+        "task",
+        "task_mix",
+    )
     overrides = {k: getattr(args, k) for k in keys}
     model_cfg, train_cfg = build_configs(args.pe, args.preset, read_config_file(args.config), overrides)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -56,8 +77,10 @@ def run(args) -> int:
         if args.json:
             print(json.dumps(summary))
         else:
-            print(f"trained {model_cfg.pe} for {summary['step']} steps: final loss {summary['final_loss']:.4f} "
-                  f"({summary['seconds']:.0f} s) -> {args.out}")
+            print(
+                f"trained {model_cfg.pe} for {summary['step']} steps: final loss {summary['final_loss']:.4f} "
+                f"({summary['seconds']:.0f} s) -> {args.out}"
+            )
     return 0
 
 

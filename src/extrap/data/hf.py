@@ -62,8 +62,8 @@ def load_splits(name: str, config: str | None) -> dict[str, list[str]]:
     for split, part in parts.items():
         if TEXT_COLUMN not in part.column_names:
             raise ExtrapError(
-                f"dataset {name!r} split {split!r} has no {TEXT_COLUMN!r} column (columns: {', '.join(part.column_names)}); "
-                "use a dataset with a 'text' column"
+                f"dataset {name!r} split {split!r} has no {TEXT_COLUMN!r} column "
+                f"(columns: {', '.join(part.column_names)}); use a dataset with a 'text' column"
             )
         out[str(split)] = [t for t in part[TEXT_COLUMN] if isinstance(t, str)]
     if "validation" not in out and "valid" in out:

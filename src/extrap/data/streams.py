@@ -52,7 +52,7 @@ def segment_starts(stream_len: int, need: int, n: int) -> list[int]:
 def segments(stream: torch.Tensor, length: int, n: int) -> torch.Tensor:
     """(n, length) int64 windows of a 1-D stream at :func:`segment_starts`."""
     stream = torch.as_tensor(stream).reshape(-1)
-    return torch.stack([stream[s:s + length] for s in segment_starts(stream.numel(), length, n)]).long()
+    return torch.stack([stream[s : s + length] for s in segment_starts(stream.numel(), length, n)]).long()
 
 
 def token_stream(

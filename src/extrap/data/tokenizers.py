@@ -138,7 +138,9 @@ def parse_spec(spec: str) -> int | None:
         raise ExtrapError(f"unknown tokenizer {spec!r}; use 'bytes' or 'bpe:V' with V >= 257 (e.g. bpe:8192)")
     vocab = int(m.group(1))
     if vocab < 257:
-        raise ExtrapError(f"tokenizer {spec!r}: a byte-level BPE needs V >= 257 (256 bytes + merges); use e.g. bpe:8192")
+        raise ExtrapError(
+            f"tokenizer {spec!r}: a byte-level BPE needs V >= 257 (256 bytes + merges); use e.g. bpe:8192"
+        )
     return vocab
 
 

@@ -8,16 +8,28 @@
 
 from extrap.evaluate.driver import evaluate_run, model_trf_window, resolve_temperature, resolve_window
 from extrap.evaluate.protocols import (
-                                       PROTOCOLS,
-                                       LengthResult,
-                                       eval_last_token,
-                                       eval_nonoverlapping,
-                                       eval_sliding,
-                                       evaluate,
-                                       last_token_targets,
+    PROTOCOLS,
+    LengthResult,
+    eval_last_token,
+    eval_nonoverlapping,
+    eval_sliding,
+    evaluate,
+    last_token_targets,
 )
 from extrap.evaluate.verdict import ExtrapolationVerdict, verdict
 
-__all__ = ["PROTOCOLS", "ExtrapolationVerdict", "LengthResult", "eval_last_token", "eval_nonoverlapping",
-           "eval_sliding", "evaluate", "evaluate_run", "last_token_targets", "model_trf_window",
-           "resolve_temperature", "resolve_window", "verdict"]
+__all__ = [
+    "PROTOCOLS",
+    "ExtrapolationVerdict",
+    "LengthResult",
+    "eval_last_token",
+    "eval_nonoverlapping",
+    "eval_sliding",
+    "evaluate",
+    "evaluate_run",
+    "last_token_targets",
+    "model_trf_window",
+    "resolve_temperature",
+    "resolve_window",
+    "verdict",
+]

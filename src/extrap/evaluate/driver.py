@@ -38,8 +38,9 @@ def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[in
     if not 0 < eps < 1:
         raise ExtrapError(f"eps must be in (0, 1), got {eps}")
     if run.model.scheme is None:
-        raise ExtrapError("an automatic window reads the trained bias of an extrap run; give a window size "
-                          "for hf: models")
+        raise ExtrapError(
+            "an automatic window reads the trained bias of an extrap run; give a window size for hf: models"
+        )
     w, reason = model_trf_window(run.model, eps)
     info = {"mode": "auto", "size": w, "eps": eps, "reduce": WINDOW_AUTO_TRF.reduce, "reason": reason}
     if w is None:
@@ -59,16 +60,27 @@ def model_trf_window(model, eps: float) -> tuple[int | None, str]:
     scheme = model.scheme
     if scheme is None or not scheme.is_toeplitz:
         return None, f"{model.shape.pe} is not a Toeplitz bias RPE: exact attention"
-    trf = receptive_field(scheme, model.bias_values(), eps=eps, reduce=WINDOW_AUTO_TRF.reduce,
-                          num_heads=model.shape.n_head)
+    trf = receptive_field(
+        scheme, model.bias_values(), eps=eps, reduce=WINDOW_AUTO_TRF.reduce, num_heads=model.shape.n_head
+    )
     if trf.value is None:
         return None, f"{trf.reason}: exact attention"
-    return int(trf.value), (f"TRF({eps:g}) of the trained bias, {trf.reduce} over layers and heads "
-                            f"(widest at {trf.widest.where}); keys further back are dropped")
+    return int(trf.value), (
+        f"TRF({eps:g}) of the trained bias, {trf.reduce} over layers and heads "
+        f"(widest at {trf.widest.where}); keys further back are dropped"
+    )
 
 
-def resolve_temperature(run: Run, spec, stream: torch.Tensor, lengths: list[int], mode: str = "pmax",
-                        segments: int = 4, per_layer: bool = False, max_length: int | None = None):
+def resolve_temperature(
+    run: Run,
+    spec,
+    stream: torch.Tensor,
+    lengths: list[int],
+    mode: str = "pmax",
+    segments: int = 4,
+    per_layer: bool = False,
+    max_length: int | None = None,
+):
     """None (τ untouched), a fixed τ, or ``auto`` (004: the aligned τ for each L_ex).
 
     ``auto`` calls :func:`extrap.align.aligned_temperature` with ``mode`` on ``segments`` segments of
@@ -96,11 +108,18 @@ def resolve_temperature(run: Run, spec, stream: torch.Tensor, lengths: list[int]
 
     def temperature_for(L: int):
         if L not in chosen:
-            chosen[L] = align.aligned_temperature(run.model, stream, L_tr, L, mode, per_layer, segments,
-                                                  max_length=max_length)
+            chosen[L] = align.aligned_temperature(
+                run.model, stream, L_tr, L, mode, per_layer, segments, max_length=max_length
+            )
         return chosen[L]
-    return temperature_for, {"mode": "auto", "align_mode": mode, "per_layer": per_layer, "segments": segments,
-                             "chosen": chosen}
+
+    return temperature_for, {
+        "mode": "auto",
+        "align_mode": mode,
+        "per_layer": per_layer,
+        "segments": segments,
+        "chosen": chosen,
+    }
 
 
 def _open(source, run: Run | None, corpus: str | None, hf_options: dict | None, backend: str | None) -> Run:
@@ -119,8 +138,9 @@ def _show(r: LengthResult) -> None:
     log.info("  L_ex=%s: %s", r.length, f"ppl {r.ppl:.3f} ({r.seconds:.1f} s)" if not r.error else r.error)
 
 
-def _check_window_cost(run: Run, results: list[LengthResult], stream, protocol, settings: dict,
-                       temperature_for, exact_check_max: int) -> None:
+def _check_window_cost(
+    run: Run, results: list[LengthResult], stream, protocol, settings: dict, temperature_for, exact_check_max: int
+) -> None:
     """Measure what the window costs where exact attention is affordable: the same length without it."""
     for r in results:
         if r.window is not None and r.error is None and r.length <= exact_check_max:
@@ -128,12 +148,30 @@ def _check_window_cost(run: Run, results: list[LengthResult], stream, protocol, 
             r.exact_loss = exact[0].loss
 
 
-def evaluate_run(source: str | Path | Run, lengths=None, protocol="nonoverlapping", stride=None, targets=64,
-                 tokens=None, split="validation", window="none", eps=WINDOW_AUTO_TRF.eps, delta=0.02, batch=8,
-                 progress=False, run: Run | None = None, exact_check_max: int = WINDOW_CHECK_MAX,
-                 backend: str | None = None, temperature=None, align_mode: str = "pmax", align_segments: int = 4,
-                 align_per_layer: bool = False, align_max_length: int | None = None, corpus: str | None = None,
-                 hf_options: dict | None = None) -> dict:
+def evaluate_run(
+    source: str | Path | Run,
+    lengths=None,
+    protocol="nonoverlapping",
+    stride=None,
+    targets=64,
+    tokens=None,
+    split="validation",
+    window="none",
+    eps=WINDOW_AUTO_TRF.eps,
+    delta=0.02,
+    batch=8,
+    progress=False,
+    run: Run | None = None,
+    exact_check_max: int = WINDOW_CHECK_MAX,
+    backend: str | None = None,
+    temperature=None,
+    align_mode: str = "pmax",
+    align_segments: int = 4,
+    align_per_layer: bool = False,
+    align_max_length: int | None = None,
+    corpus: str | None = None,
+    hf_options: dict | None = None,
+) -> dict:
     """Evaluate a run (a directory, ``hf:PATH`` or a loaded :class:`Run`); returns the JSON-ready report.
 
     ``temperature``: None, a τ, or "auto" (004 attention alignment by ``align_mode``; the τ
@@ -142,26 +180,50 @@ def evaluate_run(source: str | Path | Run, lengths=None, protocol="nonoverlappin
     """
     if protocol not in PROTOCOLS:
         raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
-    run = _open(source, run if run is not None else (None if isinstance(source, (str, Path)) else source),
-                corpus, hf_options, backend)
+    run = _open(
+        source,
+        run if run is not None else (None if isinstance(source, (str, Path)) else source),
+        corpus,
+        hf_options,
+        backend,
+    )
     L_tr = run.train_length
     lengths = sorted(set(lengths or [L_tr * 2**k for k in range(5)]) | {L_tr})
     window_for, window_info = resolve_window(run, window, eps)
     need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
     stream = eval_stream(run, split, need)
-    temperature_for, temperature_info = resolve_temperature(run, temperature, stream, lengths, align_mode,
-                                                            align_segments, align_per_layer, align_max_length)
+    temperature_for, temperature_info = resolve_temperature(
+        run, temperature, stream, lengths, align_mode, align_segments, align_per_layer, align_max_length
+    )
     settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch)
-    results = evaluate(run.model, stream, lengths, protocol, window_for=window_for,
-                       on_result=_show if progress else None, temperature_for=temperature_for, **settings)
+    results = evaluate(
+        run.model,
+        stream,
+        lengths,
+        protocol,
+        window_for=window_for,
+        on_result=_show if progress else None,
+        temperature_for=temperature_for,
+        **settings,
+    )
     if window_for is not None:
         _check_window_cost(run, results, stream, protocol, settings, temperature_for, exact_check_max)
     v = verdict(results, L_tr, delta)
-    return {"run": str(run.path), "pe": run.pe, "protocol": protocol, "split": split, "train_length": L_tr,
-            "delta": delta, "extrapolates": v.extrapolates, "worst_ratio": v.worst_ratio, "window": window_info,
-            "results": [r.to_dict() for r in results], "step": run.step,
-            **({"temperature": _temperature_report(temperature_info)} if temperature is not None else {}),
-            **run.provenance()}
+    return {
+        "run": str(run.path),
+        "pe": run.pe,
+        "protocol": protocol,
+        "split": split,
+        "train_length": L_tr,
+        "delta": delta,
+        "extrapolates": v.extrapolates,
+        "worst_ratio": v.worst_ratio,
+        "window": window_info,
+        "results": [r.to_dict() for r in results],
+        "step": run.step,
+        **({"temperature": _temperature_report(temperature_info)} if temperature is not None else {}),
+        **run.provenance(),
+    }
 
 
 def _temperature_report(info: dict) -> dict:

@@ -43,13 +43,25 @@ class LengthResult:
         return math.exp(self.loss) if math.isfinite(self.loss) else math.inf
 
     def to_dict(self) -> dict:
-        return {"length": self.length, "loss": self.loss, "ppl": self.ppl, "bits_per_token": self.loss / math.log(2),
-                "tokens": self.tokens, "seconds": self.seconds, "window": self.window,
-                **({"temperature": self.temperature} if self.temperature is not None else {}),
-                **({"error": self.error} if self.error else {}),
-                **({"exact_ppl": math.exp(self.exact_loss),
-                    "window_rel_diff": abs(math.exp(self.loss) - math.exp(self.exact_loss)) / math.exp(self.exact_loss)}
-                   if self.exact_loss is not None else {})}
+        return {
+            "length": self.length,
+            "loss": self.loss,
+            "ppl": self.ppl,
+            "bits_per_token": self.loss / math.log(2),
+            "tokens": self.tokens,
+            "seconds": self.seconds,
+            "window": self.window,
+            **({"temperature": self.temperature} if self.temperature is not None else {}),
+            **({"error": self.error} if self.error else {}),
+            **(
+                {
+                    "exact_ppl": math.exp(self.exact_loss),
+                    "window_rel_diff": abs(math.exp(self.loss) - math.exp(self.exact_loss)) / math.exp(self.exact_loss),
+                }
+                if self.exact_loss is not None
+                else {}
+            ),
+        }
 
 
 def _nll_sum(model, x: torch.Tensor, y: torch.Tensor, window: int | None, score_last: int | None) -> torch.Tensor:
@@ -69,7 +81,7 @@ def eval_nonoverlapping(model, stream: torch.Tensor, length: int, tokens: int, w
     total, count = 0.0, 0
     for c0 in range(0, n_chunks, batch):
         rows = range(c0, min(n_chunks, c0 + batch))
-        seg = torch.stack([stream[r * length:(r + 1) * length + 1] for r in rows]).long()
+        seg = torch.stack([stream[r * length : (r + 1) * length + 1] for r in rows]).long()
         total += float(_nll_sum(model, seg[:, :-1], seg[:, 1:], window, None))
         count += seg.shape[0] * length
     return total / count, count
@@ -82,11 +94,11 @@ def eval_sliding(model, stream: torch.Tensor, length: int, tokens: int, stride: 
         raise ExtrapError(f"sliding: stride must be in [1, L_ex={length}], got {stride}")
     if tokens < length:
         raise ExtrapError(f"sliding: {tokens} tokens are fewer than L_ex={length}; evaluate more tokens")
-    total = float(_nll_sum(model, stream[None, :length].long(), stream[None, 1:length + 1].long(), window, None))
+    total = float(_nll_sum(model, stream[None, :length].long(), stream[None, 1 : length + 1].long(), window, None))
     count = length
     starts = list(range(stride, tokens - length + 1, stride))
     for b0 in range(0, len(starts), batch):
-        seg = torch.stack([stream[s:s + length + 1] for s in starts[b0:b0 + batch]]).long()
+        seg = torch.stack([stream[s : s + length + 1] for s in starts[b0 : b0 + batch]]).long()
         total += float(_nll_sum(model, seg[:, :-1], seg[:, 1:], window, stride))
         count += seg.shape[0] * stride
     return total / count, count
@@ -96,8 +108,10 @@ def last_token_targets(stream_len: int, max_length: int, n: int) -> list[int]:
     """N target positions, evenly spread, each with at least ``max_length`` - 1 tokens before it."""
     lo, hi = max_length - 1, stream_len - 1
     if hi - lo + 1 < n:
-        raise ExtrapError(f"last-token: the stream ({stream_len} tokens) is too short for {n} targets at "
-                          f"L_ex={max_length}; use fewer targets or a shorter longest length")
+        raise ExtrapError(
+            f"last-token: the stream ({stream_len} tokens) is too short for {n} targets at "
+            f"L_ex={max_length}; use fewer targets or a shorter longest length"
+        )
     step = (hi - lo + 1) // n
     return [lo + k * step for k in range(n)]
 
@@ -107,19 +121,29 @@ def eval_last_token(model, stream: torch.Tensor, length: int, targets: list[int]
     """Score only stream[p] for each p in ``targets``, from the L_ex - 1 tokens before it."""
     total = 0.0
     for b0 in range(0, len(targets), batch):
-        ps = targets[b0:b0 + batch]
-        ctx = torch.stack([stream[p - length + 1:p] for p in ps]).long()  # (B, L_ex - 1)
-        y = torch.stack([stream[p:p + 1] for p in ps]).long()  # (B, 1)
+        ps = targets[b0 : b0 + batch]
+        ctx = torch.stack([stream[p - length + 1 : p] for p in ps]).long()  # (B, L_ex - 1)
+        y = torch.stack([stream[p : p + 1] for p in ps]).long()  # (B, 1)
         if ctx.shape[1] == 0:  # L_ex = 1: no context at all; predict from an empty prefix is undefined
             raise ExtrapError("last-token: L_ex must be >= 2")
         total += float(_nll_sum(model, ctx, y, window, 1))
     return total / len(targets), len(targets)
 
 
-def evaluate(model, stream: torch.Tensor, lengths: list[int], protocol: str, *, tokens: int | None = None,
-             stride: int | None = None, targets: int = 64, window_for: Callable[[int], int | None] | None = None,
-             on_result: Callable[[LengthResult], None] | None = None, batch: int = 8,
-             temperature_for: Callable[[int], float | list | None] | None = None) -> list[LengthResult]:
+def evaluate(
+    model,
+    stream: torch.Tensor,
+    lengths: list[int],
+    protocol: str,
+    *,
+    tokens: int | None = None,
+    stride: int | None = None,
+    targets: int = 64,
+    window_for: Callable[[int], int | None] | None = None,
+    on_result: Callable[[LengthResult], None] | None = None,
+    batch: int = 8,
+    temperature_for: Callable[[int], float | list | None] | None = None,
+) -> list[LengthResult]:
     """Evaluate at every length; a length that fails is recorded and the rest are kept.
 
     ``temperature_for(L)``: softmax τ (one, or one per layer) set with ``model.set_temperature``
@@ -133,15 +157,17 @@ def evaluate(model, stream: torch.Tensor, lengths: list[int], protocol: str, *, 
     tokens = tokens or max(lengths)
     need = tokens + 1 if protocol != "last-token" else max(lengths) + targets
     if stream.numel() < need:
-        raise ExtrapError(f"the evaluation stream has {stream.numel():,} tokens; {protocol} at these settings "
-                          f"needs {need:,}")
+        raise ExtrapError(
+            f"the evaluation stream has {stream.numel():,} tokens; {protocol} at these settings needs {need:,}"
+        )
     tgt = last_token_targets(stream.numel(), max(lengths), targets) if protocol == "last-token" else None
     results = []
     model.eval()
     with temperature(model):  # every length may set its own τ; the model's τ is restored afterwards
         for L in lengths:
-            results.append(_evaluate_length(model, stream, L, protocol, tokens, stride, tgt, window_for, batch,
-                                            temperature_for))
+            results.append(
+                _evaluate_length(model, stream, L, protocol, tokens, stride, tgt, window_for, batch, temperature_for)
+            )
             if on_result:
                 on_result(results[-1])
     return results
@@ -163,6 +189,7 @@ def _evaluate_length(model, stream, L, protocol, tokens, stride, tgt, window_for
             loss, n = eval_last_token(model, stream, L, tgt, window, batch)
         res = LengthResult(L, loss, n, time.perf_counter() - t0, window, temperature=tau)
     except (RuntimeError, MemoryError) as e:  # out of memory at a long length: keep what we have
-        res = LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=str(e).splitlines()[0][:200],
-                           temperature=tau)
+        res = LengthResult(
+            L, math.nan, 0, time.perf_counter() - t0, window, error=str(e).splitlines()[0][:200], temperature=tau
+        )
     return res

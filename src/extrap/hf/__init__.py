@@ -51,7 +51,21 @@ from extrap.hf.rope import apply_rope
 from extrap.hf.theory import alibi_checkpoint_slopes, hf_theory, plot_t5_tables, t5_tables
 from extrap.hf.tokenizer import HFTokenizer
 
-__all__ = ["CAUSAL_FAMILIES", "HF_ROPE_KINDS", "ROPE_KINDS", "T5_FAMILIES", "HFModel", "HFRun", "HFRunConfig",
-           "HFTokenizer",
-           "alibi_checkpoint_slopes", "apply_rope", "default_device_dtype", "hf_theory",
-           "load_hf", "plot_t5_tables", "strip_prefix", "t5_tables"]
+__all__ = [
+    "CAUSAL_FAMILIES",
+    "HF_ROPE_KINDS",
+    "ROPE_KINDS",
+    "T5_FAMILIES",
+    "HFModel",
+    "HFRun",
+    "HFRunConfig",
+    "HFTokenizer",
+    "alibi_checkpoint_slopes",
+    "apply_rope",
+    "default_device_dtype",
+    "hf_theory",
+    "load_hf",
+    "plot_t5_tables",
+    "strip_prefix",
+    "t5_tables",
+]

@@ -19,8 +19,11 @@ class StopForward(Exception):
 @contextmanager
 def attn_implementation(hf_model, name: str | None):
     """Run every config of ``hf_model`` with attention implementation ``name`` in the block (None: as is)."""
-    configs = {id(m.config): m.config for m in hf_model.modules()
-               if hasattr(getattr(m, "config", None), "_attn_implementation")}
+    configs = {
+        id(m.config): m.config
+        for m in hf_model.modules()
+        if hasattr(getattr(m, "config", None), "_attn_implementation")
+    }
     saved = [(c, c._attn_implementation) for c in configs.values()]
     try:
         if name is not None:
@@ -32,8 +35,9 @@ def attn_implementation(hf_model, name: str | None):
             c._attn_implementation = impl
 
 
-def window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None,
-                      **kwargs):
+def window_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None, **kwargs
+):
     """Causal attention over the ``module._extrap_window`` most recent keys, block by block of queries.
 
     An ``AttentionInterface`` function: query (B, H, L, D), key/value (B, H_kv, L, D); returns

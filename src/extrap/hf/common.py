@@ -63,9 +63,15 @@ def default_device_dtype(device=None, dtype=None) -> tuple[str, torch.dtype]:
     if dtype is None:
         dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     elif isinstance(dtype, str):
-        names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-                 "float64": torch.float64}
+        names = {
+            "float32": torch.float32,
+            "fp32": torch.float32,
+            "bfloat16": torch.bfloat16,
+            "bf16": torch.bfloat16,
+            "float16": torch.float16,
+            "fp16": torch.float16,
+            "float64": torch.float64,
+        }
         if dtype not in names:
             raise ExtrapError(f"dtype must be one of {', '.join(names)}, got {dtype!r}")
         dtype = names[dtype]

@@ -93,20 +93,35 @@ class HFRun:
 
     def provenance(self) -> dict:
         c = self.config
-        return {**run_metadata(None, self.corpus_hash), "hf_path": c.hf_path, "config_hash": c.config_hash,
-                "dtype": c.dtype, **({"rope": c.rope} if c.rope else {}), "corpus": c.corpus}
+        return {
+            **run_metadata(None, self.corpus_hash),
+            "hf_path": c.hf_path,
+            "config_hash": c.config_hash,
+            "dtype": c.dtype,
+            **({"rope": c.rope} if c.rope else {}),
+            "corpus": c.corpus,
+        }
 
 
-def load_hf(path, dtype=None, device=None, rope: str | None = None, factor: float | None = None,
-            train_length: int | None = None, corpus: str = "stdlib") -> HFRun:
+def load_hf(
+    path,
+    dtype=None,
+    device=None,
+    rope: str | None = None,
+    factor: float | None = None,
+    train_length: int | None = None,
+    corpus: str = "stdlib",
+) -> HFRun:
     """An HF causal LM from a local folder as an extrap run (see the module docstring)."""
     transformers = require_transformers()
     folder = check_folder(path)
     hf_cfg = read_hf_config(folder)
     mtype = str(getattr(hf_cfg, "model_type", ""))
     if mtype in T5_FAMILIES:
-        raise ExtrapError(f"not supported: {architecture(hf_cfg)} is an encoder-decoder; use "
-                          f"`extrap theory --checkpoint hf:PATH` or extrap.hf.t5 for T5")
+        raise ExtrapError(
+            f"not supported: {architecture(hf_cfg)} is an encoder-decoder; use "
+            f"`extrap theory --checkpoint hf:PATH` or extrap.hf.t5 for T5"
+        )
     if mtype not in CAUSAL_FAMILIES:
         raise ExtrapError(f"not supported: {architecture(hf_cfg)}")
     device, dt = default_device_dtype(device, dtype)
@@ -121,8 +136,11 @@ def load_hf(path, dtype=None, device=None, rope: str | None = None, factor: floa
         raise ExtrapError(f"{folder} has no usable tokenizer: {str(e).splitlines()[0]}") from None
     pe = f"hf:{mtype}/{CAUSAL_FAMILIES[mtype]}"
     model = HFModel(hf_model, mtype, pe)
-    n_pos = getattr(hf_cfg, "max_position_embeddings", None) or getattr(hf_cfg, "n_positions", None) \
+    n_pos = (
+        getattr(hf_cfg, "max_position_embeddings", None)
+        or getattr(hf_cfg, "n_positions", None)
         or getattr(hf_cfg, "max_seq_len", None)
+    )
     tl_source = "given"
     if train_length is None:
         if n_pos is not None:
@@ -141,9 +159,20 @@ def load_hf(path, dtype=None, device=None, rope: str | None = None, factor: floa
         raise ExtrapError("a RoPE factor needs a RoPE scaling (rope)")
     shape = model.shape
     config = HFRunConfig(
-        pe=shape.pe, n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model,
-        vocab_size=shape.vocab_size, architecture=architecture(hf_cfg), model_type=mtype,
-        train_length=int(train_length), train_length_source=tl_source, corpus=corpus, hf_path=str(folder),
-        config_hash=sha256_file(folder / "config.json"), dtype=str(dt).replace("torch.", ""), device=str(device),
-        rope=rope_info)
+        pe=shape.pe,
+        n_layer=shape.n_layer,
+        n_head=shape.n_head,
+        d_model=shape.d_model,
+        vocab_size=shape.vocab_size,
+        architecture=architecture(hf_cfg),
+        model_type=mtype,
+        train_length=int(train_length),
+        train_length_source=tl_source,
+        corpus=corpus,
+        hf_path=str(folder),
+        config_hash=sha256_file(folder / "config.json"),
+        dtype=str(dt).replace("torch.", ""),
+        device=str(device),
+        rope=rope_info,
+    )
     return HFRun(model=model, tokenizer=HFTokenizer(tok, folder), config=config, path=f"hf:{folder}")

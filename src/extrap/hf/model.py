@@ -65,17 +65,24 @@ class HFModel(nn.Module):
         self.hf = hf_model
         self.family = family
         c = hf_model.config
-        self.cfg = HFConfig(n_layer=int(_first_attr(c, "num_hidden_layers", "n_layer", "n_layers")),
-                            n_head=int(_first_attr(c, "num_attention_heads", "n_head", "n_heads")),
-                            d_model=int(_first_attr(c, "hidden_size", "n_embd", "d_model")),
-                            vocab_size=int(c.vocab_size), pe=pe)
-        self.attn_modules = [m for m in hf_model.modules()
-                             if type(m).__name__.endswith("Attention")
-                             and (hasattr(m, "scaling") or hasattr(m, "inv_norm_factor")
-                                  or hasattr(m, "softmax_scale"))]
+        self.cfg = HFConfig(
+            n_layer=int(_first_attr(c, "num_hidden_layers", "n_layer", "n_layers")),
+            n_head=int(_first_attr(c, "num_attention_heads", "n_head", "n_heads")),
+            d_model=int(_first_attr(c, "hidden_size", "n_embd", "d_model")),
+            vocab_size=int(c.vocab_size),
+            pe=pe,
+        )
+        self.attn_modules = [
+            m
+            for m in hf_model.modules()
+            if type(m).__name__.endswith("Attention")
+            and (hasattr(m, "scaling") or hasattr(m, "inv_norm_factor") or hasattr(m, "softmax_scale"))
+        ]
         if len(self.attn_modules) != self.cfg.n_layer:
-            raise ExtrapError(f"not supported: {type(hf_model).__name__} ({len(self.attn_modules)} attention "
-                              f"modules found for {self.cfg.n_layer} layers)")
+            raise ExtrapError(
+                f"not supported: {type(hf_model).__name__} ({len(self.attn_modules)} attention "
+                f"modules found for {self.cfg.n_layer} layers)"
+            )
         for m in self.attn_modules:
             for attr in ("scaling", "inv_norm_factor", "beta", "softmax_scale"):
                 if hasattr(m, attr):
@@ -118,8 +125,16 @@ class HFModel(nn.Module):
         """Token embeddings (the HF model adds learned absolute positions itself)."""
         return self.hf.get_input_embeddings()(idx)
 
-    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None, *, window: int | None = None,
-                last: int | None = None, return_probs: bool = False, embeds: torch.Tensor | None = None) -> Output:
+    def forward(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        window: int | None = None,
+        last: int | None = None,
+        return_probs: bool = False,
+        embeds: torch.Tensor | None = None,
+    ) -> Output:
         B, L = idx.shape
         kw: dict = {"use_cache": False}
         if embeds is not None:
@@ -176,8 +191,7 @@ class HFModel(nn.Module):
     def step(self, idx: torch.Tensor, start: int, cache: HFCache) -> torch.Tensor:
         """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache."""
         if start != cache.length:
-            raise ExtrapError(f"hf: models continue from the end of their cache (position {cache.length}, "
-                              f"got {start})")
+            raise ExtrapError(f"hf: models continue from the end of their cache (position {cache.length}, got {start})")
         B, T = idx.shape
         kw = {"input_ids": idx, "past_key_values": cache.past, "use_cache": True}
         if self._pos_ids:

@@ -52,8 +52,7 @@ def apply_rope(model: HFModel, rope: str, factor: float | None, original: int) -
         d = 2 * rot.inv_freq.numel()
 
         def freqs(seq_len=None, d=d):
-            return rope_frequencies(rope, d, base=base, factor=factor, original_max_position=original,
-                                    seq_len=seq_len)
+            return rope_frequencies(rope, d, base=base, factor=factor, original_max_position=original, seq_len=seq_len)
 
         inv, af = freqs()
         rot.rope_type = "default"  # HF's dynamic/longrope updates must not overwrite ours
@@ -61,11 +60,13 @@ def apply_rope(model: HFModel, rope: str, factor: float | None, original: int) -
         rot.original_inv_freq = inv.clone().to(rot.inv_freq.device)
         rot.attention_scaling = float(af)
         if rope == "dynamic":  # stateless: frequencies of the current sequence length, every call
+
             def pre(module, args, kwargs, freqs=freqs):
                 pos = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
                 seq = int(pos.max()) + 1 if pos is not None else original
                 inv_s, af_s = freqs(seq_len=seq)
                 module.inv_freq.copy_(inv_s.to(module.inv_freq.device))
                 module.attention_scaling = float(af_s)
+
             rot.register_forward_pre_hook(pre, with_kwargs=True)
     return info

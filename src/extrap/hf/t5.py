@@ -153,8 +153,7 @@ def _install(mod) -> None:
     mod.compute_bias = compute_bias
     mod._extrap_tau = 1.0
     mod._extrap_active = None
-    handles = [mod.register_forward_pre_hook(pre, with_kwargs=True),
-               mod.register_forward_hook(post, with_kwargs=True)]
+    handles = [mod.register_forward_pre_hook(pre, with_kwargs=True), mod.register_forward_hook(post, with_kwargs=True)]
     setattr(mod, _HOOKS, handles)
 
 
@@ -216,6 +215,7 @@ class _PartTemperature:
 
 def _row_sums(name: str, kind: str, sums: dict, attention_mask):
     """A forward hook that adds one module's softmax rows to ``sums[name]`` = [Σ P_max, Σ H, rows]."""
+
     def post(module, args, kwargs, output):
         w = output[2] if isinstance(output, tuple) and len(output) > 2 else None
         if w is None:
@@ -231,6 +231,7 @@ def _row_sums(name: str, kind: str, sums: dict, attention_mask):
         acc[0] += float((pmax * keep).sum())
         acc[1] += float((ent * keep).sum())
         acc[2] += int(keep.sum())
+
     return post
 
 
@@ -248,8 +249,15 @@ def _run(model, part: str, input_ids, attention_mask, decoder_input_ids) -> None
 
 
 @torch.no_grad()
-def t5_attention_stats(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                       decoder_input_ids: torch.Tensor | None = None, part: str = "encoder", tau=None) -> dict:
+def t5_attention_stats(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    decoder_input_ids: torch.Tensor | None = None,
+    part: str = "encoder",
+    tau=None,
+) -> dict:
     """Average P_max and entropy over every softmax row of ``part``'s attention modules.
 
     Rows of padded encoder queries (``attention_mask`` = 0) are left out of encoder
@@ -267,8 +275,10 @@ def t5_attention_stats(model, input_ids: torch.Tensor, attention_mask: torch.Ten
         attention_mask = attention_mask[None]
     sums = {name: [0.0, 0.0, 0] for name, _ in mods}
     kinds = {name: k for k in ("encoder", "decoder", "cross") for name, _ in attention_modules(model, k)}
-    handles = [mod.register_forward_hook(_row_sums(name, kinds[name], sums, attention_mask), with_kwargs=True)
-               for name, mod in mods]
+    handles = [
+        mod.register_forward_hook(_row_sums(name, kinds[name], sums, attention_mask), with_kwargs=True)
+        for name, mod in mods
+    ]
     was_training = model.training
     model.eval()
     try:
@@ -279,14 +289,25 @@ def t5_attention_stats(model, input_ids: torch.Tensor, attention_mask: torch.Ten
             h.remove()
         model.train(was_training)
     layers = [{"module": name, "pmax": s[0] / s[2], "entropy": s[1] / s[2]} for name, s in sums.items()]
-    return {"pmax": sum(v["pmax"] for v in layers) / len(layers),
-            "entropy": sum(v["entropy"] for v in layers) / len(layers), "layers": layers,
-            "rows": sums[mods[0][0]][2]}
+    return {
+        "pmax": sum(v["pmax"] for v in layers) / len(layers),
+        "entropy": sum(v["entropy"] for v in layers) / len(layers),
+        "layers": layers,
+        "rows": sums[mods[0][0]][2],
+    }
 
 
-def t5_algorithm1(model, short_ids: torch.Tensor, long_ids: torch.Tensor, mode: str = "pmax", *,
-                  grid: Sequence[float] | None = None, refine: bool = True, part: str = "encoder",
-                  set_result: bool = False) -> dict:
+def t5_algorithm1(
+    model,
+    short_ids: torch.Tensor,
+    long_ids: torch.Tensor,
+    mode: str = "pmax",
+    *,
+    grid: Sequence[float] | None = None,
+    refine: bool = True,
+    part: str = "encoder",
+    set_result: bool = False,
+) -> dict:
     """004 Algorithm 1 on a T5 encoder: τ for ``long_ids`` whose average P_max/H matches ``short_ids`` at τ = 1.
 
     Same search as :func:`extrap.align.algorithm1` (paper grid 1.0 -> 0.5, optional bisection).
@@ -296,9 +317,17 @@ def t5_algorithm1(model, short_ids: torch.Tensor, long_ids: torch.Tensor, mode: 
 
     check_mode(mode, SEARCH_MODES)
     target = t5_attention_stats(model, short_ids, part=part, tau=1.0)[mode]
-    res = search_tau(lambda t: t5_attention_stats(model, long_ids, part=part, tau=t)[mode], target,
-                     grid or DEFAULT_GRID, refine)
+    res = search_tau(
+        lambda t: t5_attention_stats(model, long_ids, part=part, tau=t)[mode], target, grid or DEFAULT_GRID, refine
+    )
     if set_result:
         set_t5_temperature(model, res.tau, part)
-    return {"tau": res.tau, "grid_tau": res.grid_tau, "target": res.target, "value": res.value,
-            "curve": res.curve, "refined": res.refined, "at_grid_edge": res.at_grid_edge}
+    return {
+        "tau": res.tau,
+        "grid_tau": res.grid_tau,
+        "target": res.target,
+        "value": res.value,
+        "curve": res.curve,
+        "refined": res.refined,
+        "at_grid_edge": res.at_grid_edge,
+    }

@@ -31,9 +31,16 @@ def t5_tables(path) -> list[dict]:
         if not keys:
             continue
         w = weights[keys[0]].detach().double()  # (num_buckets, H)
-        out.append({"part": part, "table": w.T.contiguous(), "num_buckets": int(cfg.relative_attention_num_buckets),
-                    "max_distance": int(getattr(cfg, "relative_attention_max_distance", 128)),
-                    "bidirectional": part == "encoder", "key": keys[0]})
+        out.append(
+            {
+                "part": part,
+                "table": w.T.contiguous(),
+                "num_buckets": int(cfg.relative_attention_num_buckets),
+                "max_distance": int(getattr(cfg, "relative_attention_max_distance", 128)),
+                "bidirectional": part == "encoder",
+                "key": keys[0],
+            }
+        )
     if not out:
         raise ExtrapError(f"{folder}: no relative_attention_bias weights found")
     return out
@@ -65,8 +72,10 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
     if mtype in T5_FAMILIES:
         tl = train_length or 512
         for t in t5_tables(folder):
-            spec = (f"t5:num_buckets={t['num_buckets']},max_distance={t['max_distance']},"
-                    f"bidirectional={str(t['bidirectional']).lower()}")
+            spec = (
+                f"t5:num_buckets={t['num_buckets']},max_distance={t['max_distance']},"
+                f"bidirectional={str(t['bidirectional']).lower()}"
+            )
             H = t["table"].shape[0]
             for r in analyse(spec, H, {"table": t["table"]}, eps=eps, lengths=lengths, train_length=tl):
                 rows.append({"checkpoint": f"hf:{folder}", "part": t["part"], "layer": 0, **r.to_dict()})
@@ -74,13 +83,22 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
     if mtype in ("bloom", "mpt"):
         slopes = alibi_checkpoint_slopes(folder, cfg)
         H = len(slopes)
-        tl = train_length or int(getattr(cfg, "max_position_embeddings", None)
-                                 or getattr(cfg, "max_seq_len", None) or 2048)
+        tl = train_length or int(
+            getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "max_seq_len", None) or 2048
+        )
         press = alibi_slopes(H)
         values = {"slope": torch.tensor(slopes, dtype=torch.float64)}
         for r in analyse("alibi", H, values, eps=eps, lengths=lengths, train_length=tl):
-            rows.append({"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict(),
-                         "slope": slopes[r.head], "press_slope": press[r.head]})
+            rows.append(
+                {
+                    "checkpoint": f"hf:{folder}",
+                    "part": "decoder",
+                    "layer": None,
+                    **r.to_dict(),
+                    "slope": slopes[r.head],
+                    "press_slope": press[r.head],
+                }
+            )
         return rows
     if mtype in CAUSAL_FAMILIES:
         scheme = "rope" if CAUSAL_FAMILIES[mtype] == "rope" else "learned"

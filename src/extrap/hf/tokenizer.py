@@ -14,8 +14,11 @@ class HFTokenizer:
     def __init__(self, tok, folder: Path):
         self.tok = tok
         tok.model_max_length = int(1e30)  # no "sequence longer than" warnings: we cut windows ourselves
-        files = sorted(f for f in folder.iterdir() if f.name.startswith(("tokenizer", "vocab", "merges",
-                                                                          "special_tokens", "spiece")))
+        files = sorted(
+            f
+            for f in folder.iterdir()
+            if f.name.startswith(("tokenizer", "vocab", "merges", "special_tokens", "spiece"))
+        )
         h = hashlib.sha256()
         for f in files:
             h.update(f.name.encode())
@@ -32,7 +35,7 @@ class HFTokenizer:
         lines = text.splitlines(keepends=True)
         chunk = 2000  # lines per call: bounded memory, identical ids for line-separated text
         for i in range(0, len(lines), chunk):
-            ids.extend(self.encode("".join(lines[i:i + chunk])))
+            ids.extend(self.encode("".join(lines[i : i + chunk])))
         return np.asarray(ids, dtype=np.int64)
 
     def decode(self, ids) -> str:

@@ -23,5 +23,17 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
-__all__ = ["BiasRPE", "EmbeddingScheme", "Option", "Param", "Scheme", "T", "REGISTRY", "get", "register",
-           "names", "alibi_slopes", "t5_bucket"]
+__all__ = [
+    "BiasRPE",
+    "EmbeddingScheme",
+    "Option",
+    "Param",
+    "Scheme",
+    "T",
+    "REGISTRY",
+    "get",
+    "register",
+    "names",
+    "alibi_slopes",
+    "t5_bucket",
+]

@@ -28,8 +28,9 @@ from extrap.positional.registry import register
 # ---------------------------------------------------------------------------
 # The embedding
 # ---------------------------------------------------------------------------
-def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0,
-                         dtype: torch.dtype | None = None) -> Tensor:
+def sinusoidal_embedding(
+    positions: Tensor, dim: int, base: float = 10000.0, dtype: torch.dtype | None = None
+) -> Tensor:
     """Sinusoidal position embedding (Vaswani et al. 2017, §3.5).
 
     Args:
@@ -66,8 +67,15 @@ def _base_positions(batch: int, length: int, positions: Tensor | None, device) -
     return positions.to(device).expand(batch, length)
 
 
-def shape_positions(batch: int, length: int, generator: torch.Generator | None = None, *, max_shift: int,
-                    positions: Tensor | None = None, device=None) -> Tensor:
+def shape_positions(
+    batch: int,
+    length: int,
+    generator: torch.Generator | None = None,
+    *,
+    max_shift: int,
+    positions: Tensor | None = None,
+    device=None,
+) -> Tensor:
     """SHAPE (Kiyono et al. 2021, §3): shift every position of a sequence by one k ~ U{0, ..., K}.
 
     Args:
@@ -88,9 +96,17 @@ def shape_positions(batch: int, length: int, generator: torch.Generator | None =
     return pos + k.to(pos.dtype)
 
 
-def cape_positions(batch: int, length: int, generator: torch.Generator | None = None, *,
-                   max_global_shift: float = 0.0, max_local_shift: float = 0.0, max_global_scale: float = 1.0,
-                   positions: Tensor | None = None, device=None) -> Tensor:
+def cape_positions(
+    batch: int,
+    length: int,
+    generator: torch.Generator | None = None,
+    *,
+    max_global_shift: float = 0.0,
+    max_local_shift: float = 0.0,
+    max_global_scale: float = 1.0,
+    positions: Tensor | None = None,
+    device=None,
+) -> Tensor:
     """CAPE (Likhomanenko et al. 2021, §3): x'_m = λ (x_m + Δ + ε_m), as their reference code.
 
     Per sequence: global shift Δ ~ U[-Δmax, Δmax] and global scaling λ with
@@ -142,8 +158,10 @@ def check_learned_positions(positions: Tensor | int, max_positions: int) -> None
     if low < 0:
         raise ExtrapError(f"learned: position {low} is negative; learned absolute embeddings start at 0")
     if top >= max_positions:
-        raise ExtrapError(f"learned: position {top} is beyond max_positions={max_positions}; a learned APE cannot "
-                          "extrapolate (use sinusoidal, rope or a bias scheme, or raise learned:max_positions)")
+        raise ExtrapError(
+            f"learned: position {top} is beyond max_positions={max_positions}; a learned APE cannot "
+            "extrapolate (use sinusoidal, rope or a bias scheme, or raise learned:max_positions)"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -156,8 +174,14 @@ class _APE(EmbeddingScheme):
         """(L,) long: 0..L-1 (no augmentation at evaluation)."""
         return torch.arange(length, device=device)
 
-    def train_positions(self, batch: int, length: int, generator: torch.Generator | None = None,
-                        positions: Tensor | None = None, device=None) -> Tensor:
+    def train_positions(
+        self,
+        batch: int,
+        length: int,
+        generator: torch.Generator | None = None,
+        positions: Tensor | None = None,
+        device=None,
+    ) -> Tensor:
         """(B, L) training positions: ``positions`` (default 0..L-1, or a sampler's) plus any augmentation."""
         dev = sampling_device(generator, device)
         return _base_positions(batch, length, positions, dev).clone()
@@ -169,19 +193,37 @@ class Sinusoidal(_APE):
 
     name = "sinusoidal"
     summary = "fixed sin/cos absolute embedding added to token embeddings; shape=K or cape=1 augment training"
-    reference = ("Vaswani et al. 2017; SHAPE: Kiyono et al. 2021; CAPE: Likhomanenko et al. 2021 "
-                 "(survey 002 §3.1)")
+    reference = "Vaswani et al. 2017; SHAPE: Kiyono et al. 2021; CAPE: Likhomanenko et al. 2021 (survey 002 §3.1)"
     OPTIONS = (
         Option("base", float, 10000.0, "ω_i = base^(-2i/d)", lambda b: b > 1, "must be > 1"),
-        Option("shape", int, 0, "SHAPE: max shift K, k ~ U{0..K} per training sequence (0: off)",
-               lambda k: k >= 0, "must be >= 0"),
+        Option(
+            "shape",
+            int,
+            0,
+            "SHAPE: max shift K, k ~ U{0..K} per training sequence (0: off)",
+            lambda k: k >= 0,
+            "must be >= 0",
+        ),
         Option("cape", bool, False, "CAPE augmentation at training time"),
-        Option("cape_global", float, 5.0, "CAPE: max global shift Δmax (extrap default)", lambda x: x >= 0,
-               "must be >= 0"),
-        Option("cape_local", float, 0.5, "CAPE: max local shift εmax (<= 0.5 keeps token order)",
-               lambda x: 0 <= x <= 0.5, "must be in [0, 0.5]"),
-        Option("cape_scale", float, 1.03, "CAPE: max global scaling s, log λ ~ U[-log s, log s] (1: off)",
-               lambda x: x >= 1, "must be >= 1"),
+        Option(
+            "cape_global", float, 5.0, "CAPE: max global shift Δmax (extrap default)", lambda x: x >= 0, "must be >= 0"
+        ),
+        Option(
+            "cape_local",
+            float,
+            0.5,
+            "CAPE: max local shift εmax (<= 0.5 keeps token order)",
+            lambda x: 0 <= x <= 0.5,
+            "must be in [0, 0.5]",
+        ),
+        Option(
+            "cape_scale",
+            float,
+            1.03,
+            "CAPE: max global scaling s, log λ ~ U[-log s, log s] (1: off)",
+            lambda x: x >= 1,
+            "must be >= 1",
+        ),
     )
 
     def validate(self) -> None:
@@ -196,17 +238,29 @@ class Sinusoidal(_APE):
         """(..., L) positions -> (..., L, dim) embedding (:func:`sinusoidal_embedding`)."""
         return sinusoidal_embedding(positions, dim, self.opts["base"], dtype)
 
-    def train_positions(self, batch: int, length: int, generator: torch.Generator | None = None,
-                        positions: Tensor | None = None, device=None) -> Tensor:
+    def train_positions(
+        self,
+        batch: int,
+        length: int,
+        generator: torch.Generator | None = None,
+        positions: Tensor | None = None,
+        device=None,
+    ) -> Tensor:
         """(B, L) augmented training positions: SHAPE (long), CAPE (float) or plain (long)."""
         o = self.opts
         if o["shape"]:
-            return shape_positions(batch, length, generator, max_shift=o["shape"], positions=positions,
-                                   device=device)
+            return shape_positions(batch, length, generator, max_shift=o["shape"], positions=positions, device=device)
         if o["cape"]:
-            return cape_positions(batch, length, generator, max_global_shift=o["cape_global"],
-                                  max_local_shift=o["cape_local"], max_global_scale=o["cape_scale"],
-                                  positions=positions, device=device)
+            return cape_positions(
+                batch,
+                length,
+                generator,
+                max_global_shift=o["cape_global"],
+                max_local_shift=o["cape_local"],
+                max_global_scale=o["cape_scale"],
+                positions=positions,
+                device=device,
+            )
         return super().train_positions(batch, length, generator, positions, device)
 
 
@@ -223,9 +277,7 @@ class Learned(_APE):
     learned = True  # the model owns the table: training changes it
     summary = "trainable absolute embedding table of max_positions rows; cannot go beyond it"
     reference = "Gehring et al. 2017; Devlin et al. 2019 / Radford et al. 2019 (survey 002 §3.1)"
-    OPTIONS = (
-        Option("max_positions", int, 1024, "rows of the embedding table", lambda n: n > 0, "must be > 0"),
-    )
+    OPTIONS = (Option("max_positions", int, 1024, "rows of the embedding table", lambda n: n > 0, "must be > 0"),)
 
     @property
     def max_positions(self) -> int:
@@ -236,5 +288,11 @@ class Learned(_APE):
         check_learned_positions(positions, self.max_positions)
 
 
-__all__ = ["sinusoidal_embedding", "shape_positions", "cape_positions", "check_learned_positions", "Sinusoidal",
-           "Learned"]
+__all__ = [
+    "sinusoidal_embedding",
+    "shape_positions",
+    "cape_positions",
+    "check_learned_positions",
+    "Sinusoidal",
+    "Learned",
+]

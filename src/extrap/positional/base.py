@@ -239,8 +239,10 @@ class BiasRPE(Scheme):
         """mpmath: r(t) for one head at a numeric distance, at mpmath's working precision."""
         import mpmath
 
-        hv = {k: (mpmath.mpf(float(v)) if not isinstance(v, list) else [mpmath.mpf(float(e)) for e in v])
-              for k, v in self.head_values(values, head, exact=False).items()}
+        hv = {
+            k: (mpmath.mpf(float(v)) if not isinstance(v, list) else [mpmath.mpf(float(e)) for e in v])
+            for k, v in self.head_values(values, head, exact=False).items()
+        }
         return self.fn(ops.MPMATH, mpmath.mpf(t), hv)
 
 

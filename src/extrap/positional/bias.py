@@ -75,8 +75,9 @@ class ALiBi(BiasRPE):
 # KERPLE (Chi et al. 2022)
 # ---------------------------------------------------------------------------
 def _linspace(lo: float, hi: float):
-    return lambda h: (torch.linspace(lo, hi, h, dtype=torch.float64) if h > 1
-                      else torch.tensor([lo], dtype=torch.float64))
+    return lambda h: (
+        torch.linspace(lo, hi, h, dtype=torch.float64) if h > 1 else torch.tensor([lo], dtype=torch.float64)
+    )
 
 
 def _fill(v: float):
@@ -93,8 +94,14 @@ class KerpleLog(BiasRPE):
     summary = "learnable -r1*log(1 + r2*t), r1, r2 > 0 per head"
     reference = "Chi et al. 2022 (KERPLE), logarithmic variant"
     OPTIONS = (
-        Option("r1", float, None, "initial r1 for all heads (default: linspace 1.5..3 over heads)",
-               _positive, "must be > 0"),
+        Option(
+            "r1",
+            float,
+            None,
+            "initial r1 for all heads (default: linspace 1.5..3 over heads)",
+            _positive,
+            "must be > 0",
+        ),
         Option("r2", float, 1.0, "initial r2 for all heads", _positive, "must be > 0"),
         Option("learn", bool, True, "learn r1, r2 (false: keep them fixed)"),
     )
@@ -127,8 +134,11 @@ class KerplePower(BiasRPE):
 
     def params(self, num_heads):
         # Starts exactly at ALiBi (r2 = 1, r1 = ALiBi slopes) unless told otherwise.
-        r1 = _fill(self.opts["r1"]) if self.opts["r1"] is not None else (
-            lambda h: torch.tensor(alibi_slopes(h), dtype=torch.float64))
+        r1 = (
+            _fill(self.opts["r1"])
+            if self.opts["r1"] is not None
+            else (lambda h: torch.tensor(alibi_slopes(h), dtype=torch.float64))
+        )
         learn = self.opts["learn"]
         return [
             Param("r1", r1, learnable=learn, positive=True, doc="scale"),
@@ -150,15 +160,22 @@ class Sandwich(BiasRPE):
     summary = "(Σ_i cos(t/10000^(2i/d̄)) - d̄/2) / (8k/H): inner products of sinusoids"
     reference = "Chi et al. 2023 (003) Eq. 6 and Appendix E"
     OPTIONS = (
-        Option("dbar", int, 128, "d̄, dimension of the sinusoidal embedding", lambda d: d >= 2 and d % 2 == 0,
-               "must be an even integer >= 2"),
+        Option(
+            "dbar",
+            int,
+            128,
+            "d̄, dimension of the sinusoidal embedding",
+            lambda d: d >= 2 and d % 2 == 0,
+            "must be an even integer >= 2",
+        ),
         Option("base", float, 10000.0, "sinusoid base", lambda b: b > 1, "must be > 1"),
     )
 
     def params(self, num_heads):
         # compression ratio h_k = k * 8 / H, k = 1..H (003 Appendix E)
-        return [Param("ratio", lambda h: torch.arange(1, h + 1, dtype=torch.float64) * 8 / h,
-                      doc="compression ratio k*8/H")]
+        return [
+            Param("ratio", lambda h: torch.arange(1, h + 1, dtype=torch.float64) * 8 / h, doc="compression ratio k*8/H")
+        ]
 
     def fn(self, xp, t, p, i=None):
         dbar, base = self.opts["dbar"], self.opts["base"]
@@ -216,8 +233,9 @@ def t5_bucket(t, bidirectional: bool, num_buckets: int, max_distance: int, xp=No
         return ret + torch.where(is_small, rel, large)
     # sympy, causal only (the theory engine studies the causal decoder)
     max_exact = nb // 2
-    large = max_exact + xp.floor(xp.log(t / xp.const(max_exact, t)) / xp.log(xp.ratio(max_distance, max_exact))
-                                 * (nb - max_exact))
+    large = max_exact + xp.floor(
+        xp.log(t / xp.const(max_exact, t)) / xp.log(xp.ratio(max_distance, max_exact)) * (nb - max_exact)
+    )
     return xp.where(t < max_exact, t, xp.minimum(large, nb - 1))
 
 
@@ -240,8 +258,14 @@ class T5(BiasRPE):
 
     def params(self, num_heads):
         # zero init: the model starts position-agnostic and learns the table
-        return [Param("table", lambda h: torch.zeros(h, self.opts["num_buckets"], dtype=torch.float64),
-                      learnable=True, doc="bias per bucket")]
+        return [
+            Param(
+                "table",
+                lambda h: torch.zeros(h, self.opts["num_buckets"], dtype=torch.float64),
+                learnable=True,
+                doc="bias per bucket",
+            )
+        ]
 
     def fn(self, xp, t, p, i=None):
         o = self.opts
@@ -325,7 +349,7 @@ class Type2(_Fixed):
     reference = "Qin et al. 2024 (000), Two New RPEs, Type2"
 
     def fn(self, xp, t, p, i=None):
-        return -xp.log(n_from_t(t)) ** 2  # 000: b_n = exp(-ln^2 n)
+        return -(xp.log(n_from_t(t)) ** 2)  # 000: b_n = exp(-ln^2 n)
 
 
 @register

@@ -26,8 +26,13 @@ VARIABLES = ("t", "n")
 FUNCTIONS = ("log", "exp", "sqrt", "cos", "sin", "abs", "min", "max")
 CONSTANTS = {"pi": "pi", "e": "e", "E": "e"}
 
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a**b}
+_BINOPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.Pow: lambda a, b: a**b,
+}
 
 Node = Callable[[Any, Any], Any]  # (xp, t) -> value
 
@@ -93,7 +98,7 @@ class Formula(BiasRPE):
     """A user-written bias r(t) in ``t`` and ``n = t + 1``, the same in every head."""
 
     name = "formula"
-    summary = "your own bias r(t), e.g. \"-2*log(n)\" (t = i - j, n = t + 1)"
+    summary = 'your own bias r(t), e.g. "-2*log(n)" (t = i - j, n = t + 1)'
     reference = "any Toeplitz bias; verdict by Qin et al. 2024 Theorem 0.4"
     OPTIONS = (Option("expr", str, "", "the formula"),)
 
@@ -116,5 +121,3 @@ class Formula(BiasRPE):
 
     def fn(self, xp, t, p, i=None):
         return self._node(xp, t)
-
-

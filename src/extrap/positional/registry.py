@@ -48,7 +48,7 @@ def get(spec: str | Scheme) -> Scheme:
         raise ExtrapError("empty positional scheme name (see `extrap pe list`)")
     spec = spec.strip()
     if spec.startswith("formula:"):
-        return formula.Formula(expr=spec[len("formula:"):])
+        return formula.Formula(expr=spec[len("formula:") :])
     name, _, rest = spec.partition(":")
     name = name.strip()
     if name in REGISTRY:

@@ -52,8 +52,9 @@ def _check(kind: str, head_dim: int, factor: float, original_max_position: int) 
         raise ExtrapError(f"original_max_position must be a positive length, got {original_max_position}")
 
 
-def default_inv_freq(head_dim: int, base: float = 10000.0, *, device=None,
-                     dtype: torch.dtype = torch.float32) -> Tensor:
+def default_inv_freq(
+    head_dim: int, base: float = 10000.0, *, device=None, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """Plain RoPE frequencies θ_i = base^(-2i/d), i = 0..d/2-1.  Returns (head_dim // 2,).
 
     Su et al. 2021, Eq. 15 (θ_i = 10000^(-2(i-1)/d), 1-based); written as HF writes
@@ -63,13 +64,28 @@ def default_inv_freq(head_dim: int, base: float = 10000.0, *, device=None,
     return 1.0 / (base**exponent)
 
 
-def rope_frequencies(kind: str, head_dim: int, base: float = 10000.0, factor: float = 1.0,
-                     original_max_position: int = 2048, seq_len: int | float | None = None, *,
-                     beta_fast: float = 32.0, beta_slow: float = 1.0, attention_factor: float | None = None,
-                     mscale: float | None = None, mscale_all_dim: float | None = None, truncate: bool = True,
-                     alpha: float = 1.0, beta: float = 32.0, trunc_wavelength: float | None = None,
-                     trunc_a: float = 1 / 8, trunc_rho: float = 1 / 16, device=None,
-                     dtype: torch.dtype = torch.float32) -> tuple[Tensor, float]:
+def rope_frequencies(
+    kind: str,
+    head_dim: int,
+    base: float = 10000.0,
+    factor: float = 1.0,
+    original_max_position: int = 2048,
+    seq_len: int | float | None = None,
+    *,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    attention_factor: float | None = None,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
+    truncate: bool = True,
+    alpha: float = 1.0,
+    beta: float = 32.0,
+    trunc_wavelength: float | None = None,
+    trunc_a: float = 1 / 8,
+    trunc_rho: float = 1 / 16,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Tensor, float]:
     """RoPE frequencies for one interpolation method (the methods: see the module docstring).
 
     Args:
@@ -114,8 +130,9 @@ def rope_frequencies(kind: str, head_dim: int, base: float = 10000.0, factor: fl
     if kind == "ntk-by-parts":
         return _ntk_by_parts(theta(), factor, L, alpha, beta), 1.0
     if kind == "yarn":
-        return _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim,
-                     truncate, device, dtype)
+        return _yarn(
+            d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate, device, dtype
+        )
     return _truncated(theta(), factor, L, trunc_wavelength, trunc_a, trunc_rho), 1.0
 
 
@@ -127,8 +144,9 @@ def _ntk_by_parts(theta: Tensor, factor: float, L: int, alpha: float, beta: floa
     return (1 - gamma) * theta / factor + gamma * theta  # YaRN Eq. 18
 
 
-def _truncated(theta: Tensor, factor: float, L: int, trunc_wavelength: float | None, trunc_a: float,
-               trunc_rho: float) -> Tensor:
+def _truncated(
+    theta: Tensor, factor: float, L: int, trunc_wavelength: float | None, trunc_a: float, trunc_rho: float
+) -> Tensor:
     """Truncated basis (Pal et al. 2023)."""
     if factor != 1:
         theta = theta / factor
@@ -145,8 +163,7 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 0.1 * mscale * math.log(scale) + 1.0
 
 
-def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate,
-          device, dtype):
+def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate, device, dtype):
     """YaRN, step for step as HF ``_compute_yarn_parameters`` (so float32 results are identical)."""
     if attention_factor is None:
         if mscale and mscale_all_dim:  # DeepSeek-style ratio of two mscales

@@ -60,7 +60,7 @@ _NEEDS_ORIGINAL = ("dynamic", "ntk-by-parts", "yarn")
 # ---------------------------------------------------------------------------
 def rotate_half(x: Tensor) -> Tensor:
     """(x1, x2) -> (-x2, x1) on the last dimension, split in halves (NeoX/HF layout)."""
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -95,8 +95,10 @@ def _check_qk(x: Tensor, positions: Tensor, inv_freq: Tensor, what: str = "x") -
     if x.shape[-1] != 2 * inv_freq.shape[-1]:
         raise ExtrapError(f"rotary: head_dim {x.shape[-1]} does not match {inv_freq.shape[-1]} frequencies")
     if positions.shape[-1] != x.shape[2] or positions.dim() not in (1, 2):
-        raise ExtrapError(f"rotary: positions {tuple(positions.shape)} do not match (L,) or (B, L) "
-                          f"for {what} of shape {tuple(x.shape)}")
+        raise ExtrapError(
+            f"rotary: positions {tuple(positions.shape)} do not match (L,) or (B, L) "
+            f"for {what} of shape {tuple(x.shape)}"
+        )
 
 
 def apply_rotary(x: Tensor, positions: Tensor, inv_freq: Tensor, attention_factor: float = 1.0) -> Tensor:
@@ -117,8 +119,14 @@ def apply_rotary(x: Tensor, positions: Tensor, inv_freq: Tensor, attention_facto
     return x * cos + rotate_half(x) * sin
 
 
-def xpos_scale(positions: Tensor, head_dim: int, scale_base: float = 512.0, gamma: float = 0.4,
-               center: Tensor | float = 0.0, dtype: torch.dtype = torch.float32) -> Tensor:
+def xpos_scale(
+    positions: Tensor,
+    head_dim: int,
+    scale_base: float = 512.0,
+    gamma: float = 0.4,
+    center: Tensor | float = 0.0,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
     """xPos scaling ζ_i^((m - c)/scale_base) in the rotate-half layout.
 
     ζ_i = (2i/d + γ)/(1 + γ), i = 0..d/2-1 (Sun et al. 2023, Eq. 11; torchscale:
@@ -140,9 +148,18 @@ def xpos_center(positions: Tensor) -> Tensor:
     return torch.ceil((positions.max().to(torch.float64) + 1) / 2)
 
 
-def apply_xpos(q: Tensor, k: Tensor, positions: Tensor, inv_freq: Tensor, *, scale_base: float = 512.0,
-               gamma: float = 0.4, attention_factor: float = 1.0, center: Tensor | float | None = None,
-               k_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def apply_xpos(
+    q: Tensor,
+    k: Tensor,
+    positions: Tensor,
+    inv_freq: Tensor,
+    *,
+    scale_base: float = 512.0,
+    gamma: float = 0.4,
+    attention_factor: float = 1.0,
+    center: Tensor | float | None = None,
+    k_positions: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """xPos (Sun et al. 2023): RoPE plus ζ^(n/scale_base) on queries and ζ^(-n/scale_base) on keys.
 
     Then q_m·k_n = Σ_i ζ_i^((m-n)/scale_base) (rotated terms): relative, and for
@@ -193,35 +210,81 @@ class Rotary(EmbeddingScheme):
     name = "rope"
     kind = "rotary"
     summary = "rotary position embedding; scaling= PI, NTK, dynamic NTK, NTK-by-parts, YaRN, truncated basis"
-    reference = ("Su et al. 2021 (RoFormer); PI: Chen et al. 2023; NTK/NTK-by-parts: bloc97 2023; dynamic: "
-                 "emozilla 2023; YaRN: Peng et al. 2023; truncated basis: Pal et al. 2023 (survey 002 §3.2.1, §4.1)")
+    reference = (
+        "Su et al. 2021 (RoFormer); PI: Chen et al. 2023; NTK/NTK-by-parts: bloc97 2023; dynamic: "
+        "emozilla 2023; YaRN: Peng et al. 2023; truncated basis: Pal et al. 2023 (survey 002 §3.2.1, §4.1)"
+    )
     OPTIONS = (
         Option("base", float, 10000.0, "RoPE base b (rope_theta)", lambda b: b > 1, "must be > 1"),
-        Option("scaling", str, "none", "interpolation: " + " | ".join(SCALINGS), lambda s: s in SCALINGS,
-               "must be one of " + ", ".join(SCALINGS)),
-        Option("factor", float, 1.0, "scale s = target length / original_max_position", lambda s: s > 0,
-               "must be > 0"),
-        Option("original_max_position", int, None, "L, the training length (needed by dynamic, ntk-by-parts, "
-               "yarn; default wavelength of truncated)", _pos, "must be > 0"),
-        Option("beta_fast", float, 32.0, "yarn: ramp starts where dims rotate beta_fast times over L", _pos,
-               "must be > 0"),
-        Option("beta_slow", float, 1.0, "yarn: ramp ends where dims rotate beta_slow times over L", _pos,
-               "must be > 0"),
-        Option("attention_factor", float, None, "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)", _pos,
-               "must be > 0"),
+        Option(
+            "scaling",
+            str,
+            "none",
+            "interpolation: " + " | ".join(SCALINGS),
+            lambda s: s in SCALINGS,
+            "must be one of " + ", ".join(SCALINGS),
+        ),
+        Option("factor", float, 1.0, "scale s = target length / original_max_position", lambda s: s > 0, "must be > 0"),
+        Option(
+            "original_max_position",
+            int,
+            None,
+            "L, the training length (needed by dynamic, ntk-by-parts, yarn; default wavelength of truncated)",
+            _pos,
+            "must be > 0",
+        ),
+        Option(
+            "beta_fast", float, 32.0, "yarn: ramp starts where dims rotate beta_fast times over L", _pos, "must be > 0"
+        ),
+        Option(
+            "beta_slow", float, 1.0, "yarn: ramp ends where dims rotate beta_slow times over L", _pos, "must be > 0"
+        ),
+        Option(
+            "attention_factor",
+            float,
+            None,
+            "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)",
+            _pos,
+            "must be > 0",
+        ),
         Option("mscale", float, None, "yarn: DeepSeek mscale (with mscale_all_dim)", _pos, "must be > 0"),
         Option("mscale_all_dim", float, None, "yarn: DeepSeek mscale_all_dim (with mscale)", _pos, "must be > 0"),
         Option("truncate", bool, True, "yarn: floor/ceil the ramp bounds (HF default)"),
-        Option("alpha", float, 1.0, "ntk-by-parts: interpolate fully below alpha rotations over L", lambda a: a >= 0,
-               "must be >= 0"),
-        Option("beta", float, 32.0, "ntk-by-parts: keep dims with more than beta rotations over L", _pos,
-               "must be > 0"),
-        Option("trunc_wavelength", float, None, "truncated: cutoff b = 2π/trunc_wavelength (default L)", _pos,
-               "must be > 0"),
-        Option("trunc_a", float, 1 / 8, "truncated: a = trunc_a · b (θ < a -> 0)", lambda a: 0 < a <= 1,
-               "must be in (0, 1]"),
-        Option("trunc_rho", float, 1 / 16, "truncated: ρ = trunc_rho · b (a <= θ < b -> ρ)", lambda r: r >= 0,
-               "must be >= 0"),
+        Option(
+            "alpha",
+            float,
+            1.0,
+            "ntk-by-parts: interpolate fully below alpha rotations over L",
+            lambda a: a >= 0,
+            "must be >= 0",
+        ),
+        Option(
+            "beta", float, 32.0, "ntk-by-parts: keep dims with more than beta rotations over L", _pos, "must be > 0"
+        ),
+        Option(
+            "trunc_wavelength",
+            float,
+            None,
+            "truncated: cutoff b = 2π/trunc_wavelength (default L)",
+            _pos,
+            "must be > 0",
+        ),
+        Option(
+            "trunc_a",
+            float,
+            1 / 8,
+            "truncated: a = trunc_a · b (θ < a -> 0)",
+            lambda a: 0 < a <= 1,
+            "must be in (0, 1]",
+        ),
+        Option(
+            "trunc_rho",
+            float,
+            1 / 16,
+            "truncated: ρ = trunc_rho · b (a <= θ < b -> ρ)",
+            lambda r: r >= 0,
+            "must be >= 0",
+        ),
     )
     _CACHE_SIZE = 64
 
@@ -230,13 +293,16 @@ class Rotary(EmbeddingScheme):
         defaults = {opt.name: opt.default for opt in self.OPTIONS}
         for key, allowed in _ONLY_FOR.items():
             if o[key] != defaults[key] and o["scaling"] not in allowed:
-                raise ExtrapError(f"{self.name}: option {key} only applies to scaling="
-                                  f"{'|'.join(allowed)} (got scaling={o['scaling']})")
+                raise ExtrapError(
+                    f"{self.name}: option {key} only applies to scaling="
+                    f"{'|'.join(allowed)} (got scaling={o['scaling']})"
+                )
         if o["scaling"] in _NEEDS_ORIGINAL and o["original_max_position"] is None:
             raise ExtrapError(f"{self.name}: scaling={o['scaling']} needs original_max_position=<training length>")
         if o["scaling"] == "truncated" and o["original_max_position"] is None and o["trunc_wavelength"] is None:
-            raise ExtrapError(f"{self.name}: scaling=truncated needs original_max_position=<training length> "
-                              "or trunc_wavelength=...")
+            raise ExtrapError(
+                f"{self.name}: scaling=truncated needs original_max_position=<training length> or trunc_wavelength=..."
+            )
         if o["scaling"] == "ntk-by-parts" and not o["alpha"] < o["beta"]:
             raise ExtrapError(f"{self.name}: ntk-by-parts needs alpha < beta")
         self._cache: dict[tuple, tuple[Tensor, float]] = {}
@@ -250,8 +316,9 @@ class Rotary(EmbeddingScheme):
         return type(self)(**opts)
 
     # ---- frequencies -----------------------------------------------------------
-    def frequencies(self, head_dim: int, seq_len: int | None = None, device=None,
-                    dtype: torch.dtype = torch.float32) -> tuple[Tensor, float]:
+    def frequencies(
+        self, head_dim: int, seq_len: int | None = None, device=None, dtype: torch.dtype = torch.float32
+    ) -> tuple[Tensor, float]:
         """``(inv_freq (head_dim // 2,), attention_factor)`` for this scheme's options (cached)."""
         o = self.opts
         original = o["original_max_position"] or 2048  # unused by the scalings that may omit it
@@ -263,11 +330,26 @@ class Rotary(EmbeddingScheme):
         hit = self._cache.get(key)
         if hit is None:
             hit = rope_frequencies(
-                o["scaling"], head_dim, base=o["base"], factor=o["factor"], original_max_position=original,
-                seq_len=seq_len, beta_fast=o["beta_fast"], beta_slow=o["beta_slow"],
-                attention_factor=o["attention_factor"], mscale=o["mscale"], mscale_all_dim=o["mscale_all_dim"],
-                truncate=o["truncate"], alpha=o["alpha"], beta=o["beta"], trunc_wavelength=o["trunc_wavelength"],
-                trunc_a=o["trunc_a"], trunc_rho=o["trunc_rho"], device=device, dtype=dtype)
+                o["scaling"],
+                head_dim,
+                base=o["base"],
+                factor=o["factor"],
+                original_max_position=original,
+                seq_len=seq_len,
+                beta_fast=o["beta_fast"],
+                beta_slow=o["beta_slow"],
+                attention_factor=o["attention_factor"],
+                mscale=o["mscale"],
+                mscale_all_dim=o["mscale_all_dim"],
+                truncate=o["truncate"],
+                alpha=o["alpha"],
+                beta=o["beta"],
+                trunc_wavelength=o["trunc_wavelength"],
+                trunc_a=o["trunc_a"],
+                trunc_rho=o["trunc_rho"],
+                device=device,
+                dtype=dtype,
+            )
             if len(self._cache) >= self._CACHE_SIZE:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[key] = hit
@@ -282,8 +364,9 @@ class Rotary(EmbeddingScheme):
         return self.frequencies(q.shape[-1], seq_len, q.device, _compute_dtype(q))
 
     # ---- what the model calls -----------------------------------------------------
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor, k_positions: Tensor | None = None,
-               **kw: Any) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self, q: Tensor, k: Tensor, positions: Tensor, k_positions: Tensor | None = None, **kw: Any
+    ) -> tuple[Tensor, Tensor]:
         """Rotate queries and keys.
 
         Args:
@@ -318,13 +401,39 @@ class XPos(Rotary):
         Option("gamma", float, 0.4, "γ in ζ_i = (2i/d + γ)/(1 + γ)", lambda g: g >= 0, "must be >= 0"),
     )
 
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor, k_positions: Tensor | None = None,
-               center: Tensor | float | None = None) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        positions: Tensor,
+        k_positions: Tensor | None = None,
+        center: Tensor | float | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """As :meth:`Rotary.rotate`, plus the xPos scaling; ``center``: see :func:`apply_xpos`."""
         inv_freq, af = self._freqs_for(q, positions, k_positions)
-        return apply_xpos(q, k, positions, inv_freq, scale_base=self.opts["scale_base"], gamma=self.opts["gamma"],
-                          attention_factor=af, center=center, k_positions=k_positions)
+        return apply_xpos(
+            q,
+            k,
+            positions,
+            inv_freq,
+            scale_base=self.opts["scale_base"],
+            gamma=self.opts["gamma"],
+            attention_factor=af,
+            center=center,
+            k_positions=k_positions,
+        )
 
 
-__all__ = ["SCALINGS", "default_inv_freq", "rope_frequencies", "rotate_half", "rotary_cos_sin", "apply_rotary",
-           "xpos_scale", "xpos_center", "apply_xpos", "Rotary", "XPos"]
+__all__ = [
+    "SCALINGS",
+    "default_inv_freq",
+    "rope_frequencies",
+    "rotate_half",
+    "rotary_cos_sin",
+    "apply_rotary",
+    "xpos_scale",
+    "xpos_center",
+    "apply_xpos",
+    "Rotary",
+    "XPos",
+]

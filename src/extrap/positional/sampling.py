@@ -28,8 +28,9 @@ def _check(batch: int, length: int) -> None:
         raise ExtrapError(f"batch and length must be positive, got batch={batch}, length={length}")
 
 
-def randomized_positions(batch: int, length: int, max_length: int, generator: torch.Generator | None = None,
-                         device=None) -> Tensor:
+def randomized_positions(
+    batch: int, length: int, max_length: int, generator: torch.Generator | None = None, device=None
+) -> Tensor:
     """Randomized positional encodings (Ruoss et al. 2023, §3).
 
     Each sequence gets ``length`` distinct positions drawn uniformly without
@@ -60,8 +61,14 @@ def _uniform_int(lo: Tensor, hi: Tensor, generator, dev) -> Tensor:
     return lo + torch.minimum((u * (hi - lo + 1).double()).long(), hi - lo)
 
 
-def pose_positions(batch: int, length: int, target_length: int, num_chunks: int = 2,
-                   generator: torch.Generator | None = None, device=None) -> Tensor:
+def pose_positions(
+    batch: int,
+    length: int,
+    target_length: int,
+    num_chunks: int = 2,
+    generator: torch.Generator | None = None,
+    device=None,
+) -> Tensor:
     """PoSE: positional skip-wise training (Zhu et al. 2023, §3.2).
 
     The window of L tokens is cut into N contiguous chunks c_0..c_{N-1} of random
@@ -132,8 +139,11 @@ class PositionSampler:
         name = name.strip()
         if name not in cls.KINDS:
             raise ExtrapError(f"unknown position sampler '{name}' (choose from {', '.join(cls.KINDS)})")
-        allowed = {"contiguous": {}, "randomized": {"max": "max_length"},
-                   "pose": {"target": "target_length", "chunks": "num_chunks"}}[name]
+        allowed = {
+            "contiguous": {},
+            "randomized": {"max": "max_length"},
+            "pose": {"target": "target_length", "chunks": "num_chunks"},
+        }[name]
         kw: dict[str, int] = {}
         for part in filter(None, (p.strip() for p in rest.split(","))):
             key, eq, value = (s.strip() for s in part.partition("="))
@@ -174,8 +184,7 @@ class PositionSampler:
         """One past the largest position id training can produce (None: the training length)."""
         return {"randomized": self.max_length, "pose": self.target_length}.get(self.kind)
 
-    def train_positions(self, batch: int, length: int, generator: torch.Generator | None = None,
-                        device=None) -> Tensor:
+    def train_positions(self, batch: int, length: int, generator: torch.Generator | None = None, device=None) -> Tensor:
         """(B, L) long training positions."""
         if self.kind == "randomized":
             return randomized_positions(batch, length, self.max_length, generator, device)

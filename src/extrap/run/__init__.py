@@ -46,6 +46,24 @@ def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
     return open_run(source, device)
 
 
-__all__ = ["EVAL_SPLITS", "HF_PREFIX", "READABLE_FORMATS", "RUN_FORMAT", "Checkpoint", "Run", "RunConfig",
-           "RunDir", "RunFormatError", "StoredParams", "TrainedRun", "changed_settings", "eval_stream", "is_hf",
-           "load", "load_model_weights", "model_weights", "open_run", "read_bias_parameters"]
+__all__ = [
+    "EVAL_SPLITS",
+    "HF_PREFIX",
+    "READABLE_FORMATS",
+    "RUN_FORMAT",
+    "Checkpoint",
+    "Run",
+    "RunConfig",
+    "RunDir",
+    "RunFormatError",
+    "StoredParams",
+    "TrainedRun",
+    "changed_settings",
+    "eval_stream",
+    "is_hf",
+    "load",
+    "load_model_weights",
+    "model_weights",
+    "open_run",
+    "read_bias_parameters",
+]

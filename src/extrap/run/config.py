@@ -41,10 +41,18 @@ class RunConfig:
         return int(self.train.train_length)
 
     def to_dict(self) -> dict:
-        return {"format": self.format, "model": self.model.to_dict(), "train": asdict(self.train),
-                "tokenizer": self.tokenizer, "corpus": self.corpus, "seed": self.seed,
-                "corpus_hash": self.corpus_hash, "extrap_version": self.extrap_version, "command": self.command,
-                "world_size": self.world_size}
+        return {
+            "format": self.format,
+            "model": self.model.to_dict(),
+            "train": asdict(self.train),
+            "tokenizer": self.tokenizer,
+            "corpus": self.corpus,
+            "seed": self.seed,
+            "corpus_hash": self.corpus_hash,
+            "extrap_version": self.extrap_version,
+            "command": self.command,
+            "world_size": self.world_size,
+        }
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "config.json") -> RunConfig:
@@ -52,13 +60,22 @@ class RunConfig:
             raise ExtrapError(f"{source} does not hold a JSON object")
         fmt = d.get("format", 1)
         if fmt not in READABLE_FORMATS:
-            raise RunFormatError(f"{source}: run format {fmt!r} is not readable by this extrap "
-                                 f"(it reads formats {', '.join(map(str, READABLE_FORMATS))})")
+            raise RunFormatError(
+                f"{source}: run format {fmt!r} is not readable by this extrap "
+                f"(it reads formats {', '.join(map(str, READABLE_FORMATS))})"
+            )
         for section in ("model", "train"):
             if not isinstance(d.get(section), dict):
                 raise ExtrapError(f"{source} has no {section} section")
-        return cls(model=ModelConfig.from_dict(d["model"]), train=TrainConfig.from_dict(d["train"]),
-                   tokenizer=str(d.get("tokenizer", "bytes")), corpus=str(d.get("corpus", d["train"].get("corpus"))),
-                   corpus_hash=d.get("corpus_hash"), seed=int(d.get("seed", d["train"].get("seed", 0))),
-                   extrap_version=str(d.get("extrap_version", "")), command=str(d.get("command", "")),
-                   world_size=int(d.get("world_size", 1)), format=fmt)
+        return cls(
+            model=ModelConfig.from_dict(d["model"]),
+            train=TrainConfig.from_dict(d["train"]),
+            tokenizer=str(d.get("tokenizer", "bytes")),
+            corpus=str(d.get("corpus", d["train"].get("corpus"))),
+            corpus_hash=d.get("corpus_hash"),
+            seed=int(d.get("seed", d["train"].get("seed", 0))),
+            extrap_version=str(d.get("extrap_version", "")),
+            command=str(d.get("command", "")),
+            world_size=int(d.get("world_size", 1)),
+            format=fmt,
+        )

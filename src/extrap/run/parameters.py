@@ -44,8 +44,9 @@ def read_bias_parameters(path: str | Path) -> tuple[str, int, StoredParams]:
     spec = next((s[k] for s in sections for k in SPEC_KEYS if isinstance(s.get(k), str)), None)
     heads = next((s[k] for s in sections for k in HEAD_KEYS if isinstance(s.get(k), int)), None)
     if spec is None or heads is None:
-        raise ExtrapError(f"{run_dir.config_path}: needs the positional scheme ({'/'.join(SPEC_KEYS)}) "
-                          "and the head count")
+        raise ExtrapError(
+            f"{run_dir.config_path}: needs the positional scheme ({'/'.join(SPEC_KEYS)}) and the head count"
+        )
     scheme = positional.get(spec)
     names = {q.name for q in scheme.params(heads)} if scheme.adds_bias else set()
     if not names:  # nothing learned to read (APE, RoPE, parameter-free biases)

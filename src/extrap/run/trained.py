@@ -28,8 +28,9 @@ def load_model_weights(model, run_dir: RunDir, ckpt: Checkpoint) -> None:
         state["head.weight"] = state["tok.weight"]
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise ExtrapError(f"checkpoint {ckpt.path} does not match its config (missing {missing[:3]}, "
-                          f"unexpected {unexpected[:3]})")
+        raise ExtrapError(
+            f"checkpoint {ckpt.path} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
 
 
 @dataclass
@@ -75,8 +76,10 @@ class TrainedRun:
 
     def use_corpus(self, name: str) -> None:
         if name != self.corpus:
-            raise ExtrapError(f"{self.path} is evaluated on its training corpus ({self.corpus}); another "
-                              "corpus is only for hf: models")
+            raise ExtrapError(
+                f"{self.path} is evaluated on its training corpus ({self.corpus}); another "
+                "corpus is only for hf: models"
+            )
 
     def eval_corpus(self):
         """The training corpus, refused if its content changed since training."""
@@ -84,8 +87,9 @@ class TrainedRun:
 
         corpus = load_corpus(self.corpus)
         if self.corpus_hash is not None and corpus.hash != self.corpus_hash:
-            raise ExtrapError(f"corpus {corpus.name} changed since {self.path} was trained (hash differs); "
-                              "evaluate on the same data")
+            raise ExtrapError(
+                f"corpus {corpus.name} changed since {self.path} was trained (hash differs); evaluate on the same data"
+            )
         return corpus
 
     def use_attention_backend(self, name: str) -> None:
@@ -114,8 +118,9 @@ def open_run(path: str | Path, device: str | None = None) -> TrainedRun:
     model = GPT(config.model)
     load_model_weights(model, run_dir, ckpt)
     model.to(device or "cpu").eval()
-    return TrainedRun(model=model, tokenizer=load_tokenizer(run_dir.path), config=config, path=run_dir.path,
-                      step=ckpt.step)
+    return TrainedRun(
+        model=model, tokenizer=load_tokenizer(run_dir.path), config=config, path=run_dir.path, step=ckpt.step
+    )
 
 
 def changed_settings(saved: RunConfig, model_cfg, train_cfg) -> dict[str, list[str]]:
@@ -123,8 +128,9 @@ def changed_settings(saved: RunConfig, model_cfg, train_cfg) -> dict[str, list[s
     out = {}
     for section, mine, theirs in (("model", model_cfg, saved.model), ("train", train_cfg, saved.train)):
         skip = set(TrainConfig.RESUMABLE) if section == "train" else set()
-        diff = sorted(f.name for f in fields(mine) if f.name not in skip
-                      and getattr(mine, f.name) != getattr(theirs, f.name))
+        diff = sorted(
+            f.name for f in fields(mine) if f.name not in skip and getattr(mine, f.name) != getattr(theirs, f.name)
+        )
         if diff:
             out[section] = diff
     return out

@@ -54,8 +54,10 @@ class Filler:
         self.text = text if clean else sanitize(text)
         self.name = name
         if len(self.text) < MIN_CHARS:
-            raise ExtrapError(f"filler {name!r} has only {len(self.text)} usable characters after sanitising "
-                              f"(need >= {MIN_CHARS}); use a larger corpus, e.g. --corpus stdlib")
+            raise ExtrapError(
+                f"filler {name!r} has only {len(self.text)} usable characters after sanitising "
+                f"(need >= {MIN_CHARS}); use a larger corpus, e.g. --corpus stdlib"
+            )
         self._ratio: dict[Any, float] = {}
 
     def __repr__(self) -> str:
@@ -73,7 +75,7 @@ class Filler:
             return ""
         parts, need, pos = [], n_chars + 1, offset  # one more char to see whether the last word is cut
         while need > 0:
-            piece = self.text[pos:pos + need]
+            piece = self.text[pos : pos + need]
             parts.append(piece)
             need -= len(piece)
             if need > 0:
@@ -83,7 +85,7 @@ class Filler:
         s = "".join(parts)
         if len(s) > n_chars and not s[n_chars].isspace():  # the last word is incomplete: drop it
             cut = max(s.rfind(" ", 0, n_chars), s.rfind("\n", 0, n_chars))
-            s = s[:max(cut, 0)]
+            s = s[: max(cut, 0)]
         else:
             s = s[:n_chars]
         return s.strip()

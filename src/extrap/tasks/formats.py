@@ -19,17 +19,70 @@ MAX_TOPICS = 25  # 004 Table 4 goes up to 25 topics
 N_CANDIDATES = 4
 
 TOPICS = (
-    "medieval castles", "coral reefs", "jazz music", "ancient egypt", "space exploration", "volcanoes",
-    "chess openings", "bird migration", "renaissance painting", "desert ecology", "deep sea creatures",
-    "mountain climbing", "baking bread", "solar power", "greek mythology", "origami", "beekeeping",
-    "railway history", "quantum mechanics", "wine making", "polar bears", "roman aqueducts", "classical ballet",
-    "tropical rainforests", "viking ships", "photography", "coffee roasting", "earthquakes", "silk road trade",
-    "ancient olympics", "lighthouse keepers", "tea ceremonies", "glacier formation", "opera singing",
-    "cave paintings", "hot air balloons", "pirate legends", "bonsai trees", "marathon running", "samurai armor",
-    "honey badgers", "northern lights", "kite flying", "stained glass", "wild mushrooms", "clock making",
-    "sand dunes", "paper making", "whale songs", "printing presses", "pottery glazes", "ant colonies",
-    "submarine design", "folk dances", "comet tails", "bamboo forests", "steam engines", "sign languages",
-    "moon landings", "river deltas", "salt marshes", "fireflies", "glass blowing", "tide pools",
+    "medieval castles",
+    "coral reefs",
+    "jazz music",
+    "ancient egypt",
+    "space exploration",
+    "volcanoes",
+    "chess openings",
+    "bird migration",
+    "renaissance painting",
+    "desert ecology",
+    "deep sea creatures",
+    "mountain climbing",
+    "baking bread",
+    "solar power",
+    "greek mythology",
+    "origami",
+    "beekeeping",
+    "railway history",
+    "quantum mechanics",
+    "wine making",
+    "polar bears",
+    "roman aqueducts",
+    "classical ballet",
+    "tropical rainforests",
+    "viking ships",
+    "photography",
+    "coffee roasting",
+    "earthquakes",
+    "silk road trade",
+    "ancient olympics",
+    "lighthouse keepers",
+    "tea ceremonies",
+    "glacier formation",
+    "opera singing",
+    "cave paintings",
+    "hot air balloons",
+    "pirate legends",
+    "bonsai trees",
+    "marathon running",
+    "samurai armor",
+    "honey badgers",
+    "northern lights",
+    "kite flying",
+    "stained glass",
+    "wild mushrooms",
+    "clock making",
+    "sand dunes",
+    "paper making",
+    "whale songs",
+    "printing presses",
+    "pottery glazes",
+    "ant colonies",
+    "submarine design",
+    "folk dances",
+    "comet tails",
+    "bamboo forests",
+    "steam engines",
+    "sign languages",
+    "moon landings",
+    "river deltas",
+    "salt marshes",
+    "fireflies",
+    "glass blowing",
+    "tide pools",
 )
 
 PASSKEY_NEEDLE = "The pass key is {key}. Remember it."
@@ -123,11 +176,25 @@ def word(rng: random.Random, syllables: int) -> str:
 
 
 def number(rng: random.Random, digits: int) -> str:
-    return str(rng.randrange(10 ** (digits - 1), 10 ** digits))
+    return str(rng.randrange(10 ** (digits - 1), 10**digits))
 
 
-def finish(task, tokenizer, length, seed, include_target, *, prompt, answer, candidates, head, needle, hay,
-            requested_depth, extra) -> dict | None:
+def finish(
+    task,
+    tokenizer,
+    length,
+    seed,
+    include_target,
+    *,
+    prompt,
+    answer,
+    candidates,
+    head,
+    needle,
+    hay,
+    requested_depth,
+    extra,
+) -> dict | None:
     """Assemble and validate an example; None when it misses the length window or repeats its answer.
 
     ``head`` is the context before the needle, ``needle`` the span holding the
@@ -140,16 +207,30 @@ def finish(task, tokenizer, length, seed, include_target, *, prompt, answer, can
         return None
     rest = ntok(tokenizer, hay) - ntok(tokenizer, needle)
     depth = min(1.0, ntok(tokenizer, head) / rest) if rest > 0 else 0.0
-    return {"task": task, "seed": seed, "length": length, "prompt": prompt, "answer": answer, "target": target,
-            "candidates": candidates, "depth": depth, "requested_depth": requested_depth, "prompt_tokens": p_tok,
-            "target_tokens": t_tok, "needle_token": ntok(tokenizer, prompt[:prompt.index(needle)]),
-            "tokenizer": tokenizer.name, **extra}
+    return {
+        "task": task,
+        "seed": seed,
+        "length": length,
+        "prompt": prompt,
+        "answer": answer,
+        "target": target,
+        "candidates": candidates,
+        "depth": depth,
+        "requested_depth": requested_depth,
+        "prompt_tokens": p_tok,
+        "target_tokens": t_tok,
+        "needle_token": ntok(tokenizer, prompt[: prompt.index(needle)]),
+        "tokenizer": tokenizer.name,
+        **extra,
+    }
 
 
 def fit_error(task: str, tokenizer, length: int, include_target: bool) -> ExtrapError:
     what = "prompt + answer" if include_target else "prompt"
-    return ExtrapError(f"{task}: could not fit an example into {length} tokens ({what}, tolerance "
-                       f"{TOLERANCE:.0%}..100%) with the {tokenizer.name} tokenizer; try a longer length")
+    return ExtrapError(
+        f"{task}: could not fit an example into {length} tokens ({what}, tolerance "
+        f"{TOLERANCE:.0%}..100%) with the {tokenizer.name} tokenizer; try a longer length"
+    )
 
 
 _MIN_CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()

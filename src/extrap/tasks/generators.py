@@ -95,8 +95,10 @@ def _check_length(task: str, tokenizer, length: int, include_target: bool, **kw)
     need = min_length(task, tokenizer, include_target=include_target, **kw)
     if length < need:
         what = "prompt + answer" if include_target else "prompt"
-        raise ExtrapError(f"{task}: length {length} is below the minimum of {need} tokens ({what}) with the "
-                          f"{tokenizer.name} tokenizer; use a length >= {need}")
+        raise ExtrapError(
+            f"{task}: length {length} is below the minimum of {need} tokens ({what}) with the "
+            f"{tokenizer.name} tokenizer; use a length >= {need}"
+        )
 
 
 def _check(task: str, length: Any, depth: Any) -> tuple[int, float | None]:
@@ -112,8 +114,16 @@ def _check(task: str, length: Any, depth: Any) -> tuple[int, float | None]:
 # ---------------------------------------------------------------------------
 # passkey
 # ---------------------------------------------------------------------------
-def passkey(tokenizer, length: int, seed: int = 0, *, depth: float | None = None, filler: Any = None,
-            digits: int = 5, include_target: bool = False) -> dict:
+def passkey(
+    tokenizer,
+    length: int,
+    seed: int = 0,
+    *,
+    depth: float | None = None,
+    filler: Any = None,
+    digits: int = 5,
+    include_target: bool = False,
+) -> dict:
     """A ``digits``-digit pass key hidden at ``depth`` of real filler text (Mohtashami & Jaggi 2023)."""
     length, depth = _check("passkey", length, depth)
     if not 1 <= int(digits) <= 18:
@@ -158,16 +168,36 @@ def _passkey_once(rng, tokenizer, length, seed, depth, fill: Filler, digits, inc
         if ntok(tokenizer, prompt) <= budget or n == 0:
             break
         n = max(0, n - max(1, n // 200))
-    return finish("passkey", tokenizer, length, seed, include_target, prompt=prompt, answer=key,
-                   candidates=[key] + others, head=head, needle=needle + "\n", hay=hay, requested_depth=want,
-                   extra={})
+    return finish(
+        "passkey",
+        tokenizer,
+        length,
+        seed,
+        include_target,
+        prompt=prompt,
+        answer=key,
+        candidates=[key] + others,
+        head=head,
+        needle=needle + "\n",
+        hay=hay,
+        requested_depth=want,
+        extra={},
+    )
 
 
 # ---------------------------------------------------------------------------
 # line
 # ---------------------------------------------------------------------------
-def line(tokenizer, length: int, seed: int = 0, *, depth: float | None = None, filler: Any = None,
-         digits: int = 5, include_target: bool = False) -> dict:
+def line(
+    tokenizer,
+    length: int,
+    seed: int = 0,
+    *,
+    depth: float | None = None,
+    filler: Any = None,
+    digits: int = 5,
+    include_target: bool = False,
+) -> dict:
     """Many ``line <key>: REGISTER_CONTENT is <value>`` lines; asks for one key's value (Li et al. 2023).
 
     Keys are random pronounceable words (letters only), values distinct
@@ -254,7 +284,7 @@ def _line_once(rng, tokenizer, length, seed, depth, digits, include_target):
         if cand in keys or grown[i] >= 4:
             order.remove(i)
             continue
-        trial = keys[:i] + [cand] + keys[i + 1:]
+        trial = keys[:i] + [cand] + keys[i + 1 :]
         t = ntok(tokenizer, render(n, trial)[2])
         if t <= budget:
             keys, used, grown[i] = trial, t, grown[i] + 1
@@ -264,17 +294,36 @@ def _line_once(rng, tokenizer, length, seed, depth, digits, include_target):
     answer = pool.values[q]
     others = [pool.values[i] for i in range(n) if i != q]
     rng.shuffle(others)
-    return finish("line", tokenizer, length, seed, include_target, prompt=prompt, answer=answer,
-                   candidates=[answer] + others[:N_CANDIDATES - 1], head=head,
-                   needle=LINE_FORMAT.format(key=keys[q], value=answer), hay=hay, requested_depth=want,
-                   extra={"n_lines": n, "key": keys[q], "line_index": q})
+    return finish(
+        "line",
+        tokenizer,
+        length,
+        seed,
+        include_target,
+        prompt=prompt,
+        answer=answer,
+        candidates=[answer] + others[: N_CANDIDATES - 1],
+        head=head,
+        needle=LINE_FORMAT.format(key=keys[q], value=answer),
+        hay=hay,
+        requested_depth=want,
+        extra={"n_lines": n, "key": keys[q], "line_index": q},
+    )
 
 
 # ---------------------------------------------------------------------------
 # topic
 # ---------------------------------------------------------------------------
-def topic(tokenizer, length: int, seed: int = 0, *, depth: float | None = None, filler: Any = None,
-          n_topics: int | None = None, include_target: bool = False) -> dict:
+def topic(
+    tokenizer,
+    length: int,
+    seed: int = 0,
+    *,
+    depth: float | None = None,
+    filler: Any = None,
+    n_topics: int | None = None,
+    include_target: bool = False,
+) -> dict:
     """A multi-topic USER/ASSISTANT conversation over real filler text; asks for the FIRST topic (Li et al. 2023).
 
     ``n_topics``: number of topics (default: random in 2..min(25, what fits)).
@@ -344,9 +393,21 @@ def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, inc
         return None
     others = list(order[1:n])
     rng.shuffle(others)
-    return finish("topic", tokenizer, length, seed, include_target, prompt=prompt, answer=answer,
-                   candidates=[answer] + others[:N_CANDIDATES - 1], head=head, needle=intros[0], hay=hay,
-                   requested_depth=want, extra={"n_topics": n, "topics": list(order[:n])})
+    return finish(
+        "topic",
+        tokenizer,
+        length,
+        seed,
+        include_target,
+        prompt=prompt,
+        answer=answer,
+        candidates=[answer] + others[: N_CANDIDATES - 1],
+        head=head,
+        needle=intros[0],
+        hay=hay,
+        requested_depth=want,
+        extra={"n_topics": n, "topics": list(order[:n])},
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -361,11 +422,21 @@ def check_task(task: str) -> str:
     return task
 
 
-def make_example(task: str, tokenizer, length: int, seed: int = 0, *, depth: float | None = None,
-                 filler: Any = None, include_target: bool = False, **kw) -> dict:
+def make_example(
+    task: str,
+    tokenizer,
+    length: int,
+    seed: int = 0,
+    *,
+    depth: float | None = None,
+    filler: Any = None,
+    include_target: bool = False,
+    **kw,
+) -> dict:
     """One example of ``task`` (see the module docstring); ``depth=None`` draws it at random."""
-    return GENERATORS[check_task(task)](tokenizer, length, seed, depth=depth, filler=filler,
-                                        include_target=include_target, **kw)
+    return GENERATORS[check_task(task)](
+        tokenizer, length, seed, depth=depth, filler=filler, include_target=include_target, **kw
+    )
 
 
 def needs_filler(task: str) -> bool:

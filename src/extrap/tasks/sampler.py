@@ -37,8 +37,21 @@ IGNORE_INDEX = -100
 
 
 class TaskSampler:
-    def __init__(self, task: str, tokenizer, batch_size: int, length: int, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, *, filler: Any = None, split: str = "train", lm=None, mix: float = 0.0) -> None:
+    def __init__(
+        self,
+        task: str,
+        tokenizer,
+        batch_size: int,
+        length: int,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        *,
+        filler: Any = None,
+        split: str = "train",
+        lm=None,
+        mix: float = 0.0,
+    ) -> None:
         self.task = check_task(task)
         if batch_size < 1 or length < 1:
             raise ExtrapError(f"batch size and length must be positive (got {batch_size}, {length})")
@@ -50,8 +63,10 @@ class TaskSampler:
             raise ExtrapError("task mix > 0 needs a language-modelling sampler")
         need = min_length(task, tokenizer, include_target=True)
         if length + 1 < need:
-            raise ExtrapError(f"task {task} needs a training length of at least {need - 1} tokens with the "
-                              f"{tokenizer.name} tokenizer (got {length}); raise --train-length")
+            raise ExtrapError(
+                f"task {task} needs a training length of at least {need - 1} tokens with the "
+                f"{tokenizer.name} tokenizer (got {length}); raise --train-length"
+            )
         self.tokenizer = tokenizer
         self.batch_size, self.length, self.seed = batch_size, length, int(seed)
         self.rank, self.world_size = rank, world_size
@@ -67,8 +82,14 @@ class TaskSampler:
 
     def example(self, index: int) -> dict:
         """Training example number ``index`` (global over ranks and steps)."""
-        return make_example(self.task, self.tokenizer, self.length + 1, seed_of("train", self.seed, index),
-                            filler=self.filler, include_target=True)
+        return make_example(
+            self.task,
+            self.tokenizer,
+            self.length + 1,
+            seed_of("train", self.seed, index),
+            filler=self.filler,
+            include_target=True,
+        )
 
     def encode(self, ex: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) of one example: y scores only the target tokens."""
@@ -78,8 +99,8 @@ class TaskSampler:
         L = self.length
         x = torch.full((L,), self.pad_id, dtype=torch.long)
         y = torch.full((L,), IGNORE_INDEX, dtype=torch.long)
-        x[:len(seq) - 1] = torch.tensor(seq[:-1], dtype=torch.long)
-        y[len(p) - 1:len(seq) - 1] = torch.tensor(t, dtype=torch.long)
+        x[: len(seq) - 1] = torch.tensor(seq[:-1], dtype=torch.long)
+        y[len(p) - 1 : len(seq) - 1] = torch.tensor(t, dtype=torch.long)
         return x, y
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,8 +123,16 @@ class TaskSampler:
 
     # ---- resume ------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        state = {"step": self.step, "seed": self.seed, "batch_size": self.batch_size, "length": self.length,
-                 "rank": self.rank, "world_size": self.world_size, "task": self.task, "mix": self.mix}
+        state = {
+            "step": self.step,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "length": self.length,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "task": self.task,
+            "mix": self.mix,
+        }
         if self.lm is not None:
             state["stream_tokens"] = int(self.lm.stream.numel())
         return state
@@ -115,8 +144,10 @@ class TaskSampler:
         mine = self.state_dict()
         for key in ("task", "mix", "batch_size", "length", "world_size", "stream_tokens"):
             if key in state and key in mine and state[key] != mine[key]:
-                raise ExtrapError(f"cannot resume the task sampler: {key} was {state[key]} and is now {mine[key]}; "
-                                  "resume with the same task, mix, corpus, tokenizer, batch size, length and "
-                                  "world size")
+                raise ExtrapError(
+                    f"cannot resume the task sampler: {key} was {state[key]} and is now {mine[key]}; "
+                    "resume with the same task, mix, corpus, tokenizer, batch size, length and "
+                    "world size"
+                )
         self.seed = int(state.get("seed", self.seed))
         self.step = int(state["step"])

@@ -74,8 +74,9 @@ def _auto_temperature(align, spec: str, model, train_length: int, length: int, p
     ids = [t for p in prompts for t in p]
     while len(ids) < 2 * length:
         ids += ids
-    tau = align.aligned_temperature(model, torch.tensor(ids, dtype=torch.long), int(train_length), int(length),
-                                    mode=mode)
+    tau = align.aligned_temperature(
+        model, torch.tensor(ids, dtype=torch.long), int(train_length), int(length), mode=mode
+    )
     if isinstance(tau, torch.Tensor):
         tau = tau.tolist()
     return tau
@@ -90,8 +91,11 @@ def _summary(rows: torch.Tensor, cont: list[int]) -> dict:
     arg = rows.argmax(-1)
     hits = (arg == tgt).tolist()
     j = hits.index(False) if False in hits else len(cont)
-    return {"loglik": float(rows.gather(1, tgt[:, None]).sum()), "greedy": j == len(cont),
-            "prediction": list(cont[:j]) + ([int(arg[j])] if j < len(cont) else [])}
+    return {
+        "loglik": float(rows.gather(1, tgt[:, None]).sum()),
+        "greedy": j == len(cont),
+        "prediction": list(cont[:j]) + ([int(arg[j])] if j < len(cont) else []),
+    }
 
 
 @torch.no_grad()
@@ -104,17 +108,17 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
     device = model_device(model)
     out = []
     for b0 in range(0, len(pairs), batch):
-        chunk = pairs[b0:b0 + batch]
+        chunk = pairs[b0 : b0 + batch]
         seqs = [p + c for p, c in chunk]
         width = max(len(s) for s in seqs) - 1
         x = torch.zeros(len(chunk), width, dtype=torch.long)
         for i, s in enumerate(seqs):
-            x[i, :len(s) - 1] = torch.tensor(s[:-1], dtype=torch.long)
+            x[i, : len(s) - 1] = torch.tensor(s[:-1], dtype=torch.long)
         start = min(len(p) for p, _ in chunk) - 1  # first position whose prediction is needed
         logits = model(x.to(device), last=width - start).logits.float()
         logp = F.log_softmax(logits, dim=-1).cpu()
         for i, (p, c) in enumerate(chunk):
-            out.append(_summary(logp[i, len(p) - 1 - start:len(p) - 1 - start + len(c)], c))
+            out.append(_summary(logp[i, len(p) - 1 - start : len(p) - 1 - start + len(c)], c))
     return out
 
 
@@ -137,9 +141,9 @@ def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[d
     tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=device)  # padded
     rows = [first.expand(N, -1)]
     for t in range(T - 1):
-        rows.append(model.step(tok[:, t:t + 1], len(prompt) + t, cache)[:, -1])
+        rows.append(model.step(tok[:, t : t + 1], len(prompt) + t, cache)[:, -1])
     logp = F.log_softmax(torch.stack(rows, 1).float(), dim=-1).cpu()  # (N, T, V)
-    return [_summary(logp[i, :len(c)], c) for i, c in enumerate(conts)]
+    return [_summary(logp[i, : len(c)], c) for i, c in enumerate(conts)]
 
 
 def _buckets(k: int) -> list[dict]:
@@ -157,21 +161,36 @@ def _finalise(buckets: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------
-def task_examples(task: str, tokenizer, length: int, n: int, seed: int = 0, buckets: int = 5,
-                  filler: Any = None) -> list[dict]:
+def task_examples(
+    task: str, tokenizer, length: int, n: int, seed: int = 0, buckets: int = 5, filler: Any = None
+) -> list[dict]:
     """The ``n`` evaluation examples at ``length``: example ``i`` has a depth in bucket ``i mod buckets``."""
     out = []
     for i in range(n):
         u = random.Random(seed_of("score-depth", seed, length, i)).random()
         depth = min(1.0, ((i % buckets) + u) / buckets)
-        out.append(make_example(task, tokenizer, length, seed_of("score", seed, length, i), depth=depth,
-                                filler=filler))
+        out.append(make_example(task, tokenizer, length, seed_of("score", seed, length, i), depth=depth, filler=filler))
     return out
 
 
-def score_task(model, tokenizer, task: str, lengths, n: int = 50, seed: int = 0, method: str = "greedy",
-               temperature: Any = None, *, train_length: int | None = None, buckets: int = 5, filler: Any = None,
-               split: str = "validation", batch: int = 4, details: bool = False, progress: bool = False) -> dict:
+def score_task(
+    model,
+    tokenizer,
+    task: str,
+    lengths,
+    n: int = 50,
+    seed: int = 0,
+    method: str = "greedy",
+    temperature: Any = None,
+    *,
+    train_length: int | None = None,
+    buckets: int = 5,
+    filler: Any = None,
+    split: str = "validation",
+    batch: int = 4,
+    details: bool = False,
+    progress: bool = False,
+) -> dict:
     """Exact-match accuracy of ``model`` on ``task`` at each length, with the depth breakdown.
 
     ``filler``: a corpus spec, Corpus or Filler for the haystack text (default
@@ -197,28 +216,63 @@ def score_task(model, tokenizer, task: str, lengths, n: int = 50, seed: int = 0,
     fill = get_filler(filler, split) if needs_filler(task) else None
     total_bk = _buckets(buckets)
     results, records = [], []
-    restore = temperature_ctx(model, tau if isinstance(tau, float) else None) if isinstance(model, ExtrapLM) \
+    restore = (
+        temperature_ctx(model, tau if isinstance(tau, float) else None)
+        if isinstance(model, ExtrapLM)
         else nullcontext()
+    )
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()
     try:
         with restore:
             for L in lengths:
-                res = _score_length(model, tokenizer, task, L, n, seed, method, tau, align, train_length, buckets,
-                                    batch, fill, total_bk, records if details else None)
+                res = _score_length(
+                    model,
+                    tokenizer,
+                    task,
+                    L,
+                    n,
+                    seed,
+                    method,
+                    tau,
+                    align,
+                    train_length,
+                    buckets,
+                    batch,
+                    fill,
+                    total_bk,
+                    records if details else None,
+                )
                 results.append(res)
                 if progress:
-                    log.info("  %s L=%s: %s", task, L, f"failed: {res['error']}" if "error" in res
-                             else f"accuracy {res['accuracy']:.3f} ({res['seconds']:.1f} s)")
+                    log.info(
+                        "  %s L=%s: %s",
+                        task,
+                        L,
+                        f"failed: {res['error']}"
+                        if "error" in res
+                        else f"accuracy {res['accuracy']:.3f} ({res['seconds']:.1f} s)",
+                    )
     finally:
         if was_training and hasattr(model, "train"):
             model.train()
     scored = [r for r in results if "error" not in r]
     overall = sum(r["correct"] for r in scored) / sum(r["n"] for r in scored) if scored else None
-    report = {"task": task, "method": method, "n": n, "seed": seed, "buckets": buckets,
-              "tokenizer": tokenizer.name, "temperature": tau, "filler": fill.name if fill else None,
-              "lengths": lengths, "accuracy": overall, "results": results, "by_depth": _finalise(total_bk)}
+    report = {
+        "task": task,
+        "method": method,
+        "n": n,
+        "seed": seed,
+        "buckets": buckets,
+        "tokenizer": tokenizer.name,
+        "temperature": tau,
+        "filler": fill.name if fill else None,
+        "lengths": lengths,
+        "accuracy": overall,
+        "results": results,
+        "by_depth": _finalise(total_bk),
+    }
     if details:
         report["examples"] = records
     return report
@@ -243,8 +297,10 @@ def _check_request(model, tokenizer, task, lengths, n, method, buckets, batch) -
         raise ExtrapError("give at least one length")
     need = min_length(task, tokenizer)
     if lengths[0] < need:
-        raise ExtrapError(f"{task}: length {lengths[0]} is below the minimum of {need} tokens with the "
-                          f"{tokenizer.name} tokenizer; use lengths >= {need}")
+        raise ExtrapError(
+            f"{task}: length {lengths[0]} is below the minimum of {need} tokens with the "
+            f"{tokenizer.name} tokenizer; use lengths >= {need}"
+        )
     return lengths
 
 
@@ -260,8 +316,9 @@ def _auto_align(tau, train_length):
     return align
 
 
-def _score_length(model, tokenizer, task, L, n, seed, method, tau, align, train_length, buckets, batch, fill,
-                  total_bk, records) -> dict:
+def _score_length(
+    model, tokenizer, task, L, n, seed, method, tau, align, train_length, buckets, batch, fill, total_bk, records
+) -> dict:
     """One length of :func:`score_task`: its result, tallied into ``total_bk`` (and ``records``)."""
     t0 = time.perf_counter()
     examples = task_examples(task, tokenizer, L, n, seed, buckets, fill)
@@ -275,8 +332,7 @@ def _score_length(model, tokenizer, task, L, n, seed, method, tau, align, train_
         res["temperature"] = used_tau
         preds = _predict(model, tokenizer, examples, prompts, method, batch)
     except (RuntimeError, MemoryError, ExtrapError) as e:  # e.g. out of memory, or past a learned APE
-        res.update(error=str(e).splitlines()[0][:200] if str(e) else type(e).__name__,
-                   seconds=time.perf_counter() - t0)
+        res.update(error=str(e).splitlines()[0][:200] if str(e) else type(e).__name__, seconds=time.perf_counter() - t0)
         return res
     bk = _buckets(buckets)
     correct = 0
@@ -287,11 +343,24 @@ def _score_length(model, tokenizer, task, L, n, seed, method, tau, align, train_
             table[b]["correct"] += int(ok)
         correct += int(ok)
         if records is not None:
-            records.append({"length": L, "seed": ex["seed"], "depth": ex["depth"], "answer": ex["answer"],
-                            "prediction": pred, "correct": ok, "prompt_tokens": ex["prompt_tokens"]})
-    res.update(correct=correct, accuracy=correct / n,
-               mean_prompt_tokens=sum(ex["prompt_tokens"] for ex in examples) / n,
-               seconds=time.perf_counter() - t0, by_depth=_finalise(bk))
+            records.append(
+                {
+                    "length": L,
+                    "seed": ex["seed"],
+                    "depth": ex["depth"],
+                    "answer": ex["answer"],
+                    "prediction": pred,
+                    "correct": ok,
+                    "prompt_tokens": ex["prompt_tokens"],
+                }
+            )
+    res.update(
+        correct=correct,
+        accuracy=correct / n,
+        mean_prompt_tokens=sum(ex["prompt_tokens"] for ex in examples) / n,
+        seconds=time.perf_counter() - t0,
+        by_depth=_finalise(bk),
+    )
     return res
 
 

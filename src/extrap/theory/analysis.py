@@ -33,8 +33,7 @@ DEFAULT_TRAIN_LENGTH = 512
 SERIES_TIMEOUT = 20.0  # seconds per head for B and the TRFs (a formula like exp(exp(exp(t))) never ends)
 
 _APE = "absolute positional embedding: it acts on token embeddings, not as a bias of i - j"
-_ROTARY = ("rotary embedding: it rotates q and k, so position multiplies q.k instead of adding "
-           "a Toeplitz bias r(i - j)")
+_ROTARY = "rotary embedding: it rotates q and k, so position multiplies q.k instead of adding a Toeplitz bias r(i - j)"
 _NOT_TOEPLITZ = "the bias depends on the query position i as well as on t = i - j (not Toeplitz)"
 
 
@@ -75,9 +74,15 @@ def resolve(scheme: Scheme | str) -> Scheme:
     return get_scheme(scheme)
 
 
-def analyse(scheme: Scheme | str, num_heads: int = 8, values: Mapping[str, torch.Tensor] | None = None,
-            eps: Iterable[float] = DEFAULT_EPS, lengths: Iterable[int] | None = DEFAULT_LENGTHS,
-            train_length: int = DEFAULT_TRAIN_LENGTH, heads: Iterable[int] | None = None) -> list[HeadResult]:
+def analyse(
+    scheme: Scheme | str,
+    num_heads: int = 8,
+    values: Mapping[str, torch.Tensor] | None = None,
+    eps: Iterable[float] = DEFAULT_EPS,
+    lengths: Iterable[int] | None = DEFAULT_LENGTHS,
+    train_length: int = DEFAULT_TRAIN_LENGTH,
+    heads: Iterable[int] | None = None,
+) -> list[HeadResult]:
     """Analyse the heads of ``scheme`` (default parameter values: ``scheme.init_values``).
 
     Returns one :class:`HeadResult` per head (all heads, or those in ``heads``), or a
@@ -140,8 +145,17 @@ def collapse(results: list[HeadResult], scheme: Scheme | None = None) -> list[He
 def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
     expr = scheme.symbolic(head, values)
     v = classify(expr)
-    res = HeadResult(scheme.spec, head, v.verdict, v.test, v.explanation, growth=v.growth,
-                     exponents=[fmt(q) for q in v.exponents], detail=v, trf={eps_key(x): None for x in eps})
+    res = HeadResult(
+        scheme.spec,
+        head,
+        v.verdict,
+        v.test,
+        v.explanation,
+        growth=v.growth,
+        exponents=[fmt(q) for q in v.exponents],
+        detail=v,
+        trf={eps_key(x): None for x in eps},
+    )
     if v.verdict != "converges":
         return res
     # without a cutoff every term comes from the symbolic form: equal forms give equal series
@@ -152,8 +166,9 @@ def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
         return res
     try:
         with time_limit(SERIES_TIMEOUT, required=False):
-            series = Series(lambda k: scheme.scalar(k, head, values), None if v.finite else v.expr,
-                            v.cutoff or 0, fast=v.fast)
+            series = Series(
+                lambda k: scheme.scalar(k, head, values), None if v.finite else v.expr, v.cutoff or 0, fast=v.fast
+            )
             notes = []
             for x in eps:
                 try:
@@ -163,13 +178,23 @@ def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
                     notes.append(f"eps={eps_key(x)}: {e}")
             res.series_sum, res.series_sum_error = series.total, series.total_err  # after any refinement
     except InfiniteTerm as e:  # the tail converges but a finite distance has infinite weight
-        return replace(res, verdict="diverges", test="infinite term", series_sum=None,
-                       trf={eps_key(x): None for x in eps},
-                       explanation=f"{e}; (the tail alone converges: {v.explanation})")
+        return replace(
+            res,
+            verdict="diverges",
+            test="infinite term",
+            series_sum=None,
+            trf={eps_key(x): None for x in eps},
+            explanation=f"{e}; (the tail alone converges: {v.explanation})",
+        )
     except NotReal as e:
-        return replace(res, verdict="not-applicable", test="none", series_sum=None,
-                       trf={eps_key(x): None for x in eps},
-                       explanation=f"{e}: exp(r) is not a series of positive weights")
+        return replace(
+            res,
+            verdict="not-applicable",
+            test="none",
+            series_sum=None,
+            trf={eps_key(x): None for x in eps},
+            explanation=f"{e}: exp(r) is not a series of positive weights",
+        )
     except (SeriesError, TimeLimit) as e:
         res.series_sum = None
         res.trf = {eps_key(x): None for x in eps}
@@ -188,10 +213,16 @@ StoredParams = Mapping[str, Mapping[str, torch.Tensor]]  # layer -> {param name:
 Loader = Callable[[Path], tuple[str, int, StoredParams]]
 
 
-def analyse_checkpoint(source: str | Path | StoredParams, spec: str | Scheme | None = None,
-                       num_heads: int | None = None, *, eps: Iterable[float] = DEFAULT_EPS,
-                       lengths: Iterable[int] | None = None, train_length: int = DEFAULT_TRAIN_LENGTH,
-                       loader: Loader | None = None) -> dict:
+def analyse_checkpoint(
+    source: str | Path | StoredParams,
+    spec: str | Scheme | None = None,
+    num_heads: int | None = None,
+    *,
+    eps: Iterable[float] = DEFAULT_EPS,
+    lengths: Iterable[int] | None = None,
+    train_length: int = DEFAULT_TRAIN_LENGTH,
+    loader: Loader | None = None,
+) -> dict:
     """Per-layer, per-head analysis of learned bias parameters.
 
     ``source`` is either a run directory, read by ``loader(path) -> (spec, num_heads,
@@ -222,11 +253,25 @@ def analyse_checkpoint(source: str | Path | StoredParams, spec: str | Scheme | N
         if missing:
             raise ExtrapError(f"layer {layer}: missing parameter(s) {', '.join(missing)} for {scheme.spec}")
         tensors = {k: torch.as_tensor(v).detach().double() for k, v in params.items()}
-        layers[str(layer)] = analyse(scheme, num_heads, scheme.values(tensors, num_heads), eps=eps,
-                                     lengths=lengths, train_length=train_length)
+        layers[str(layer)] = analyse(
+            scheme, num_heads, scheme.values(tensors, num_heads), eps=eps, lengths=lengths, train_length=train_length
+        )
     return {"pe": scheme.spec, "num_heads": num_heads, "layers": layers}
 
 
-__all__ = ["DEFAULT_EPS", "DEFAULT_LENGTHS", "DEFAULT_TRAIN_LENGTH", "SERIES_TIMEOUT", "HeadResult", "analyse",
-           "analyse_checkpoint", "check_eps", "clear_cache", "collapse", "eps_key",
-           "not_applicable_reason", "partial_sums", "resolve"]
+__all__ = [
+    "DEFAULT_EPS",
+    "DEFAULT_LENGTHS",
+    "DEFAULT_TRAIN_LENGTH",
+    "SERIES_TIMEOUT",
+    "HeadResult",
+    "analyse",
+    "analyse_checkpoint",
+    "check_eps",
+    "clear_cache",
+    "collapse",
+    "eps_key",
+    "not_applicable_reason",
+    "partial_sums",
+    "resolve",
+]

@@ -213,7 +213,7 @@ def _pow(f: Expansion, k) -> Expansion:
     c, m, u = f.split()
     if not k.is_Integer and sign(c) <= 0:
         raise GiveUp("non-integer power of an eventually negative expression")
-    return _pow1p(u, k).times_mono(m ** k).scale(c**k)
+    return _pow1p(u, k).times_mono(m**k).scale(c**k)
 
 
 # ---------------------------------------------------------------------------

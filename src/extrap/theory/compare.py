@@ -44,13 +44,30 @@ class Comparison:
     trf_b: dict[str, int | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "head_a": self.head_a, "head_b": self.head_b, "smaller": self.smaller,
-                "limit": self.limit, "explanation": self.explanation, "trf_a": self.trf_a, "trf_b": self.trf_b}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "head_a": self.head_a,
+            "head_b": self.head_b,
+            "smaller": self.smaller,
+            "limit": self.limit,
+            "explanation": self.explanation,
+            "trf_a": self.trf_a,
+            "trf_b": self.trf_b,
+        }
 
 
-def compare(scheme_a: Scheme | str, scheme_b: Scheme | str, num_heads: int = 8, head_a: int = 0, head_b: int = 0,
-            values_a: Mapping[str, torch.Tensor] | None = None, values_b: Mapping[str, torch.Tensor] | None = None,
-            eps: Iterable[float] = DEFAULT_EPS, timeout: float = 2.0) -> Comparison:
+def compare(
+    scheme_a: Scheme | str,
+    scheme_b: Scheme | str,
+    num_heads: int = 8,
+    head_a: int = 0,
+    head_b: int = 0,
+    values_a: Mapping[str, torch.Tensor] | None = None,
+    values_b: Mapping[str, torch.Tensor] | None = None,
+    eps: Iterable[float] = DEFAULT_EPS,
+    timeout: float = 2.0,
+) -> Comparison:
     """Decide which TRF is smaller as eps -> 0, and report both TRFs at ``eps``."""
     a, b = resolve(scheme_a), resolve(scheme_b)
     eps = tuple(eps)
@@ -58,8 +75,7 @@ def compare(scheme_a: Scheme | str, scheme_b: Scheme | str, num_heads: int = 8, 
     rb = _pick(b, num_heads, values_b, eps, head_b)
     out = Comparison(a.spec, b.spec, head_a, head_b, None, "undefined", "", dict(ra.trf), dict(rb.trf))
     if ra.verdict != "converges" or rb.verdict != "converges":
-        out.explanation = (f"Theorem 0.5 needs both series to converge ({a.spec}: {ra.verdict}, "
-                           f"{b.spec}: {rb.verdict})")
+        out.explanation = f"Theorem 0.5 needs both series to converge ({a.spec}: {ra.verdict}, {b.spec}: {rb.verdict})"
         return out
     ea, eb = ra.detail.expr, rb.detail.expr
     alpha, beta = ra.series_sum, rb.series_sum
@@ -79,20 +95,25 @@ def compare(scheme_a: Scheme | str, scheme_b: Scheme | str, num_heads: int = 8, 
     if d in (sympy.oo, -sympy.oo):
         out.smaller = "a" if d == -sympy.oo else "b"
         out.limit = "0" if d == -sympy.oo else "oo"
-        out.explanation = (f"r_a(t) - r_b(t) -> {fmt(d)}, so (alpha_t/alpha)/(beta_t/beta) -> {out.limit}: "
-                           f"{(a.spec if out.smaller == 'a' else b.spec)} has the smaller TRF as eps -> 0")
+        out.explanation = (
+            f"r_a(t) - r_b(t) -> {fmt(d)}, so (alpha_t/alpha)/(beta_t/beta) -> {out.limit}: "
+            f"{(a.spec if out.smaller == 'a' else b.spec)} has the smaller TRF as eps -> 0"
+        )
         return _numeric_note(out)
     with mpmath.workdps(30):
         ratio = beta / alpha * mpmath.exp(mpmath.mpf(sympy.N(d, 40)))
     out.limit = mpmath.nstr(ratio, 10)
     if abs(ratio - 1) < mpmath.mpf(10) ** -20:
-        out.explanation = (f"the limit ratio is 1 (r_a - r_b -> {fmt(d)} and B_b/B_a = exp(-that)): "
-                           f"the theorem does not decide")
+        out.explanation = (
+            f"the limit ratio is 1 (r_a - r_b -> {fmt(d)} and B_b/B_a = exp(-that)): the theorem does not decide"
+        )
         return _numeric_note(out)
     out.smaller = "a" if ratio < 1 else "b"
-    out.explanation = (f"(alpha_t/alpha)/(beta_t/beta) -> (B_b/B_a) exp(lim(r_a - r_b)) = {out.limit} "
-                       f"{'<' if ratio < 1 else '>'} 1, so {(a.spec if out.smaller == 'a' else b.spec)} "
-                       f"has the smaller TRF as eps -> 0")
+    out.explanation = (
+        f"(alpha_t/alpha)/(beta_t/beta) -> (B_b/B_a) exp(lim(r_a - r_b)) = {out.limit} "
+        f"{'<' if ratio < 1 else '>'} 1, so {(a.spec if out.smaller == 'a' else b.spec)} "
+        f"has the smaller TRF as eps -> 0"
+    )
     return _numeric_note(out)
 
 

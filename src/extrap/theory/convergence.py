@@ -73,9 +73,15 @@ def classify(r, t=T, timeout: float = 2.0) -> Verdict:
     except Undecided as e:
         return Verdict("inconclusive", "none", f"{e}; the tail of r(t) could not be isolated", expr=r)
     if ev == -sympy.oo:  # 000 Eq. 8: a window has finite support
-        return Verdict("converges", "finite support",
-                       f"r(t) = -oo for t >= {cutoff}: only the first {cutoff} distances carry weight, "
-                       f"so B is a finite sum", expr=ev, cutoff=cutoff, finite=True, fast=True)
+        return Verdict(
+            "converges",
+            "finite support",
+            f"r(t) = -oo for t >= {cutoff}: only the first {cutoff} distances carry weight, so B is a finite sum",
+            expr=ev,
+            cutoff=cutoff,
+            finite=True,
+            fast=True,
+        )
     if ev.has(sympy.nan, sympy.zoo) or ev == sympy.oo:
         return Verdict("diverges", "nth-term", "r(t) is +oo or undefined for all large t", expr=ev, cutoff=cutoff)
     try:
@@ -100,9 +106,13 @@ def _classify_expansion(ev, t) -> Verdict:
         return _bounded(f)
     lead, c = grow.lead
     if asy.sign(c) < 0:  # r -> +oo
-        return Verdict("diverges", "nth-term",
-                       f"r(t) -> +oo (leading term {_term(-c, lead)}), so b_t -> oo",
-                       exponents=[-sympy.oo], growth="S(j) grows at least as fast as b_j -> oo")
+        return Verdict(
+            "diverges",
+            "nth-term",
+            f"r(t) -> +oo (leading term {_term(-c, lead)}), so b_t -> oo",
+            exponents=[-sympy.oo],
+            growth="S(j) grows at least as fast as b_j -> oo",
+        )
     fast = lead.beyond_log_powers()  # at least t^delta: exponential-like tails (Newton in j for the TRF)
     levels = []
     fk = f
@@ -131,14 +141,25 @@ def _bounded(f: asy.Expansion) -> Verdict:
     if f.err is None or f.err.cmp(asy.ONE) < 0:  # r -> -c exactly
         level = -f.constant()
         val = sympy.exp(level)
-        return Verdict("diverges", "nth-term",
-                       f"r(t) -> {fmt(level)} as t -> oo, so b_t -> exp({fmt(level)}) = {float(val):.4g} != 0: "
-                       f"the terms do not vanish", exponents=[sympy.Integer(0)],
-                       growth=f"S(j) ~ {float(val):.4g}*j", tail_level=level, bounded=True)
-    return Verdict("diverges", "nth-term",
-                   "r(t) stays bounded as t -> oo (its t-dependence is inside sin/cos, each within [-1, 1]), "
-                   "so b_t >= exp(min r) > 0 does not tend to 0", exponents=[sympy.Integer(0)],
-                   growth="S(j) ~ c*j (c = long-run mean of b_t)", bounded=True)
+        return Verdict(
+            "diverges",
+            "nth-term",
+            f"r(t) -> {fmt(level)} as t -> oo, so b_t -> exp({fmt(level)}) = {float(val):.4g} != 0: "
+            f"the terms do not vanish",
+            exponents=[sympy.Integer(0)],
+            growth=f"S(j) ~ {float(val):.4g}*j",
+            tail_level=level,
+            bounded=True,
+        )
+    return Verdict(
+        "diverges",
+        "nth-term",
+        "r(t) stays bounded as t -> oo (its t-dependence is inside sin/cos, each within [-1, 1]), "
+        "so b_t >= exp(min r) > 0 does not tend to 0",
+        exponents=[sympy.Integer(0)],
+        growth="S(j) ~ c*j (c = long-run mean of b_t)",
+        bounded=True,
+    )
 
 
 def _decide(levels: list, lead_text: str | None, rest_bounded: bool, fast: bool) -> Verdict:
@@ -152,19 +173,27 @@ def _decide(levels: list, lead_text: str | None, rest_bounded: bool, fast: bool)
     what = what.replace("q*", f"{name}*")
     lead = f" (leading term {lead_text})" if lead_text else ""
     if q is sympy.oo:
-        expl = (f"-r(t) - ({prefix or '0'}) grows faster than {_N_NAMES[k]}{lead}: "
-                f"{name} = oo > 1, so the series converges ({test})")
+        expl = (
+            f"-r(t) - ({prefix or '0'}) grows faster than {_N_NAMES[k]}{lead}: "
+            f"{name} = oo > 1, so the series converges ({test})"
+        )
         if k == 1:
-            expl = (f"-r(t) grows faster than any multiple of ln n{lead}: b_t decays faster "
-                    f"than every power of n, p = oo, so the series converges ({test})")
+            expl = (
+                f"-r(t) grows faster than any multiple of ln n{lead}: b_t decays faster "
+                f"than every power of n, p = oo, so the series converges ({test})"
+            )
         return Verdict("converges", test, expl, exponents=levels, fast=fast and k == 1)
     if q is not -sympy.oo and asy.sign(q - 1) > 0:
-        return Verdict("converges", test, f"{what} with {name} = {fmt(q)} > 1, so the series converges ({test})",
-                       exponents=levels)
+        return Verdict(
+            "converges", test, f"{what} with {name} = {fmt(q)} > 1, so the series converges ({test})", exponents=levels
+        )
     growth = _growth(k, q, rest_bounded)
-    expl = (f"{what} with {name} = {fmt(q)} < 1, so the series diverges ({test}); {growth}" if q is not -sympy.oo
-            else f"-r(t) - ({prefix or '0'}) -> -oo faster than {_N_NAMES[k]}: {name} = -oo < 1, the series "
-                 f"diverges ({test}); {growth}")
+    expl = (
+        f"{what} with {name} = {fmt(q)} < 1, so the series diverges ({test}); {growth}"
+        if q is not -sympy.oo
+        else f"-r(t) - ({prefix or '0'}) -> -oo faster than {_N_NAMES[k]}: {name} = -oo < 1, the series "
+        f"diverges ({test}); {growth}"
+    )
     return Verdict("diverges", test, expl, exponents=levels, growth=growth)
 
 
@@ -245,17 +274,26 @@ def _classify_limits(ev, t, timeout: float, why: str) -> Verdict:
             lim_r = sympy.limit(e, x, sympy.oo)
             if isinstance(lim_r, sympy.AccumBounds):
                 if lim_r.min.is_finite:
-                    v = Verdict("diverges", "nth-term",
-                                f"r(t) stays within {lim_r} for large t, so b_t does not tend to 0 {note}",
-                                exponents=[sympy.Integer(0)], growth="S(j) ~ c*j (c = long-run mean of b_t)",
-                                bounded=True)
+                    v = Verdict(
+                        "diverges",
+                        "nth-term",
+                        f"r(t) stays within {lim_r} for large t, so b_t does not tend to 0 {note}",
+                        exponents=[sympy.Integer(0)],
+                        growth="S(j) ~ c*j (c = long-run mean of b_t)",
+                        bounded=True,
+                    )
                     return v
                 raise TimeLimit("oscillating limit")
             if lim_r.is_finite:
                 return _bounded(asy.Expansion.const(-lim_r))
             if lim_r is sympy.oo:
-                return Verdict("diverges", "nth-term", f"r(t) -> +oo, so b_t -> oo {note}",
-                               exponents=[-sympy.oo], growth="S(j) grows at least as fast as b_j -> oo")
+                return Verdict(
+                    "diverges",
+                    "nth-term",
+                    f"r(t) -> +oo, so b_t -> oo {note}",
+                    exponents=[-sympy.oo],
+                    growth="S(j) grows at least as fast as b_j -> oo",
+                )
             logs = [n_from_t(x)]  # L_0 = n, then ln n, ln ln n, ...
             for _ in range(MAX_LEVEL):
                 logs.append(sympy.log(logs[-1]))

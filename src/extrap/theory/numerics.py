@@ -23,8 +23,9 @@ EVIDENCE_LENGTHS = (10**3, 10**4, 10**5, 10**6)  # partial sums reported when no
 SCAN = 8192  # distances scanned (torch) for the largest weight of a head
 
 
-def partial_sums(scheme: Scheme | str, lengths: Iterable[int], num_heads: int = 8,
-                 values: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+def partial_sums(
+    scheme: Scheme | str, lengths: Iterable[int], num_heads: int = 8, values: Mapping[str, torch.Tensor] | None = None
+) -> torch.Tensor:
     """S(L) = sum_{t<L} exp(r(t)) for each head and L: a (H, len(lengths)) float64 tensor.
 
     Computed by summation with the scheme's torch ``bias`` in float64, in chunks,
@@ -92,9 +93,11 @@ def _tail_weight(r: HeadResult, rmax: float) -> None:
     level = float(v.tail_level)
     r.tail_term = math.exp(level - rmax)
     how = "settles at" if v.expr is not None and v.expr.is_number else "oscillates around"
-    r.explanation += (f"; r(t) {how} {fmt(v.tail_level)}, so far-away tokens keep weight "
-                      f"~exp({fmt(v.tail_level)}) = {math.exp(level):.3g} "
-                      f"({r.tail_term:.3g} of the head's largest weight)")
+    r.explanation += (
+        f"; r(t) {how} {fmt(v.tail_level)}, so far-away tokens keep weight "
+        f"~exp({fmt(v.tail_level)}) = {math.exp(level):.3g} "
+        f"({r.tail_term:.3g} of the head's largest weight)"
+    )
 
 
 def _dilution(r: HeadResult, col: dict[int, float], lengths: list[int], train_length: int) -> None:
@@ -112,6 +115,9 @@ def _evidence(r: HeadResult, e: list[float]) -> None:
     """Partial sums at L = 1e3..1e6 and their growth per decade: evidence, not a verdict."""
     r.evidence = {f"S({L:.0e})": x for L, x in zip(EVIDENCE_LENGTHS, e)}
     slopes = [math.log(e[i + 1] / e[i]) / math.log(10) if e[i] > 0 else math.nan for i in range(len(e) - 1)]
-    r.explanation += ("; numeric evidence only (not a verdict): S(L) at L = 1e3..1e6 is "
-                      + ", ".join(f"{x:.6g}" for x in e)
-                      + "; log10 growth per decade " + ", ".join(f"{s:.3f}" for s in slopes))
+    r.explanation += (
+        "; numeric evidence only (not a verdict): S(L) at L = 1e3..1e6 is "
+        + ", ".join(f"{x:.6g}" for x in e)
+        + "; log10 growth per decade "
+        + ", ".join(f"{s:.3f}" for s in slopes)
+    )

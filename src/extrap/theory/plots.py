@@ -29,9 +29,16 @@ from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, part
 DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
 
 
-def heatmap(scheme: Scheme | str, out_dir: str | Path | None = None, head: int = 0, num_heads: int = 8,
-            values: Mapping[str, torch.Tensor] | None = None, size: int = 64, stem: str | None = None,
-            ax=None) -> list[Path]:
+def heatmap(
+    scheme: Scheme | str,
+    out_dir: str | Path | None = None,
+    head: int = 0,
+    num_heads: int = 8,
+    values: Mapping[str, torch.Tensor] | None = None,
+    size: int = 64,
+    stem: str | None = None,
+    ax=None,
+) -> list[Path]:
     """exp(r(i - j)) for 0 <= j <= i < size (upper triangle masked), one head (000 Fig. 7).
 
     With ``ax`` it draws on those axes (for a panel of a larger figure) and saves nothing.
@@ -63,9 +70,16 @@ def heatmap(scheme: Scheme | str, out_dir: str | Path | None = None, head: int =
     return save_figure(fig, out_dir, stem or f"heatmap_{slug(scheme.spec)}_h{head}")
 
 
-def trf_curves(schemes: Sequence[Scheme | str], out_dir: str | Path | None = None,
-               eps_grid: Iterable[float] = DEFAULT_EPS_GRID, head: int = 0, num_heads: int = 8, normalise: bool = True,
-               stem: str = "trf_curves", ax=None) -> list[Path]:
+def trf_curves(
+    schemes: Sequence[Scheme | str],
+    out_dir: str | Path | None = None,
+    eps_grid: Iterable[float] = DEFAULT_EPS_GRID,
+    head: int = 0,
+    num_heads: int = 8,
+    normalise: bool = True,
+    stem: str = "trf_curves",
+    ax=None,
+) -> list[Path]:
     """TRF(eps) of each convergent scheme's head, divided by TRF at the smallest eps (000 Fig. 6).
 
     With ``ax`` it draws on those axes and saves nothing.
@@ -100,8 +114,14 @@ def trf_curves(schemes: Sequence[Scheme | str], out_dir: str | Path | None = Non
     return save_figure(fig, out_dir, stem) if own else []
 
 
-def partial_sums_plot(schemes: Sequence[Scheme | str], out_dir: str | Path, max_length: int = 16384,
-                      head: int = 0, num_heads: int = 8, stem: str = "partial_sums") -> list[Path]:
+def partial_sums_plot(
+    schemes: Sequence[Scheme | str],
+    out_dir: str | Path,
+    max_length: int = 16384,
+    head: int = 0,
+    num_heads: int = 8,
+    stem: str = "partial_sums",
+) -> list[Path]:
     """S(L) = sum_{t<L} exp(r(t)) against L on log-log axes, one curve per scheme."""
     lengths = sorted({int(round(x)) for x in np.logspace(0, math.log10(max_length), 40)})
     fig = new_figure()

@@ -68,10 +68,12 @@ def tail_integral(b: Callable, J, d, fast: bool, abs_tol=None, rough: bool = Fal
 
 def _loglog_map(b: Callable, J) -> Callable:
     """The integrand of int_J^oo b(x) dx after x = J exp(e^y - 1), y in [0, oo)."""
+
     def g(y):
         e = mpmath.exp(y)
         x = J * mpmath.exp(e - 1)
         return b(x) * x * e
+
     return g
 
 

@@ -94,20 +94,33 @@ class TRF:
 
     def to_dict(self) -> dict:
         """JSON-ready (an infinite head is written as null, its reason says it diverges)."""
+
         def num(v):
             return None if v is None or v == math.inf else v
 
-        return {"pe": self.pe, "eps": self.eps, "reduce": self.reduce, "value": num(self.value),
-                "reason": self.reason,
-                "heads": [{"layer": h.layer, "head": h.head, "value": num(h.value), "reason": h.reason}
-                          for h in self.heads]}
+        return {
+            "pe": self.pe,
+            "eps": self.eps,
+            "reduce": self.reduce,
+            "value": num(self.value),
+            "reason": self.reason,
+            "heads": [
+                {"layer": h.layer, "head": h.head, "value": num(h.value), "reason": h.reason} for h in self.heads
+            ],
+        }
 
 
 Values = Mapping[str, torch.Tensor]
 
 
-def receptive_field(scheme: Scheme | str, values: Values | Sequence[Values] | None = None, *,
-                    eps: float = DEFAULT_EPS[0], reduce: str = "max", num_heads: int | None = None) -> TRF:
+def receptive_field(
+    scheme: Scheme | str,
+    values: Values | Sequence[Values] | None = None,
+    *,
+    eps: float = DEFAULT_EPS[0],
+    reduce: str = "max",
+    num_heads: int | None = None,
+) -> TRF:
     """n(eps) = min{ j : sum_{t>=j} b_t < B eps } (000 Eq. 22) of every head, reduced to one number.
 
     ``values``: the scheme's parameter *values* (``scheme.values(stored)``, e.g. a layer's
@@ -136,9 +149,11 @@ def receptive_field(scheme: Scheme | str, values: Values | Sequence[Values] | No
 
 def _layers(values) -> list[tuple[int | None, Values | None]]:
     """[(layer index or None, values as float64 CPU tensors)]: float32 -> float64 is exact."""
+
     def cpu64(vals):
-        return None if vals is None else {k: torch.as_tensor(v).detach().to("cpu", torch.float64)
-                                          for k, v in vals.items()}
+        return (
+            None if vals is None else {k: torch.as_tensor(v).detach().to("cpu", torch.float64) for k, v in vals.items()}
+        )
 
     if values is None or isinstance(values, Mapping):
         return [(None, cpu64(values))]
@@ -220,5 +235,14 @@ def _ratio(a, b: int) -> int | float:
     return a / b
 
 
-__all__ = ["ERF_TRF", "REDUCTIONS", "STUDY_TRF", "TRF", "WINDOW_AUTO_TRF", "HeadTRF", "TRFSetting",
-           "receptive_field", "reduce_values"]
+__all__ = [
+    "ERF_TRF",
+    "REDUCTIONS",
+    "STUDY_TRF",
+    "TRF",
+    "WINDOW_AUTO_TRF",
+    "HeadTRF",
+    "TRFSetting",
+    "receptive_field",
+    "reduce_values",
+]

@@ -91,7 +91,7 @@ class Mono:
         """t^a0 L1^a1 ... L5^a5 (exponent list of length <= DEPTH - 1)."""
         exps = list(exps)
         if len(exps) >= DEPTH:
-            if any(not is_zero(e) for e in exps[DEPTH - 1:]):
+            if any(not is_zero(e) for e in exps[DEPTH - 1 :]):
                 raise GiveUp("too many nested logarithms")
             exps = exps[: DEPTH - 1]
         return Mono([(_unit(k + 1), e) for k, e in enumerate(exps)])
@@ -117,7 +117,7 @@ class Mono:
         return bool(self.logm) and _pm_cmp(self.logm[0][0], _unit(2)) > 0 and sign(self.logm[0][1]) > 0
 
     def inv(self) -> Mono:
-        return self ** -1
+        return self**-1
 
     def cmp(self, other: Mono) -> int:
         """+1 if self/other -> oo, -1 if -> 0, 0 if they are the same monomial."""

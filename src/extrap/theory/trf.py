@@ -69,8 +69,9 @@ class Series:
                     break
                 self._check_agreement(head, cutoff)
                 try:  # B to ~14 digits first; refined (quadrature) only when a decision needs it
-                    self.tail0, self.total_err = self._em_tail(mpmath.mpf(size), abs_tol=pow10(-14) * self._suffix[0],
-                                                               full_em=True)
+                    self.tail0, self.total_err = self._em_tail(
+                        mpmath.mpf(size), abs_tol=pow10(-14) * self._suffix[0], full_em=True
+                    )
                     break
                 except SeriesError:
                     if size == sizes[-1]:
@@ -178,8 +179,10 @@ class Series:
                 break
         em_err = abs(prev) if prev is not None else bJ
         if not rough and em_err > pow10(-8) * bJ and em_err > good_enough:
-            raise SeriesError(f"Euler-Maclaurin tail not accurate at t={mpmath.nstr(J, 6)} "
-                              f"(b varies too fast for its derivatives to decay)")
+            raise SeriesError(
+                f"Euler-Maclaurin tail not accurate at t={mpmath.nstr(J, 6)} "
+                f"(b varies too fast for its derivatives to decay)"
+            )
         return total, err + (em_err if em_err > tol else 0)
 
     def _derivatives(self, J, order: int) -> list:
@@ -240,8 +243,9 @@ class Series:
             if size > MAX_DIRECT:
                 return False
             self._extend(self._head, self._cutoff, size)
-            self.tail0, self.total_err = self._em_tail(mpmath.mpf(size), abs_tol=pow10(-14) * self._suffix[0],
-                                                       full_em=True)
+            self.tail0, self.total_err = self._em_tail(
+                mpmath.mpf(size), abs_tol=pow10(-14) * self._suffix[0], full_em=True
+            )
             self.total = self._suffix[0] + self.tail0
         return True
 
