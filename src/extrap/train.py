@@ -100,9 +100,33 @@ def _rank_device(train_cfg: TrainConfig, rank: int, world: int) -> torch.device:
     return device
 
 
+def _sampler(cfg: TrainConfig, corpus, tokenizer, rank: int, world: int):
+    """Deterministic training batches: LM windows, or retrieval examples scored on their answers."""
+    from extrap.data import BatchSampler, token_stream
+
+    lm = BatchSampler(token_stream(corpus, tokenizer, "train"), cfg.batch_size, cfg.train_length, cfg.seed, rank, world)
+    if not cfg.task:
+        return lm
+    from extrap.tasks import TaskSampler
+
+    return TaskSampler(
+        cfg.task,
+        tokenizer,
+        cfg.batch_size,
+        cfg.train_length,
+        cfg.seed,
+        rank,
+        world,
+        filler=corpus,
+        split="train",
+        lm=lm if cfg.task_mix > 0 else None,
+        mix=cfg.task_mix,
+    )
+
+
 def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resume: bool) -> _Session:
     """Check the directory, build data, model and optimiser, then restore or record the run."""
-    from extrap.data import BatchSampler, get_tokenizer, load_corpus, token_stream
+    from extrap.data import get_tokenizer, load_corpus
 
     rank, world = _dist_info()
     device = _rank_device(train_cfg, rank, world)
@@ -128,43 +152,25 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
         fused=False,
         foreach=False,
     )
-    stream = token_stream(corpus, tokenizer, "train")
-    sampler = BatchSampler(stream, train_cfg.batch_size, train_cfg.train_length, train_cfg.seed, rank, world)
-    if train_cfg.task:  # retrieval examples scored on their answers, optionally mixed with LM batches
-        from extrap.tasks import TaskSampler
-
-        sampler = TaskSampler(
-            train_cfg.task,
-            tokenizer,
-            train_cfg.batch_size,
-            train_cfg.train_length,
-            train_cfg.seed,
-            rank,
-            world,
-            filler=corpus,
-            split="train",
-            lm=sampler if train_cfg.task_mix > 0 else None,
-            mix=train_cfg.task_mix,
-        )
+    sampler = _sampler(train_cfg, corpus, tokenizer, rank, world)
     pos_gen = torch.Generator().manual_seed(train_cfg.seed + 7919 * (rank + 1))
     session = _Session(run_dir, train_cfg, model, opt, sampler, pos_gen, device, rank, world)
     if resume:
         session.restore()
     if session.step == 0 and rank == 0:
         meta = run_metadata(train_cfg.seed, corpus.hash)
-        run_dir.write_config(
-            RunConfig(
-                model=model_cfg,
-                train=train_cfg,
-                tokenizer=tokenizer.name,
-                corpus=corpus.name,
-                corpus_hash=corpus.hash,
-                seed=train_cfg.seed,
-                extrap_version=meta["extrap_version"],
-                command=meta["command"],
-                world_size=world,
-            )
+        config = RunConfig(
+            model=model_cfg,
+            train=train_cfg,
+            tokenizer=tokenizer.name,
+            corpus=corpus.name,
+            corpus_hash=corpus.hash,
+            seed=train_cfg.seed,
+            extrap_version=meta["extrap_version"],
+            command=meta["command"],
+            world_size=world,
         )
+        run_dir.write_config(config)
         tokenizer.save(run_dir.path)
     return session
 

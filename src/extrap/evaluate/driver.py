@@ -139,13 +139,12 @@ def _show(r: LengthResult) -> None:
 
 
 def _check_window_cost(
-    run: Run, results: list[LengthResult], stream, protocol, settings: dict, temperature_for, exact_check_max: int
+    run: Run, results: list[LengthResult], stream, protocol, settings: dict, exact_check_max: int
 ) -> None:
     """Measure what the window costs where exact attention is affordable: the same length without it."""
     for r in results:
         if r.window is not None and r.error is None and r.length <= exact_check_max:
-            exact = evaluate(run.model, stream, [r.length], protocol, temperature_for=temperature_for, **settings)
-            r.exact_loss = exact[0].loss
+            r.exact_loss = evaluate(run.model, stream, [r.length], protocol, **settings)[0].loss
 
 
 def evaluate_run(
@@ -180,48 +179,42 @@ def evaluate_run(
     """
     if protocol not in PROTOCOLS:
         raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
-    run = _open(
-        source,
-        run if run is not None else (None if isinstance(source, (str, Path)) else source),
-        corpus,
-        hf_options,
-        backend,
-    )
-    L_tr = run.train_length
-    lengths = sorted(set(lengths or [L_tr * 2**k for k in range(5)]) | {L_tr})
+    if run is None:
+        run = None if isinstance(source, (str, Path)) else source
+    run = _open(source, run, corpus, hf_options, backend)
+    lengths = sorted(set(lengths or [run.train_length * 2**k for k in range(5)]) | {run.train_length})
     window_for, window_info = resolve_window(run, window, eps)
     need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
     stream = eval_stream(run, split, need)
     temperature_for, temperature_info = resolve_temperature(
         run, temperature, stream, lengths, align_mode, align_segments, align_per_layer, align_max_length
     )
-    settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch)
-    results = evaluate(
-        run.model,
-        stream,
-        lengths,
-        protocol,
-        window_for=window_for,
-        on_result=_show if progress else None,
-        temperature_for=temperature_for,
-        **settings,
-    )
+    settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch, temperature_for=temperature_for)
+    on_result = _show if progress else None
+    results = evaluate(run.model, stream, lengths, protocol, window_for=window_for, on_result=on_result, **settings)
     if window_for is not None:
-        _check_window_cost(run, results, stream, protocol, settings, temperature_for, exact_check_max)
-    v = verdict(results, L_tr, delta)
+        _check_window_cost(run, results, stream, protocol, settings, exact_check_max)
+    report = _report(run, protocol, split, delta, window_info, results)
+    if temperature is not None:
+        report["temperature"] = _temperature_report(temperature_info)
+    return report
+
+
+def _report(run: Run, protocol: str, split: str, delta: float, window_info: dict, results: list) -> dict:
+    """The JSON-ready report of :func:`evaluate_run` (schema in the README's ``extrap eval`` section)."""
+    v = verdict(results, run.train_length, delta)
     return {
         "run": str(run.path),
         "pe": run.pe,
         "protocol": protocol,
         "split": split,
-        "train_length": L_tr,
+        "train_length": run.train_length,
         "delta": delta,
         "extrapolates": v.extrapolates,
         "worst_ratio": v.worst_ratio,
         "window": window_info,
         "results": [r.to_dict() for r in results],
         "step": run.step,
-        **({"temperature": _temperature_report(temperature_info)} if temperature is not None else {}),
         **run.provenance(),
     }
 

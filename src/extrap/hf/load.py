@@ -113,7 +113,6 @@ def load_hf(
     corpus: str = "stdlib",
 ) -> HFRun:
     """An HF causal LM from a local folder as an extrap run (see the module docstring)."""
-    transformers = require_transformers()
     folder = check_folder(path)
     hf_cfg = read_hf_config(folder)
     mtype = str(getattr(hf_cfg, "model_type", ""))
@@ -125,15 +124,8 @@ def load_hf(
     if mtype not in CAUSAL_FAMILIES:
         raise ExtrapError(f"not supported: {architecture(hf_cfg)}")
     device, dt = default_device_dtype(device, dtype)
-    try:
-        hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dt)
-    except (OSError, ValueError) as e:
-        raise ExtrapError(f"cannot load a model from {folder}: {str(e).splitlines()[0]}") from None
+    hf_model, tok = _from_pretrained(folder, dt)
     hf_model.to(device).eval()
-    try:
-        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, TypeError) as e:
-        raise ExtrapError(f"{folder} has no usable tokenizer: {str(e).splitlines()[0]}") from None
     pe = f"hf:{mtype}/{CAUSAL_FAMILIES[mtype]}"
     model = HFModel(hf_model, mtype, pe)
     n_pos = (
@@ -141,16 +133,7 @@ def load_hf(
         or getattr(hf_cfg, "n_positions", None)
         or getattr(hf_cfg, "max_seq_len", None)
     )
-    tl_source = "given"
-    if train_length is None:
-        if n_pos is not None:
-            train_length, tl_source = int(n_pos), "config"
-        elif mtype == "bloom":  # ALiBi: the config stores no length; BLOOM was trained at 2048 tokens
-            train_length, tl_source = 2048, "bloom default (2048)"
-        else:
-            raise ExtrapError(f"{folder}: the config gives no context length; give the training length")
-    if train_length < 2:
-        raise ExtrapError(f"training length must be >= 2, got {train_length}")
+    train_length, tl_source = _train_length(train_length, n_pos, mtype, folder)
     rope_info = None
     if rope is not None:
         rope_info = apply_rope(model, rope, factor, int(n_pos or train_length))
@@ -166,7 +149,7 @@ def load_hf(
         vocab_size=shape.vocab_size,
         architecture=architecture(hf_cfg),
         model_type=mtype,
-        train_length=int(train_length),
+        train_length=train_length,
         train_length_source=tl_source,
         corpus=corpus,
         hf_path=str(folder),
@@ -176,3 +159,32 @@ def load_hf(
         rope=rope_info,
     )
     return HFRun(model=model, tokenizer=HFTokenizer(tok, folder), config=config, path=f"hf:{folder}")
+
+
+def _from_pretrained(folder, dtype):
+    """The transformers model and tokenizer in ``folder`` (local files only: nothing is downloaded)."""
+    transformers = require_transformers()
+    try:
+        hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+    except (OSError, ValueError) as e:
+        raise ExtrapError(f"cannot load a model from {folder}: {str(e).splitlines()[0]}") from None
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError, TypeError) as e:
+        raise ExtrapError(f"{folder} has no usable tokenizer: {str(e).splitlines()[0]}") from None
+    return hf_model, tok
+
+
+def _train_length(given: int | None, n_pos: int | None, mtype: str, folder) -> tuple[int, str]:
+    """L_tr and where it came from: the caller, the config's context length, or BLOOM's known 2048."""
+    if given is not None:
+        length, source = int(given), "given"
+    elif n_pos is not None:
+        length, source = int(n_pos), "config"
+    elif mtype == "bloom":  # ALiBi: the config stores no length; BLOOM was trained at 2048 tokens
+        length, source = 2048, "bloom default (2048)"
+    else:
+        raise ExtrapError(f"{folder}: the config gives no context length; give the training length")
+    if length < 2:
+        raise ExtrapError(f"training length must be >= 2, got {length}")
+    return length, source

@@ -1,40 +1,8 @@
-"""Empirical receptive fields (ERF) of trained runs, and how they track the theory's TRF.
-
-Two measurements, both computed on segments drawn deterministically from a
-validation (or test) token stream:
-
-* **Gradient ERF** (003 §5.1).  Predict one token from the ``L_ex - 1`` tokens
-  before it (the same convention as 003, "predicting the next (L_ex-th) token",
-  and as the ``last-token`` protocol of :mod:`extrap.evaluate`).  Backpropagate
-  its negative log-probability to the input embeddings e_1..e_{L_ex-1} and
-  normalise the gradient norms, s_m = ||g_m|| / sum_n ||g_n||.  The curve we
-  return is indexed by *how many of the most recent context tokens* are kept::
-
-      curve[k-1] = s_{L-k+1} + ... + s_L  (= 003's c_m with m = L-k+1, L = L_ex - 1)
-
-  and the ERF is the smallest k with curve[k-1] > threshold (default 0.99).
-  003 writes ERF = min{m | c_m > 0.99}; read literally this is always m = 1
-  (c_1 = 1), and the paper reports the result as a number of tokens counted back
-  from the prediction (e.g. "ERF = 768 tokens").  Our k is that count:
-  k = L - m* + 1 with m* the largest index whose c_m still exceeds the threshold.
-
-* **Attention ERF** (000, "Theoretical Receptive Field" section).  For query i of
-  one head, C_i(j) is the attention mass on its j most recent keys (distances
-  t < j) and n_emp(eps) = min{j : C_i(j) > C_i(i+1) (1 - eps)}; the rows are
-  softmax outputs so C_i(i+1) = 1 up to rounding (we use the actual row sum).
-  It needs the dense (L, L) probabilities of every layer, so its length is
-  capped at :data:`ATTN_MAX_LENGTH`.
-
-:func:`compare_trf_erf` lines both up against the theory's TRF (000 Eq. 22) over
-several runs and reports Spearman rank correlations (000 Figs. 5-6 compare the
-trends of TRF and ERF across RPEs).
-"""
+"""The two empirical receptive fields, measured on a model and a token stream (see :mod:`extrap.erf`)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -42,10 +10,7 @@ import torch.nn.functional as F
 from extrap.data.streams import segments as segments_of
 from extrap.errors import ExtrapError
 from extrap.lm import model_device
-from extrap.run import eval_stream
 from extrap.theory.receptive import ERF_TRF
-
-log = logging.getLogger(__name__)
 
 GRAD_THRESHOLD = 0.99  # 003 §5.1: ERF = where 99% of the normalised gradient is reached
 ATTN_EPS = ERF_TRF.eps  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
@@ -72,7 +37,7 @@ def check_eps(eps: float) -> float:
     return float(eps)
 
 
-def _check_positive(name: str, value: int) -> int:
+def check_positive(name: str, value: int) -> int:
     if int(value) < 1:
         raise ExtrapError(f"{name} must be >= 1, got {value}")
     return int(value)
@@ -153,7 +118,7 @@ def gradient_erf(
     threshold = check_threshold(threshold)
     if length < 2:
         raise ExtrapError(f"gradient ERF needs a length >= 2 (a context and a target), got {length}")
-    segments, batch = _check_positive("segments", segments), _check_positive("batch", batch)
+    segments, batch = check_positive("segments", segments), check_positive("batch", batch)
     windows = segments_of(stream, length, segments)
     model.eval()
     curves = []
@@ -236,7 +201,7 @@ def attention_erf(
     from extrap.attention import dense_probs
 
     eps = check_eps(eps)
-    segments = _check_positive("segments", segments)
+    segments = check_positive("segments", segments)
     if not 1 <= length <= ATTN_MAX_LENGTH:
         raise ExtrapError(
             f"attention ERF needs dense probabilities; length must be in [1, {ATTN_MAX_LENGTH}], got {length}"
@@ -269,180 +234,3 @@ def attention_erf(
         first_query=first_query,
         segments=segments,
     )
-
-
-# ---------------------------------------------------------------------------
-# rank correlation
-# ---------------------------------------------------------------------------
-def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman's rho (scipy: Pearson correlation of average ranks, ties handled); None if undefined."""
-    from scipy.stats import spearmanr
-
-    if len(x) != len(y):
-        raise ValueError(f"spearman: {len(x)} values against {len(y)}")
-    if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:  # a constant ranking has no order to correlate with
-        return None
-    return float(spearmanr(x, y).statistic)
-
-
-# ---------------------------------------------------------------------------
-# runs
-# ---------------------------------------------------------------------------
-def run_erf(
-    run_or_dir,
-    kind: str = "both",
-    length: int | None = None,
-    segments: int = DEFAULT_SEGMENTS,
-    threshold: float = GRAD_THRESHOLD,
-    eps: float = ATTN_EPS,
-    split: str = "validation",
-    batch: int = 4,
-    trf_reduce: str = ERF_TRF.reduce,
-    trf_source: str = "init",
-    device: str = "cpu",
-    corpus: str | None = None,
-) -> dict:
-    """Gradient and/or attention ERF of one run, JSON-ready.
-
-    ``length`` defaults to 4 x the training length (003 measures at L_ex = 4 L_tr);
-    the attention ERF uses min(length, ATTN_MAX_LENGTH).  ``trf_source``: ``init``
-    (the scheme's formula parameters, as in 000) or ``trained`` (this run's
-    learned bias parameters, every layer).  ``corpus``: the corpus of an ``hf:PATH`` model
-    (default stdlib; a project run always reads its training corpus).
-    """
-    import extrap
-
-    if kind not in KINDS:
-        raise ExtrapError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if trf_source not in TRF_SOURCES:
-        raise ExtrapError(f"trf_source must be one of {', '.join(TRF_SOURCES)}, got {trf_source!r}")
-    threshold, eps = check_threshold(threshold), check_eps(eps)
-    _check_positive("segments", segments)
-    _check_positive("batch", batch)
-    run = extrap.load(run_or_dir, device) if isinstance(run_or_dir, (str, Path)) else run_or_dir
-    if corpus is not None:
-        run.use_corpus(corpus)
-    length = int(length) if length is not None else 4 * run.train_length
-    if length < 2:
-        raise ExtrapError(f"length must be >= 2, got {length}")
-    stream = eval_stream(run, split, length)
-    row = {
-        "run": str(run.path),
-        "pe": run.pe,
-        "length": length,
-        "train_length": run.train_length,
-        "split": split,
-        "segments": segments,
-        "step": run.step,
-        "grad_erf": None,
-        "grad_erf_of_mean_curve": None,
-        "grad_per_segment": None,
-        "grad_curve": None,
-        "threshold": threshold,
-        "attn_erf": None,
-        "eps": eps,
-        "trf": _run_trf(run, eps, trf_reduce, trf_source),
-        "trf_eps": eps,
-        "trf_reduce": trf_reduce,
-        "trf_source": trf_source,
-        **run.provenance(),
-    }
-    if kind in ("grad", "both"):
-        g = gradient_erf(run.model, stream, length, segments, threshold, batch)
-        row.update(
-            grad_erf=g.erf,
-            grad_erf_of_mean_curve=g.erf_of_mean_curve,
-            grad_per_segment=g.per_segment,
-            grad_curve=g.curve,
-        )
-    if kind in ("attn", "both"):
-        row["attn_erf"] = attention_erf(run.model, stream, min(length, ATTN_MAX_LENGTH), segments, eps).to_dict()
-    return row
-
-
-def _run_trf(run, eps: float, reduce: str, source: str) -> float | None:
-    """The theory's TRF(eps) (000 Eq. 22) of the run's scheme, reduced over heads (and layers)."""
-    from extrap.theory import receptive_field
-
-    scheme = run.model.scheme
-    if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
-        return None
-    values = run.model.bias_values() if source == "trained" else None
-    return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.shape.n_head).value
-
-
-def spearman_table(rows: list[dict]) -> dict:
-    """Spearman rho of TRF against each ERF, over the rows with a finite TRF and that ERF."""
-    out = {}
-    for key, get in (
-        ("grad", lambda r: r["grad_erf"]),
-        ("attn", lambda r: r["attn_erf"]["summary"] if r["attn_erf"] else None),
-    ):
-        pairs = [(r["trf"], get(r)) for r in rows if r["trf"] is not None and get(r) is not None]
-        out[key] = {"rho": spearman([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None, "n": len(pairs)}
-    return out
-
-
-def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progress: bool = False, **kwargs) -> dict:
-    """TRF (000 Eq. 22) versus gradient and attention ERF over several runs.
-
-    Returns {"rows": [{"run", "pe", "trf", "grad_erf", "attn_erf", ...}], "spearman": {"grad": {"rho", "n"},
-    "attn": {"rho", "n"}}}; runs whose TRF is None (no bias RPE, divergent series)
-    are listed but left out of the correlations.  ``kwargs`` go to :func:`run_erf`.
-    """
-    rows = []
-    for r in runs:
-        if progress:
-            log.info("  erf: %s", r)
-        rows.append(run_erf(r, kind=kind, eps=eps, **kwargs))
-    return {"rows": rows, "spearman": spearman_table(rows)}
-
-
-# ---------------------------------------------------------------------------
-# plots
-# ---------------------------------------------------------------------------
-def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "grad_erf") -> list[Path]:
-    """Cumulative normalised gradient against tokens kept (003 Fig. 4 style), PNG + SVG."""
-    from extrap.plotting import new_figure, save_figure
-
-    rows = [r for r in rows if r.get("grad_curve")]
-    if not rows:
-        raise ExtrapError("nothing to plot: no gradient ERF was measured (measure kind grad or both)")
-    fig = new_figure(6.4, 4.2)
-    ax = fig.add_subplot()
-    pes = [r["pe"] for r in rows]
-    for r in rows:
-        k = range(1, len(r["grad_curve"]) + 1)
-        name_ = r["pe"] if pes.count(r["pe"]) == 1 else f"{r['pe']} [{Path(r['run']).name}]"
-        ax.plot(k, r["grad_curve"], label=f"{name_} (ERF {r['grad_erf']:.1f})")
-    thr = rows[0]["threshold"]
-    ax.axhline(thr, color="grey", ls=":", lw=1)
-    for L_tr in sorted({r["train_length"] for r in rows}):
-        ax.axvline(L_tr, color="grey", ls="--", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("most recent context tokens kept (k)")
-    ax.set_ylabel("cumulative normalised gradient")
-    ax.set_title(f"Gradient ERF at L_ex = {rows[0]['length']} (dashed: L_tr, dotted: {thr})")
-    ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=8)
-    return save_figure(fig, out_dir, name)
-
-
-__all__ = [
-    "ATTN_EPS",
-    "ATTN_MAX_LENGTH",
-    "GRAD_THRESHOLD",
-    "AttentionERF",
-    "GradientERF",
-    "attention_erf",
-    "attention_n_emp",
-    "compare_trf_erf",
-    "cumulative_from_recent",
-    "erf_from_curve",
-    "gradient_erf",
-    "gradient_norms",
-    "plot_gradient_curves",
-    "run_erf",
-    "spearman",
-    "spearman_table",
-]
