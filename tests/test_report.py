@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from extrap import report
+from extrap.results import StudyResults
 
 L_TR = 128
 LENGTHS = [128, 256, 512, 1024, 2048]
@@ -27,8 +28,10 @@ PPL = {
     "sinusoidal": [22.0, 60.0, 300.0, 900.0, math.inf],
 }
 THEORY = {  # pe -> (verdict, test, B, {ε: TRF}) per head
-    "alibi": [("converges", "ratio", 1.0 / (1 - 2 ** -(k + 1)), {"0.001": 10 * (k + 1), "1e-06": 20 * (k + 1)})
-              for k in range(8)],
+    "alibi": [
+        ("converges", "ratio", 1.0 / (1 - 2 ** -(k + 1)), {"0.001": 10 * (k + 1), "1e-06": 20 * (k + 1)})
+        for k in range(8)
+    ],
     "kerple-log": [("converges", "log-scale (Cauchy p-test)", 2.6, {"0.001": 300, "1e-06": 90000})] * 8,
     "type1": [("converges", "log-scale (Cauchy p-test)", 1.6449, {"0.001": 1000, "1e-06": 1000000})] * 8,
     "type2": [("converges", "fast decay", 1.44, {"0.001": 12, "1e-06": 41})] * 8,
@@ -47,10 +50,27 @@ def _verdict(ppls, delta=0.02):
 def _protocol(pe, protocol, scale=1.0):
     ppls = [p * scale for p in PPL[pe]]
     ext, worst = _verdict(ppls)
-    rows = [{"length": L, "loss": math.log(p), "ppl": p, "bits_per_token": math.log2(p), "tokens": 4096,
-             "seconds": 0.01 * L / 128, "window": None} for L, p in zip(LENGTHS, ppls)]
-    return {"protocol": protocol, "train_length": L_TR, "delta": 0.02, "extrapolates": ext, "worst_ratio": worst,
-            "results": rows, "window": {"mode": "none", "size": None, "reason": "exact attention"}}
+    rows = [
+        {
+            "length": L,
+            "loss": math.log(p),
+            "ppl": p,
+            "bits_per_token": math.log2(p),
+            "tokens": 4096,
+            "seconds": 0.01 * L / 128,
+            "window": None,
+        }
+        for L, p in zip(LENGTHS, ppls)
+    ]
+    return {
+        "protocol": protocol,
+        "train_length": L_TR,
+        "delta": 0.02,
+        "extrapolates": ext,
+        "worst_ratio": worst,
+        "results": rows,
+        "window": {"mode": "none", "size": None, "reason": "exact attention"},
+    }
 
 
 def _grad_curve(decay, n=255):
@@ -63,44 +83,88 @@ def _grad_curve(decay, n=255):
 
 
 def make_results():
-    theory = [{"pe": pe, "head": h, "verdict": v, "test": test, "series_sum": B, "trf": trf,
-               "explanation": f"{pe}: head {h} <see tail>"}
-              for pe, heads in THEORY.items() for h, (v, test, B, trf) in enumerate(heads)]
-    evals = {pe: {p: _protocol(pe, p, s) for p, s in (("nonoverlapping", 1.1), ("sliding", 1.0),
-                                                       ("last-token", 0.95))} for pe in PES}
-    erf = {pe: {"grad_erf": 20.0 + 10 * k, "grad_curve": _grad_curve(0.6 + 0.05 * k), "attn_erf": 15.0 + 12 * k,
-                "trf": 100 * (k + 1)} for k, pe in enumerate(["type2", "alibi", "kerple-log", "type1"])}
+    theory = [
+        {
+            "pe": pe,
+            "head": h,
+            "verdict": v,
+            "test": test,
+            "series_sum": B,
+            "trf": trf,
+            "explanation": f"{pe}: head {h} <see tail>",
+        }
+        for pe, heads in THEORY.items()
+        for h, (v, test, B, trf) in enumerate(heads)
+    ]
+    evals = {
+        pe: {p: _protocol(pe, p, s) for p, s in (("nonoverlapping", 1.1), ("sliding", 1.0), ("last-token", 0.95))}
+        for pe in PES
+    }
+    erf = {
+        pe: {
+            "grad_erf": 20.0 + 10 * k,
+            "grad_curve": _grad_curve(0.6 + 0.05 * k),
+            "attn_erf": 15.0 + 12 * k,
+            "trf": 100 * (k + 1),
+        }
+        for k, pe in enumerate(["type2", "alibi", "kerple-log", "type1"])
+    }
     return {
-        "preset": "cpu", "experiment": "extrapolation", "pes": PES, "train_length": L_TR, "lengths": LENGTHS,
-        "delta": 0.02, "extrap_version": "0.1.0", "command": "extrap study --pes '<script>alert(1)</script>' & co",
-        "seed": 0, "corpus": "stdlib", "corpus_hash": "abc123", "created": "2024-01-01T00:00:00",
+        "preset": "cpu",
+        "experiment": "extrapolation",
+        "pes": PES,
+        "train_length": L_TR,
+        "lengths": LENGTHS,
+        "delta": 0.02,
+        "extrap_version": "0.1.0",
+        "command": "extrap study --pes '<script>alert(1)</script>' & co",
+        "seed": 0,
+        "corpus": "stdlib",
+        "corpus_hash": "abc123",
+        "created": "2024-01-01T00:00:00",
         "theory": theory,
         "runs": {pe: {"run_dir": f"runs/{pe}", "final_loss": 3.0, "seconds": 12.5, "params": 123456} for pe in PES},
         "eval": evals,
         "erf": erf,
         "spearman": {"grad": 0.8, "attn": 1.0, "n": 4},
-        "timing": {"window_sizes": [16, 32, 64, 128], "tokens": 2048,
-                   "rows": [{"method": "sliding", "seconds": [0.9, 1.8, 3.5, 7.0], "relative": 31.2},
-                            {"method": "nonoverlapping", "seconds": [0.03, 0.06, 0.11, 0.22], "relative": 1.0},
-                            {"method": "cache-window", "seconds": [0.05, 0.08, 0.15, 0.3], "relative": 1.4}]},
+        "timing": {
+            "window_sizes": [16, 32, 64, 128],
+            "tokens": 2048,
+            "rows": [
+                {"method": "sliding", "seconds": [0.9, 1.8, 3.5, 7.0], "relative": 31.2},
+                {"method": "nonoverlapping", "seconds": [0.03, 0.06, 0.11, 0.22], "relative": 1.0},
+                {"method": "cache-window", "seconds": [0.05, 0.08, 0.15, 0.3], "relative": 1.4},
+            ],
+        },
     }
 
 
+def typed(results: dict) -> StudyResults:
+    """A results.json dict as the report reads it."""
+    return StudyResults.from_dict(results)
+
+
 def claims_by_name(results):
-    return {c["claim"]: c for c in report.compute_claims(results)}
+    return {c.claim: c for c in report.compute_claims(typed(results))}
 
 
-CONV, EXAMPLES, SIN = "Convergent RPEs extrapolate", "1/n and 1/(n ln n) do not extrapolate", \
-    "Sinusoidal does not extrapolate"
-TRF, SPEAR, TIME = "TRF(Type2) < TRF(Type1)", "TRF and ERF trends agree", \
-    "Sliding-window inference is much slower than non-overlapping"
+CONV, EXAMPLES, SIN = (
+    "Convergent RPEs extrapolate",
+    "1/n and 1/(n ln n) do not extrapolate",
+    "Sinusoidal does not extrapolate",
+)
+TRF, SPEAR, TIME = (
+    "TRF(Type2) < TRF(Type1)",
+    "TRF and ERF trends agree",
+    "Sliding-window inference is much slower than non-overlapping",
+)
 
 
 @pytest.fixture(scope="module")
 def full_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("study")
     results = make_results()
-    path = report.write_report(results, out)
+    path = report.write_report(typed(results), out)
     return out, path, results
 
 
@@ -108,63 +172,65 @@ def full_report(tmp_path_factory):
 # claims
 # ---------------------------------------------------------------------------
 def test_claims_reproduced_on_consistent_data():
-    claims = report.compute_claims(make_results())
-    assert [c["ok"] for c in claims] == [True] * 6, claims
-    by = {c["claim"]: c for c in claims}
-    assert "alibi" in by[CONV]["evidence"] and "last-token" in by[CONV]["evidence"]
-    assert "31.20×" in by[TIME]["evidence"] and "44.35" in by[TIME]["evidence"]
-    assert "ε=1e-06: Type1 1000000, Type2 41" in by[TRF]["evidence"]
-    assert "n = 4" in by[SPEAR]["evidence"]
+    claims = report.compute_claims(typed(make_results()))
+    assert [c.ok for c in claims] == [True] * 6, claims
+    by = {c.claim: c for c in claims}
+    assert "alibi" in by[CONV].evidence and "last-token" in by[CONV].evidence
+    assert "31.20×" in by[TIME].evidence and "44.35" in by[TIME].evidence
+    assert "ε=1e-06: Type1 1000000, Type2 41" in by[TRF].evidence and "widest head" in by[TRF].evidence
+    assert "n = 4" in by[SPEAR].evidence and "type2, alibi, kerple-log, type1" in by[SPEAR].evidence
+    assert "widest head, ε = 0.001" in by[SPEAR].evidence  # an unlabelled TRF is read as the old study's
 
 
 def test_example2_that_extrapolates_refutes_the_claim():
     r = make_results()
     r["eval"]["example2"]["last-token"]["extrapolates"] = True
-    assert claims_by_name(r)[EXAMPLES]["ok"] is False
+    assert claims_by_name(r)[EXAMPLES].ok is False
 
 
 def test_convergent_pe_that_fails_refutes_the_claim():
     r = make_results()
     r["eval"]["type2"]["last-token"]["extrapolates"] = False
     c = claims_by_name(r)[CONV]
-    assert c["ok"] is False and "type2: does not extrapolate" in c["evidence"]
+    assert c.ok is False and "type2: does not extrapolate" in c.evidence
 
 
 def test_verdict_falls_back_to_nonoverlapping():
     r = make_results()
     for pe in PES:
         del r["eval"][pe]["last-token"]
-    assert report.pe_verdict(r, "alibi")[2] == "nonoverlapping"
-    assert claims_by_name(r)[CONV]["ok"] is True
+    assert report.pe_verdict(typed(r), "alibi")[2] == "nonoverlapping"
+    assert claims_by_name(r)[CONV].ok is True
 
 
 def test_claims_refuted():
     r = make_results()
     r["eval"]["sinusoidal"]["last-token"]["extrapolates"] = True
-    r["theory"] = [dict(row, trf={"0.001": 5000, "1e-06": 10**7}) if row["pe"] == "type2" else row
-                   for row in r["theory"]]
+    r["theory"] = [
+        dict(row, trf={"0.001": 5000, "1e-06": 10**7}) if row["pe"] == "type2" else row for row in r["theory"]
+    ]
     r["spearman"] = {"grad": 0.2, "attn": 0.9, "n": 5}  # judged on the gradient ERF when present
     r["timing"]["rows"][0]["relative"] = 4.0
     by = claims_by_name(r)
-    assert [by[k]["ok"] for k in (SIN, TRF, SPEAR, TIME)] == [False, False, False, False]
+    assert [by[k].ok for k in (SIN, TRF, SPEAR, TIME)] == [False, False, False, False]
 
 
 def test_claims_none_when_data_missing():
     by = claims_by_name({})
-    assert all(c["ok"] is None for c in by.values())
-    assert all(c["evidence"] for c in by.values())
+    assert all(c.ok is None for c in by.values())
+    assert all(c.evidence for c in by.values())
     r = make_results()
     del r["eval"]["example2"]
     r["spearman"] = {"grad": 1.0, "attn": None, "n": 2}
     by = claims_by_name(r)
-    assert by[EXAMPLES]["ok"] is None and "example2: not evaluated" in by[EXAMPLES]["evidence"]
-    assert by[SPEAR]["ok"] is None  # two PEs always rank perfectly
+    assert by[EXAMPLES].ok is None and "example2: not evaluated" in by[EXAMPLES].evidence
+    assert by[SPEAR].ok is None  # two PEs always rank perfectly
 
 
 def test_timing_ratio_recomputed_from_seconds():
     r = make_results()
     del r["timing"]["rows"][0]["relative"]
-    assert report.sliding_relative(r) == pytest.approx(sum([0.9, 1.8, 3.5, 7.0]) / sum([0.03, 0.06, 0.11, 0.22]))
+    assert report.sliding_relative(typed(r)) == pytest.approx(sum([0.9, 1.8, 3.5, 7.0]) / sum([0.03, 0.06, 0.11, 0.22]))
 
 
 # ---------------------------------------------------------------------------
@@ -204,7 +270,7 @@ def test_theory_plots_are_called_when_present(tmp_path, monkeypatch):
     r["pes"] = ["type1", "type2", "example1"]
     r["theory"] = [row for row in r["theory"] if row["pe"] in r["pes"]]
     notes = {}
-    figs = report.write_figures(r, tmp_path, notes)
+    figs = report.write_figures(typed(r), tmp_path, notes)
     assert set(figs) == {"heatmaps", "trf_curves"}
     assert [c[1] for c in calls if c[0] == "heatmap"] == ["type1", "type2", "example1"]
     assert ("trf_curves", ("type1", "type2"), {"num_heads": 8}) in calls  # convergent PEs only
@@ -219,8 +285,8 @@ def test_learned_pe_heatmap_uses_the_trained_run(tmp_path, tiny_text):
     train(tmp_path / "runs" / "kerple-log", m, t, progress=False)
     r = {"pes": ["kerple-log", "t5"], "runs": {"kerple-log": {"run_dir": "runs/kerple-log"}}}
     notes = {}
-    assert report.num_heads(r, tmp_path) == m.n_head
-    assert "heatmaps" in report.write_figures(r, tmp_path, notes)
+    assert report.num_heads(typed(r), tmp_path) == m.n_head
+    assert "heatmaps" in report.write_figures(typed(r), tmp_path, notes)
     assert "kerple-log: trained values of layer 0" in notes["heatmaps"]
     assert "t5: initial values" in notes["heatmaps"] and f"of {m.n_head}" in notes["heatmaps"]
 
@@ -228,8 +294,15 @@ def test_learned_pe_heatmap_uses_the_trained_run(tmp_path, tiny_text):
 def test_report_files(full_report):
     out, path, _ = full_report
     assert path == out / "report.html"
-    for name in ["ppl_nonoverlapping", "ppl_sliding", "ppl_last-token", "heatmaps", "trf_curves", "trf_erf",
-                 "grad_curves"]:
+    for name in [
+        "ppl_nonoverlapping",
+        "ppl_sliding",
+        "ppl_last-token",
+        "heatmaps",
+        "trf_curves",
+        "trf_erf",
+        "grad_curves",
+    ]:
         for ext in ("png", "svg"):
             f = out / "figures" / f"{name}.{ext}"
             assert f.is_file() and f.stat().st_size > 500, f
@@ -255,8 +328,9 @@ def test_report_writes_valid_json_roundtrip(tmp_path):
     r = {k: full[k] for k in ("preset", "train_length", "lengths", "delta")}
     r["pes"] = ["sinusoidal"]
     r["eval"] = {"sinusoidal": full["eval"]["sinusoidal"]}
-    r["eval"]["sinusoidal"]["nonoverlapping"]["results"][-1].update(loss=math.nan, ppl=math.inf,
-                                                                    error="CUDA out of memory")
+    r["eval"]["sinusoidal"]["nonoverlapping"]["results"][-1].update(
+        loss=math.nan, ppl=math.inf, error="CUDA out of memory"
+    )
     (tmp_path / "results.json").write_text(json.dumps(r))
     path = report.write_report(report.load_results(tmp_path), tmp_path)
     assert "CUDA out of memory" in path.read_text(encoding="utf-8")
@@ -271,31 +345,93 @@ def test_partial_results_render(tmp_path):
     r["theory"] = [row for row in r["theory"] if row["pe"] in r["pes"]]
     del r["runs"]["example1"]
     r["runs"]["sinusoidal"] = {"error": "training diverged <nan>"}
-    path = report.write_report(r, tmp_path)
+    path = report.write_report(typed(r), tmp_path)
     text = path.read_text(encoding="utf-8")
     assert "Missing" in text and "no evaluation section" in text and "no training run for example1" in text
     assert "runs sinusoidal: training diverged &lt;nan&gt;" in text
     assert (tmp_path / "figures" / "heatmaps.png").is_file()
     assert not (tmp_path / "figures" / "ppl_sliding.png").exists()
-    empty = report.write_report({}, tmp_path / "empty")
+    empty = report.write_report(typed({}), tmp_path / "empty")
     assert "Claims checklist" in empty.read_text(encoding="utf-8")
 
 
 def test_alibi_slopes_section(tmp_path):
     variants = [("alibi:shift=2", "shift", "Δ=2"), ("alibi:h=0", "same-h", "h=0"), ("window:40", "window", "w=40")]
-    r = {"experiment": "alibi-slopes", "train_length": L_TR, "pes": [pe for pe, _, _ in variants],
-         "slopes": {"variants": [{"pe": pe, "group": g, "label": lab} for pe, g, lab in variants]},
-         "eval": {pe: {"last-token": _protocol("alibi", "last-token")} for pe, _, _ in variants}}
-    text = report.write_report(r, tmp_path).read_text(encoding="utf-8")
+    r = {
+        "experiment": "alibi-slopes",
+        "train_length": L_TR,
+        "pes": [pe for pe, _, _ in variants],
+        "slopes": {"variants": [{"pe": pe, "group": g, "label": lab} for pe, g, lab in variants]},
+        "eval": {pe: {"last-token": _protocol("alibi", "last-token")} for pe, _, _ in variants},
+    }
+    text = report.write_report(typed(r), tmp_path).read_text(encoding="utf-8")
     assert "003 Table 1" in text and "94.4" in text and "Δ=2" in text
     assert (tmp_path / "figures" / "slopes_same-h.svg").is_file()
 
 
 # ---------------------------------------------------------------------------
+# results.json: the schema between the study and the report
+# ---------------------------------------------------------------------------
+def test_results_json_of_an_earlier_version_loads(tmp_path):
+    """A TRF written before the labels existed is read as what it was: the widest head at ε = 1e-3."""
+    old = make_results()  # its erf entries carry "trf" without "trf_eps" / "trf_reduce"
+    (tmp_path / "results.json").write_text(json.dumps(old))
+    res = report.load_results(tmp_path)
+    assert all((e.trf_eps, e.trf_reduce) == (1e-3, "max") for e in res.erf.values())
+    assert (res.spearman.trf_eps, res.spearman.trf_reduce) == (1e-3, "max")
+    assert res.to_dict()["erf"]["alibi"] == {**old["erf"]["alibi"], "trf_eps": 1e-3, "trf_reduce": "max"}
+    text = report.write_report(res, tmp_path).read_text(encoding="utf-8")
+    assert "TRF: widest head, ε = 0.001" in text and "TRF (widest head, ε = 0.001) beside" in text
+
+
+def test_results_keep_what_they_do_not_declare():
+    r = make_results()
+    r["future_section"] = {"x": [1, 2]}
+    r["eval"]["alibi"]["sliding"]["window"] = {"mode": "none"}
+    r["eval"]["alibi"]["sliding"]["results"][0]["bits_per_token"] = 4.3
+    d = typed(r).to_dict()
+    assert d["future_section"] == {"x": [1, 2]} and d["eval"]["alibi"]["sliding"]["window"] == {"mode": "none"}
+    assert d["eval"]["alibi"]["sliding"]["results"][0]["bits_per_token"] == 4.3
+    assert typed(json.loads(json.dumps(d))) == typed(r)
+
+
+def test_mixed_trf_settings_are_shown_per_row(tmp_path):
+    r = make_results()
+    r["erf"]["alibi"].update(trf_eps=0.01, trf_reduce="median")
+    text = report.write_report(typed(r), tmp_path).read_text(encoding="utf-8")
+    assert "TRF taken as" in text and "median over heads, ε = 0.01" in text and "widest head, ε = 0.001" in text
+
+
+def test_load_results_refuses_what_is_not_results(tmp_path):
+    from extrap.errors import ExtrapError
+
+    with pytest.raises(ExtrapError, match="cannot read"):
+        report.load_results(tmp_path)
+    (tmp_path / "results.json").write_text("[1, 2]")
+    with pytest.raises(ExtrapError, match="JSON object"):
+        report.load_results(tmp_path / "results.json")
+
+
+def test_templates_are_package_files():
+    from importlib.resources import files
+
+    names = {p.name for p in files("extrap.report").joinpath("templates").iterdir()}
+    assert {"report.html.j2", "extrapolation.html.j2", "alignment.html.j2", "macros.html.j2"} <= names
+
+
+# ---------------------------------------------------------------------------
 # headless Chromium: the report loads with every image
 # ---------------------------------------------------------------------------
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium(tmp_path, *args):
@@ -328,11 +464,18 @@ def test_alibi_slope_claims_follow_003_table_1():
     def ev(ok, w):
         return {"last-token": {"extrapolates": ok, "worst_ratio": w}}
 
-    variants = [{"pe": "a", "group": "shift", "label": "Δ=0"}, {"pe": "b", "group": "shift", "label": "Δ=6"},
-                {"pe": "c", "group": "window", "label": "w=40"}, {"pe": "d", "group": "window", "label": "w=320"}]
-    r = {"experiment": "alibi-slopes", "slopes": {"variants": variants},
-         "eval": {"a": ev(True, 0.001), "b": ev(False, 0.2), "c": ev(True, 0.0), "d": ev(True, 0.01)}}
-    claims = {c["claim"].split()[0]: c["ok"] for c in report.compute_claims(r)}
+    variants = [
+        {"pe": "a", "group": "shift", "label": "Δ=0"},
+        {"pe": "b", "group": "shift", "label": "Δ=6"},
+        {"pe": "c", "group": "window", "label": "w=40"},
+        {"pe": "d", "group": "window", "label": "w=320"},
+    ]
+    r = {
+        "experiment": "alibi-slopes",
+        "slopes": {"variants": variants},
+        "eval": {"a": ev(True, 0.001), "b": ev(False, 0.2), "c": ev(True, 0.0), "d": ev(True, 0.01)},
+    }
+    claims = {c.claim.split()[0]: c.ok for c in report.compute_claims(typed(r))}
     assert claims["Shifting"] is True  # mild shift extrapolates, extreme shift does not
     assert claims["Windowed"] is False  # the largest window still extrapolates here: not reproduced
     assert claims["One"] is None  # no same-h variants evaluated

@@ -1,0 +1,24 @@
+"""How the alignment report names settings and prints τ."""
+
+from __future__ import annotations
+
+LABELS = {"none": "no alignment (τ = 1)", "pmax": "w/ P_max", "entropy": "w/ H", "pmax-layer": "w/ P_max per layer"}
+
+
+def tau_text(t) -> str:
+    """One τ, or a per-layer list, to three decimals."""
+    return "[" + ", ".join(f"{x:.3f}" for x in t) + "]" if isinstance(t, list) else f"{t:.3f}"
+
+
+def closed_form_value(cf: dict | None, key: str):
+    """A closed-form τ, or "no root" where Prop. 1 has none (extrap.align.prop1: no real / no valid root)."""
+    if not cf:
+        return None
+    v = cf.get(key)
+    if key == "prop1" and v is None and ("prop1_status" in cf or "prop1_closest" in cf):
+        return "no root"
+    return v
+
+
+def closed_form_text(v) -> str:
+    return v if isinstance(v, str) else "–" if v is None else f"{v:.3f}"

@@ -1,0 +1,90 @@
+"""What the claims, figures and tables all look up in the results: verdicts, TRFs, the ERF table, slope groups."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from extrap.report.values import DEFAULT_HEADS, VERDICT_PROTOCOLS, num
+from extrap.results import SlopeVariant, StudyResults, TheoryRow
+
+
+def pe_verdict(results: StudyResults, pe: str) -> tuple[bool | None, float | None, str | None]:
+    """(extrapolates, worst_ratio, protocol) of ``pe``: last-token first, then nonoverlapping, then sliding."""
+    reports = results.eval.get(pe) or {}
+    for proto in VERDICT_PROTOCOLS:
+        rep = reports.get(proto)
+        if rep is not None and rep.extrapolates is not None:
+            return rep.extrapolates, num(rep.worst_ratio), proto
+    return None, None, None
+
+
+def eps_keys(rows: list[TheoryRow]) -> list[str]:
+    """ε keys of the per-head TRF dicts, largest ε first."""
+    keys = {k for r in rows for k in r.trf}
+
+    def val(k):
+        try:
+            return -float(k)
+        except ValueError:
+            return math.inf
+
+    return sorted(keys, key=val)
+
+
+def widest_head_trf(rows: list[TheoryRow], eps: str) -> int | None:
+    """A PE's TRF at ε: the largest over its heads (a layer sees as far as its widest head)."""
+    vals = [v for r in rows if (v := num(r.trf.get(eps))) is not None]
+    return int(max(vals)) if vals else None
+
+
+@dataclass
+class ErfRow:
+    pe: str
+    trf: float | None
+    trf_eps: float | None
+    trf_reduce: str | None
+    grad_erf: float | None
+    attn_erf: float | None
+
+
+def erf_table(results: StudyResults) -> list[ErfRow]:
+    """Per PE with receptive fields: its TRF (with how it was taken), gradient and attention ERF."""
+    return [
+        ErfRow(pe, num(e.trf), e.trf_eps, e.trf_reduce, num(e.grad_erf), num(e.attn_erf))
+        for pe in results.all_pes()
+        if (e := results.erf.get(pe)) is not None
+    ]
+
+
+def slope_groups(results: StudyResults) -> dict[str, list[SlopeVariant]]:
+    groups: dict[str, list[SlopeVariant]] = {}
+    for v in results.slopes.variants if results.slopes else []:
+        if v.pe:
+            groups.setdefault(v.group or "variants", []).append(v)
+    return groups
+
+
+def slopes_protocol(results: StudyResults, variants: list[SlopeVariant]) -> str | None:
+    """The first protocol (verdict order) that evaluated any of ``variants``."""
+    return next((p for p in VERDICT_PROTOCOLS if any(p in (results.eval.get(v.pe) or {}) for v in variants)), None)
+
+
+def num_heads(results: StudyResults, study_dir: Path | None = None) -> int:
+    """Heads per layer: recorded in the results, else from a trained run's config, else DEFAULT_HEADS."""
+    from extrap.run import RunDir
+
+    if isinstance(results.n_head, int):
+        return results.n_head
+    for pe in results.runs:
+        path = results.run_path(pe, study_dir)
+        if path is None:
+            continue
+        try:
+            n = RunDir(path).read_config().model.n_head
+        except (OSError, ValueError, KeyError, TypeError):  # a half-written or foreign run folder
+            continue
+        if isinstance(n, int) and n > 0:
+            return n
+    return DEFAULT_HEADS

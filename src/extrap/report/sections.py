@@ -1,0 +1,180 @@
+"""What templates/extrapolation.html.j2 shows: one context per section, built from the results."""
+
+from __future__ import annotations
+
+from extrap.report.figures import CAPTIONS, erf_trf_setting
+from extrap.report.lookup import eps_keys, erf_table, slope_groups, slopes_protocol
+from extrap.report.paper import PAPER_003_TABLE1
+from extrap.report.values import PAPER_SLIDING_RELATIVE, PROTOCOLS, fmt, num, trf_setting
+from extrap.report.view import Cell, Table, figure_ref, table
+from extrap.results import EvalReport, StudyResults, TheoryRow, slug
+
+
+def heads_label(heads: list) -> str:
+    if any(isinstance(h, str) for h in heads):  # the theory writes "all" for identical heads
+        return "all"
+    heads = [h for h in heads if isinstance(h, int)]
+    if not heads:
+        return "–"
+    return str(heads[0]) if len(heads) == 1 else f"{heads[0]}–{heads[-1]}"
+
+
+def collapse_heads(rows: list[TheoryRow], eps: list[str]) -> list[tuple[list, TheoryRow]]:
+    """Consecutive heads with identical verdict, test, B and TRFs become one row."""
+    groups: list[tuple[list, TheoryRow, tuple]] = []
+    for r in rows:
+        key = (r.verdict, r.test, fmt(r.series_sum, 6), tuple(fmt(r.trf.get(e)) for e in eps))
+        if groups and groups[-1][2] == key:
+            groups[-1][0].append(r.head)
+        else:
+            groups.append(([r.head], r, key))
+    return [(heads, r) for heads, r, _ in groups]
+
+
+def theory_table(results: StudyResults) -> Table | None:
+    rows = results.theory_by_pe()
+    if not rows:
+        return None
+    eps = eps_keys([r for rs in rows.values() for r in rs])
+    headers = ["PE", "heads", "verdict", "test", "B = Σ exp(r(t))"] + [f"TRF ε={e}" for e in eps] + ["explanation"]
+    body = []
+    for pe, rs in rows.items():
+        for heads, r in collapse_heads(rs, eps):
+            body.append(
+                [pe, heads_label(heads), r.verdict, r.test, fmt(r.series_sum, 6)]
+                + [r.trf.get(e) for e in eps]
+                + [" ".join(filter(None, (r.explanation, r.trf_note)))]
+            )
+    return table(headers, body, "theory")
+
+
+def runs_table(results: StudyResults) -> Table | None:
+    if not results.runs:
+        return None
+    body = [[pe, r.final_loss, r.seconds, r.params, r.run_dir] for pe, r in results.runs.items()]
+    return table(["PE", "final loss", "seconds", "parameters", "run folder"], body)
+
+
+def ppl_cell(rep: EvalReport, L: int) -> str | Cell:
+    hit = next((r for r in rep.results if r.length == L), None)
+    if hit is not None and hit.error:
+        return Cell("error", hit.error)
+    return fmt(hit.ppl if hit else None, 4)
+
+
+def ppl_table(results: StudyResults, protocol: str) -> Table | None:
+    reps = {pe: rep for pe in results.all_pes() if (rep := (results.eval.get(pe) or {}).get(protocol))}
+    if not reps:
+        return None
+    lengths = sorted({r.length for rep in reps.values() for r in rep.results if isinstance(r.length, int)})
+    L_tr = results.train_length
+    headers = ["PE"] + [f"{L}{' (L_tr)' if L == L_tr else ''}" for L in lengths] + ["extrapolates", "worst ratio"]
+    body = [
+        [pe] + [ppl_cell(rep, L) for L in lengths] + [rep.extrapolates, fmt(num(rep.worst_ratio), 3)]
+        for pe, rep in reps.items()
+    ]
+    return table(headers, body, "ppl")
+
+
+def ppl_context(results: StudyResults, figures: dict, notes: dict) -> list[dict] | None:
+    if not results.eval:
+        return None
+    return [
+        {
+            "protocol": p,
+            "table": ppl_table(results, p),
+            "figure": figure_ref(figures, notes, f"ppl_{p}", CAPTIONS["ppl"].format(protocol=p)),
+        }
+        for p in PROTOCOLS
+    ]
+
+
+def erf_context(results: StudyResults, figures: dict, notes: dict) -> dict | None:
+    rows = erf_table(results)
+    if not rows:
+        return None
+    mixed = len({(r.trf_eps, r.trf_reduce) for r in rows}) > 1
+    headers = ["PE", "TRF"] + (["TRF taken as"] if mixed else []) + ["gradient ERF", "attention ERF"]
+    body = [
+        [r.pe, r.trf] + ([trf_setting(r.trf_eps, r.trf_reduce)] if mixed else []) + [r.grad_erf, r.attn_erf]
+        for r in rows
+    ]
+    sp = results.spearman
+    return {
+        "table": table(headers, body),
+        "trf_setting": erf_trf_setting(results),
+        "grad": fmt(num(sp.grad) if sp else None),
+        "attn": fmt(num(sp.attn) if sp else None),
+        "n": fmt(sp.n if sp else None),
+        "figures": [
+            figure_ref(figures, notes, "trf_erf", CAPTIONS["trf_erf"]),
+            figure_ref(figures, notes, "grad_curves", CAPTIONS["grad_curves"]),
+        ],
+    }
+
+
+def timing_context(results: StudyResults) -> dict | None:
+    timing = results.timing
+    if timing is None or not timing.rows:
+        return None
+    sizes = timing.window_sizes
+    paper = {"sliding": f"{PAPER_SLIDING_RELATIVE:.2f}", "nonoverlapping": "1.00"}
+    body = []
+    for r in timing.rows:
+        secs = list(r.seconds)
+        body.append(
+            [r.method]
+            + [fmt(num(s), 3) for s in secs + [None] * (len(sizes) - len(secs))]
+            + [fmt(num(r.relative), 3), paper.get(r.method or "", "–")]
+        )
+    headers = ["method"] + [f"W={w} (s)" for w in sizes] + ["relative (ours)", "relative (000 Table 1)"]
+    return {"table": table(headers, body, "timing"), "pe": fmt(timing.pe), "tokens": fmt(timing.tokens)}
+
+
+def slope_group_context(results: StudyResults, group: str, variants, figures: dict, notes: dict) -> dict:
+    proto = slopes_protocol(results, variants)
+    ctx = {"group": group, "protocol": proto, "table": None, "figure": None}
+    if proto is None:
+        return ctx
+    reps = {v.pe: (results.eval.get(v.pe) or {}).get(proto) for v in variants}
+    lengths = sorted({r.length for rep in reps.values() if rep for r in rep.results if isinstance(r.length, int)})
+    body = []
+    for L in lengths:
+        hits = [next((r for r in (reps[v.pe].results if reps[v.pe] else []) if r.length == L), None) for v in variants]
+        body.append([L] + [fmt(num(h.ppl) if h else None, 3) for h in hits])
+    ctx["table"] = table(["L_ex"] + [v.label or v.pe for v in variants], body, "ppl")
+    ctx["figure"] = figure_ref(
+        figures, notes, f"slopes_{slug(group)}", CAPTIONS["slopes"].format(group=group, protocol=proto)
+    )
+    return ctx
+
+
+def slopes_context(results: StudyResults, figures: dict, notes: dict) -> dict | None:
+    groups = slope_groups(results)
+    if not groups and results.experiment != "alibi-slopes":
+        return None
+    p = PAPER_003_TABLE1
+    paper = [
+        {
+            "title": g["title"],
+            "table": table(["L_ex"] + g["labels"], [[L] + row for L, row in zip(p["lengths"], g["ppl"])], "paper"),
+        }
+        for g in p["groups"]
+    ]
+    return {
+        "groups": [slope_group_context(results, g, vs, figures, notes) for g, vs in groups.items()],
+        "paper_source": p["source"],
+        "paper": paper,
+    }
+
+
+def extrapolation_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+    """What templates/extrapolation.html.j2 shows; a None section is reported missing."""
+    return {
+        "theory": theory_table(results),
+        "ppl": ppl_context(results, figures, notes),
+        "shapes": [(name, figure_ref(figures, notes, name)) for name in ("heatmaps", "trf_curves")],
+        "erf": erf_context(results, figures, notes),
+        "timing": timing_context(results),
+        "slopes": slopes_context(results, figures, notes),
+    }

@@ -1,0 +1,63 @@
+"""The results of ``extrap study``: the schema between the study, which writes it, and the report, which reads it.
+
+:class:`StudyResults` is ``results.json``; :func:`load_results` reads one (also one written by an
+earlier version) and :func:`save_results` writes one.  Every TRF number says which ε it is
+n(ε) at and how it was reduced over heads (``trf_eps``, ``trf_reduce``).
+"""
+
+from extrap.results.alignment import (
+    MODES,
+    SETTINGS,
+    AlignmentBlock,
+    AlignmentModel,
+    DepthSummary,
+    best_setting,
+    length_key,
+    mean_beyond,
+    mean_tau,
+)
+from extrap.results.extrapolation import (
+    Claim,
+    ErfEntry,
+    EvalReport,
+    LengthPoint,
+    RunSummary,
+    Slopes,
+    SlopeVariant,
+    Spearman,
+    TheoryRow,
+    Timing,
+    TimingRow,
+)
+from extrap.results.names import slug
+from extrap.results.records import Record
+from extrap.results.study import RESULTS_FILE, StudyResults, load_results, save_results
+
+__all__ = [
+    "MODES",
+    "RESULTS_FILE",
+    "SETTINGS",
+    "AlignmentBlock",
+    "AlignmentModel",
+    "Claim",
+    "DepthSummary",
+    "ErfEntry",
+    "EvalReport",
+    "LengthPoint",
+    "Record",
+    "RunSummary",
+    "SlopeVariant",
+    "Slopes",
+    "Spearman",
+    "StudyResults",
+    "TheoryRow",
+    "Timing",
+    "TimingRow",
+    "best_setting",
+    "length_key",
+    "load_results",
+    "mean_beyond",
+    "mean_tau",
+    "save_results",
+    "slug",
+]

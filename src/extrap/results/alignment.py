@@ -1,0 +1,91 @@
+"""The sections of the attention-alignment study (004 §5.2): per task, per model, τ and accuracy by length.
+
+Per-length tables are keyed by the length as a string (JSON object keys): :func:`length_key`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extrap.results.records import Record, mapped, one, plain
+
+MODES = ("pmax", "entropy", "pmax-layer")  # Algorithm 1 settings (004 Table 4's "w/ P_max", "w/ H"; §8 per layer)
+SETTINGS = ("none",) + MODES  # "none": τ = 1, the unaligned model
+
+
+def length_key(L: int) -> str:
+    return str(int(L))
+
+
+def mean_tau(t):
+    """One τ, or the mean of a per-layer list."""
+    return sum(t) / len(t) if isinstance(t, list) else t
+
+
+def mean_beyond(acc_by_len: dict | None, train_length: int) -> float | None:
+    """Mean of {L: accuracy} over L > L_tr (None entries skipped; None if nothing is left)."""
+    vals = [v for k, v in (acc_by_len or {}).items() if int(k) > train_length and isinstance(v, (int, float))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def best_setting(acc: dict, train_length: int) -> str | None:
+    """The aligned setting with the highest mean accuracy over L > L_tr (ties: MODES order)."""
+    scored = [(mean_beyond(acc.get(m), train_length), -i, m) for i, m in enumerate(MODES)]
+    scored = [s for s in scored if s[0] is not None]
+    return max(scored)[2] if scored else None
+
+
+@dataclass
+class DepthSummary(Record):
+    """004 Table 9 analogue: accuracy per answer-depth bucket, per length and pooled over L > L_tr."""
+
+    best_setting: str | None = None  # the aligned setting shown beside "none"
+    buckets: list = plain(factory=list)  # [[lo, hi]] depth ranges
+    by_length: dict = plain(factory=dict)  # {setting: {L: [accuracy per bucket]}}
+    pooled_beyond: dict = plain(factory=dict)  # {setting: [accuracy per bucket]}
+
+
+@dataclass
+class AlignmentModel(Record):
+    """One PE's results on one task: {setting or mode: {L: value}} tables."""
+
+    accuracy: dict = plain(factory=dict)  # greedy exact match, {setting: {L: accuracy or None}}
+    tau: dict = plain(factory=dict)  # {mode: {L: τ, or a list per layer}}
+    tau_source: dict = plain(factory=dict)  # {mode: {L: "L_tr" | "algorithm1" | "log-length (...)"}}
+    at_grid_edge: dict = plain(factory=dict)  # {mode: {L: bool}}
+    closed_forms: dict = plain(factory=dict)  # {L: extrap.align.closed_forms(...)}
+    depth: DepthSummary = one(DepthSummary)
+    errors: dict = plain(factory=dict)  # {"L=.. setting/method": message}
+    rank_accuracy: dict | None = plain(omit=True)  # as accuracy, scored by ranking the candidates
+
+    def __post_init__(self):
+        if self.depth is None:
+            self.depth = DepthSummary()
+
+
+@dataclass
+class AlignmentBlock(Record):
+    """One retrieval task: its L_tr, the lengths, how it was scored and probed, and every model."""
+
+    task: str | None = None
+    train_length: int | None = None
+    lengths: list = plain(factory=list)
+    n: int | None = None  # scored examples per length
+    buckets: int | None = None
+    rank: bool | None = None
+    probe_prompts: int | None = None
+    probe_tokens: int | None = None
+    probe_cap: int | None = None
+    settings: list = plain(factory=lambda: list(SETTINGS))
+    modes: list = plain(factory=lambda: list(MODES))
+    models: dict[str, AlignmentModel] = mapped(AlignmentModel)
+
+
+def alignment_blocks(section, tasks: list | None) -> dict[str, AlignmentBlock]:
+    """{task: block} from results.json's "alignment"; a file with one block (no task level) is read as well."""
+    if not isinstance(section, dict):
+        return {}
+    if "models" in section:
+        section = {section.get("task") or "passkey": section}
+    order = list(tasks) if tasks else list(section)
+    return {t: AlignmentBlock.from_dict(section[t]) for t in order if isinstance(section.get(t), dict)}

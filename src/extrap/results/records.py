@@ -1,0 +1,88 @@
+"""JSON records: the dataclasses of ``results.json``, read tolerantly and written back unchanged.
+
+A :class:`Record` reads every field it declares from a dict (a missing key keeps the
+field's default, so a partial or older file still loads) and keeps the keys it does
+not declare in ``extra``, so that writing it back loses nothing.  Fields whose values
+are records themselves say how to read and write them with :func:`one`, :func:`listed`
+and :func:`mapped`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def _record_or_none(cls) -> Callable[[Any], Any]:
+    return lambda v: cls.from_dict(v) if isinstance(v, dict) else None
+
+
+def one(cls, *, omit: bool = False):
+    """A field holding one ``cls`` record, or None (then left out of the JSON when ``omit``)."""
+    return field(default=None, metadata={"load": _record_or_none(cls), "dump": lambda v: v.to_dict(), "omit": omit})
+
+
+def listed(cls, *, omit: bool = False):
+    """A field holding a list of ``cls`` records (JSON: a list of objects)."""
+    return field(
+        default_factory=list,
+        metadata={
+            "load": lambda v: [cls.from_dict(x) for x in v] if isinstance(v, list) else [],
+            "dump": lambda v: [x.to_dict() for x in v],
+            "omit": omit,
+        },
+    )
+
+
+def mapped(cls, depth: int = 1, *, omit: bool = False):
+    """A field holding {name: record} (``depth`` 2: {name: {name: record}})."""
+
+    def load(v, d=depth):
+        if not isinstance(v, dict):
+            return {}
+        return {str(k): (cls.from_dict(x) if d == 1 else load(x, d - 1)) for k, x in v.items()}
+
+    def dump(v, d=depth):
+        return {k: (x.to_dict() if d == 1 else dump(x, d - 1)) for k, x in v.items()}
+
+    return field(default_factory=dict, metadata={"load": load, "dump": dump, "omit": omit})
+
+
+def plain(default: Any = None, *, factory: Callable[[], Any] | None = None, omit: bool = False):
+    """A JSON value kept as it is; ``omit``: left out of the JSON when None or empty."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"omit": omit})
+    return field(default=default, metadata={"omit": omit})
+
+
+@dataclass
+class Record:
+    """Base of every results record: :meth:`from_dict` and :meth:`to_dict`, unknown keys kept in ``extra``."""
+
+    extra: dict = field(default_factory=dict, repr=False, kw_only=True)
+
+    @classmethod
+    def from_dict(cls, d: Any):
+        d = d if isinstance(d, dict) else {}
+        declared = [f for f in fields(cls) if f.name != "extra"]
+        values = {}
+        for f in declared:
+            if f.name in d:
+                load = f.metadata.get("load")
+                values[f.name] = load(d[f.name]) if load else d[f.name]
+        names = {f.name for f in declared}
+        return cls(**values, extra={k: v for k, v in d.items() if k not in names})
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            if f.metadata.get("omit") and (v is None or v == [] or v == {}):
+                continue
+            dump = f.metadata.get("dump")
+            out[f.name] = dump(v) if dump and v is not None else v
+        out.update(self.extra)
+        return out

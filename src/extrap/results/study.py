@@ -1,0 +1,107 @@
+"""``results.json``: the one record that ``extrap study`` writes and its report reads."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from extrap.errors import ExtrapError
+from extrap.io import atomic_write_json
+from extrap.results.alignment import AlignmentBlock, alignment_blocks
+from extrap.results.extrapolation import Claim, ErfEntry, EvalReport, RunSummary, Slopes, Spearman, TheoryRow, Timing
+from extrap.results.records import Record, listed, mapped, one, plain
+
+RESULTS_FILE = "results.json"
+
+
+@dataclass
+class StudyResults(Record):
+    """Everything a study measured, with its settings and provenance.
+
+    Extrapolation and ALiBi-slope studies fill ``theory``, ``eval``, ``erf``, ``spearman``
+    (and ``timing`` / ``slopes``); the alignment study fills ``tasks`` and ``alignment``,
+    and its ``train_length`` is {task: L_tr}.  Any section may be empty: a study that
+    failed part way, or an older file.
+    """
+
+    preset: str | None = None
+    experiment: str | None = None
+    pes: list = plain(factory=list)
+    tasks: list | None = plain(omit=True)
+    train_length: int | dict | None = None
+    n_head: int | None = None
+    lengths: list = plain(factory=list)
+    delta: float | None = plain(omit=True)  # 000 Definition 0.1
+    seed: int | None = None
+    corpus_hash: str | None = None
+    extrap_version: str | None = None
+    command: str | None = None
+    corpus: str | None = None
+    created: str | None = None
+    settings: dict = plain(factory=dict)  # the study preset, as run
+    theory: list[TheoryRow] = listed(TheoryRow, omit=True)
+    runs: dict[str, RunSummary] = mapped(RunSummary)
+    eval: dict[str, dict[str, EvalReport]] = mapped(EvalReport, depth=2, omit=True)  # {pe: {protocol: report}}
+    erf: dict[str, ErfEntry] = mapped(ErfEntry, omit=True)
+    spearman: Spearman | None = one(Spearman, omit=True)
+    alignment: dict[str, AlignmentBlock] = mapped(AlignmentBlock, omit=True)  # {task: block}
+    failures: dict = plain(factory=dict)  # {job: why it failed}
+    slopes: Slopes | None = one(Slopes, omit=True)
+    timing: Timing | None = one(Timing, omit=True)
+    claims: list[Claim] = listed(Claim)
+    seconds: float | None = plain(omit=True)
+
+    @classmethod
+    def from_dict(cls, d) -> StudyResults:
+        results = super().from_dict(d)
+        if isinstance(d, dict):
+            results.alignment = alignment_blocks(d.get("alignment"), results.tasks)
+        return results
+
+    def all_pes(self) -> list[str]:
+        """Every PE the results mention, the study's order first."""
+        seen = list(self.pes)
+        for section in (self.runs, self.eval, self.erf):
+            seen += list(section)
+        seen += [r.pe for r in self.theory if r.pe]
+        return list(dict.fromkeys(seen))
+
+    def theory_by_pe(self) -> dict[str, list[TheoryRow]]:
+        out: dict[str, list[TheoryRow]] = {}
+        for row in self.theory:
+            if row.pe is not None:
+                out.setdefault(row.pe, []).append(row)
+        return out
+
+    def run_path(self, pe: str, study_dir: str | os.PathLike | None) -> Path | None:
+        """The run folder of ``pe`` under ``study_dir``, if it exists."""
+        run = self.runs.get(pe)
+        if study_dir is None or run is None or not run.run_dir:
+            return None
+        path = Path(study_dir) / run.run_dir
+        return path if path.is_dir() else None
+
+
+def load_results(path: str | os.PathLike) -> StudyResults:
+    """``results.json`` (the file, or the study folder holding it), as written by this or an earlier version."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ExtrapError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError:
+        raise ExtrapError(f"{path} is corrupt (not JSON)") from None
+    if not isinstance(data, dict):
+        raise ExtrapError(f"{path} does not hold a JSON object")
+    return StudyResults.from_dict(data)
+
+
+def save_results(results: StudyResults, study_dir: str | os.PathLike) -> Path:
+    """Write ``study_dir/results.json`` atomically; returns its path."""
+    path = Path(study_dir) / RESULTS_FILE
+    atomic_write_json(path, results.to_dict())
+    return path

@@ -1,0 +1,101 @@
+"""``extrap study``: the paper's experiments end to end, resumable, with an HTML report.
+
+Experiments (:data:`EXPERIMENTS`): ``extrapolation`` (000) and ``alibi-slopes`` (003 §4) in
+:mod:`.extrapolation`, ``alignment`` (004 §5.2) in :mod:`.alignment`.  Each builds an
+:class:`~extrap.study.orchestrator.Experiment`; :func:`run_study` hands it to the one
+orchestrator (:mod:`.orchestrator`), which runs its jobs two at a time (one thread each:
+the machine this is built for has two cores), resumes an interrupted study where it
+stopped, and writes ``results.json`` (:class:`extrap.results.StudyResults`) and the report.
+Presets are in :mod:`.presets`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from extrap.errors import ExtrapError
+from extrap.results import StudyResults, slug
+from extrap.study import alignment, extrapolation
+from extrap.study.extrapolation import PROTOCOLS, slope_variants
+from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
+from extrap.study.presets import (
+    ALIGNMENT_DEFAULT_PES,
+    ALIGNMENT_PRESETS,
+    DEFAULT_PES,
+    STUDY_PRESETS,
+    AlignmentSettings,
+    SlopeVariants,
+    StudySettings,
+)
+
+EXPERIMENTS = {"extrapolation": extrapolation.build, "alibi-slopes": extrapolation.build, "alignment": alignment.build}
+
+
+def run_study(
+    out: str | os.PathLike,
+    preset: str = "cpu",
+    pes: list[str] | None = None,
+    experiment: str = "extrapolation",
+    resume: bool = True,
+    jobs: int = 2,
+    delta: float = 0.02,
+    steps: int | None = None,
+    corpus: str | None = None,
+    tasks: list[str] | None = None,
+) -> StudyResults:
+    """Run (or resume) one experiment in folder ``out``; returns its results, also in ``out/results.json``."""
+    if experiment not in EXPERIMENTS:
+        raise ExtrapError(f"unknown experiment {experiment!r} ({' | '.join(EXPERIMENTS)})")
+    if jobs < 1:
+        raise ExtrapError("jobs must be >= 1")
+    if tasks is not None and experiment != "alignment":
+        raise ExtrapError("retrieval tasks are only for the alignment experiment")
+    request = StudyRequest(
+        out=Path(out),
+        preset=preset,
+        experiment=experiment,
+        pes=pes,
+        resume=resume,
+        jobs=jobs,
+        delta=delta,
+        steps=steps,
+        corpus=corpus,
+        tasks=tasks,
+    )
+    return run_experiment(EXPERIMENTS[experiment](request), request)
+
+
+def run_alignment_study(
+    out: str | os.PathLike,
+    preset: str = "cpu",
+    pes: list[str] | None = None,
+    resume: bool = True,
+    jobs: int = 2,
+    steps: int | None = None,
+    corpus: str | None = None,
+    tasks: list[str] | None = None,
+) -> StudyResults:
+    """``run_study(experiment="alignment")``."""
+    return run_study(out, preset, pes, "alignment", resume, jobs, steps=steps, corpus=corpus, tasks=tasks)
+
+
+__all__ = [
+    "ALIGNMENT_DEFAULT_PES",
+    "ALIGNMENT_PRESETS",
+    "DEFAULT_PES",
+    "EXPERIMENTS",
+    "PROTOCOLS",
+    "STUDY_PRESETS",
+    "AlignmentSettings",
+    "SlopeVariants",
+    "StudyExistsError",
+    "StudyMismatchError",
+    "StudyRequest",
+    "StudySettings",
+    "run_alignment_study",
+    "run_jobs",
+    "run_study",
+    "slope_variants",
+    "slug",
+]

@@ -1,0 +1,209 @@
+"""The one orchestrator of every study experiment: its folder, its jobs, resuming, failures and the results.
+
+An :class:`Experiment` says what to run: its jobs and the worker function that runs one
+(module-level, so that spawned processes can import it), what the study folder records
+about it (``study.json``) and how the workers' outputs become a
+:class:`extrap.results.StudyResults`.  :func:`run_experiment` does the rest the same way
+for every experiment: it claims the folder (or resumes it when its settings match), runs
+the jobs ``workers`` at a time, collects the failures without losing the other jobs,
+and hands the results to the report.  Workers skip every stage whose result their run
+folder has recorded, so a resumed study trains and measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from logging.handlers import QueueHandler, QueueListener
+from pathlib import Path
+from typing import Any
+
+from extrap.errors import ExtrapError
+from extrap.io import atomic_write_json, run_metadata
+from extrap.results import RunSummary, StudyResults, save_results
+
+log = logging.getLogger(__name__)
+
+STUDY_FILE = "study.json"
+
+
+class StudyExistsError(ExtrapError):
+    """The output folder already holds a study, and resuming it was not asked for."""
+
+
+class StudyMismatchError(ExtrapError):
+    """The output folder holds a study run with other settings."""
+
+    def __init__(self, folder: Path, key: str, saved: Any):
+        super().__init__(f"{folder}: the saved study used {key}={saved!r}")
+        self.folder, self.key, self.saved = folder, key, saved
+
+
+@dataclass(frozen=True)
+class StudyRequest:
+    """What ``extrap study`` was asked for; each experiment reads the settings it uses."""
+
+    out: Path
+    preset: str = "cpu"
+    experiment: str = "extrapolation"
+    pes: list[str] | None = None
+    resume: bool = True
+    jobs: int = 2  # jobs at a time
+    delta: float = 0.02  # 000 Definition 0.1
+    steps: int | None = None
+    corpus: str | None = None
+    tasks: list[str] | None = None
+
+    @property
+    def threads(self) -> int:
+        """Torch threads per job: one each when jobs run side by side."""
+        return 1 if self.jobs > 1 else max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str  # how progress lines and failures name it ("alibi", "passkey/t5")
+    args: dict  # what the worker function gets (picklable)
+
+
+@dataclass
+class Outcome:
+    done: dict[str, Any] = field(default_factory=dict)  # job name -> the worker's output
+    failures: dict[str, str] = field(default_factory=dict)  # job name -> why it failed
+
+
+@dataclass
+class Experiment:
+    record: dict  # what study.json holds
+    must_match: tuple[str, ...]  # record keys that a resumed study must share
+    headline: str  # the first progress line
+    worker: Callable[[dict], Any]
+    jobs: list[Job]
+    progress: Callable[[Any], str]  # the progress line of a finished job, from its output
+    assemble: Callable[[Outcome], StudyResults]
+
+
+def claim_folder(out: Path, exp: Experiment, resume: bool) -> None:
+    """Record the study in ``out/study.json``; an existing one must be resumed with the same settings."""
+    path = out / STUDY_FILE
+    if path.exists():
+        if not resume:
+            raise StudyExistsError(f"{out} already holds a study")
+        try:
+            prev = json.loads(path.read_text())
+        except ValueError:
+            raise ExtrapError(f"{path} is corrupt (not JSON)") from None
+        for key in exp.must_match:
+            if prev.get(key) != exp.record[key]:
+                raise StudyMismatchError(out, key, prev.get(key))
+    atomic_write_json(path, exp.record)
+
+
+class _ParentLoggers(logging.Handler):
+    """Hands a worker's log record to the logger of the same name here, so the command's handlers show it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+
+
+def forward_logs(queue, level: int) -> None:
+    """In a spawned worker: extrap's log records go to the parent through ``queue``."""
+    logger = logging.getLogger("extrap")
+    logger.handlers[:] = [QueueHandler(queue)]
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def run_jobs(
+    fn: Callable[[dict], Any], jobs: list[Job], workers: int, collect: Callable[[Job, Callable[[], Any]], None]
+) -> None:
+    """Run ``fn(job.args)`` for every job, ``workers`` at a time in spawned processes; ``collect(job, get_output)``."""
+    if workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            collect(job, lambda job=job: fn(job.args))
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    listener = QueueListener(queue, _ParentLoggers())
+    listener.start()
+    try:
+        with ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=forward_logs,
+            initargs=(queue, logging.getLogger("extrap").getEffectiveLevel()),
+        ) as pool:
+            futures = {pool.submit(fn, job.args): job for job in jobs}
+            for fut in as_completed(futures):
+                collect(futures[fut], fut.result)
+    finally:
+        listener.stop()
+        queue.close()
+
+
+def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
+    """Run an experiment's jobs in ``request.out`` (resuming what is there) and write its results and report."""
+    claim_folder(request.out, exp, request.resume)
+    t_start = time.perf_counter()
+    log.info(exp.headline)
+    outcome = Outcome()
+
+    def collect(job: Job, get: Callable[[], Any]) -> None:
+        try:
+            output = get()
+        except Exception as e:  # one job failing must not lose the others
+            outcome.failures[job.name] = str(e) if isinstance(e, ExtrapError) else f"{type(e).__name__}: {e}"
+            log.warning("  %s: failed: %s", job.name, outcome.failures[job.name])
+            return
+        outcome.done[job.name] = output
+        log.info("  %s: %s", job.name, exp.progress(output))
+
+    run_jobs(exp.worker, exp.jobs, request.jobs, collect)
+    return finish(request.out, exp.assemble(outcome), t_start)
+
+
+def finish(out: Path, results: StudyResults, t_start: float) -> StudyResults:
+    """Claims, results.json and report.html: the last step of every experiment."""
+    from extrap.report import compute_claims, write_report
+
+    results.claims = compute_claims(results)
+    results.seconds = time.perf_counter() - t_start
+    save_results(results, out)
+    log.info("study: report -> %s", write_report(results, out))
+    return results
+
+
+def provenance(run_dirs: list[str]) -> dict:
+    """Version and command of this study; seed, corpus and its hash from its first run (None without runs)."""
+    from extrap.run import RunDir
+
+    meta = {
+        **run_metadata(None, None),
+        "corpus": None,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    if run_dirs:
+        cfg = RunDir(run_dirs[0]).read_config()
+        meta.update(seed=cfg.seed, corpus_hash=cfg.corpus_hash, corpus=cfg.train.corpus)
+    return meta
+
+
+def run_summary(run_dir: str, final: dict | None, out: Path) -> RunSummary:
+    """A trained run as the results list it: its folder relative to the study, loss, time and size."""
+    final = final or {}
+    return RunSummary(
+        run_dir=os.path.relpath(run_dir, out),
+        final_loss=final.get("final_loss"),
+        seconds=final.get("seconds"),
+        params=final.get("params"),
+    )
