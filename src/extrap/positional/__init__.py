@@ -9,7 +9,7 @@ Conventions (distance t = i - j >= 0, n = t + 1, bias added to logits) are pinne
 :mod:`extrap.positional.conventions`.
 """
 
-from extrap.positional import bias, formula  # noqa: F401  (register the bias RPEs first: registry order)
+from extrap.positional import bias, fixed, formula  # noqa: F401  (register the bias RPEs first: registry order)
 from extrap.positional.base import BiasRPE, EmbeddingScheme, Option, Param, Scheme
 from extrap.positional.bias import alibi_slopes, t5_bucket
 from extrap.positional.conventions import T

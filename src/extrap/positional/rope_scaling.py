@@ -111,29 +111,46 @@ def rope_frequencies(
     """
     _check(kind, head_dim, factor, original_max_position)
     d, L = head_dim, original_max_position
-
-    def theta(b: float = base) -> Tensor:
-        return default_inv_freq(d, b, device=device, dtype=dtype)
-
-    if kind == "none":
-        return theta(), 1.0
-    if kind == "linear":
-        # Chen et al. 2023 Eq. 4: f'(x, m) = f(x, m L / L'); scaling θ by 1/s is the same
-        return theta() / factor, 1.0
-    if kind == "ntk":
-        # bloc97 2023b; survey Eq. 22: θ*_i = (b · s^(d/(d-2)))^(-2i/d)
-        return theta(base * factor ** (d / (d - 2))), 1.0
-    if kind == "dynamic":
-        # emozilla 2023; survey Eq. 23.  Written exactly as HF: n = max(seq_len, L)
-        n = L if seq_len is None else max(seq_len, L)
-        return theta(base * ((factor * n / L) - (factor - 1)) ** (d / (d - 2))), 1.0
-    if kind == "ntk-by-parts":
-        return _ntk_by_parts(theta(), factor, L, alpha, beta), 1.0
     if kind == "yarn":
         return _yarn(
             d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate, device, dtype
         )
-    return _truncated(theta(), factor, L, trunc_wavelength, trunc_a, trunc_rho), 1.0
+    theta = default_inv_freq(d, _ntk_base(kind, d, base, factor, L, seq_len), device=device, dtype=dtype)
+    return _interpolate(kind, theta, factor, L, alpha, beta, trunc_wavelength, trunc_a, trunc_rho), 1.0
+
+
+def _ntk_base(kind: str, d: int, base: float, factor: float, L: int, seq_len: int | float | None) -> float:
+    """The base of θ_i: raised by the NTK-aware methods, b itself for the others."""
+    if kind == "ntk":
+        # bloc97 2023b; survey Eq. 22: θ*_i = (b · s^(d/(d-2)))^(-2i/d)
+        return base * factor ** (d / (d - 2))
+    if kind == "dynamic":
+        # emozilla 2023; survey Eq. 23.  Written exactly as HF: n = max(seq_len, L)
+        n = L if seq_len is None else max(seq_len, L)
+        return base * ((factor * n / L) - (factor - 1)) ** (d / (d - 2))
+    return base
+
+
+def _interpolate(
+    kind: str,
+    theta: Tensor,
+    factor: float,
+    L: int,
+    alpha: float,
+    beta: float,
+    trunc_wavelength: float | None,
+    trunc_a: float,
+    trunc_rho: float,
+) -> Tensor:
+    """θ_i rescaled by linear, ntk-by-parts or truncated; the other methods keep θ_i as given."""
+    if kind == "linear":
+        # Chen et al. 2023 Eq. 4: f'(x, m) = f(x, m L / L'); scaling θ by 1/s is the same
+        return theta / factor
+    if kind == "ntk-by-parts":
+        return _ntk_by_parts(theta, factor, L, alpha, beta)
+    if kind == "truncated":
+        return _truncated(theta, factor, L, trunc_wavelength, trunc_a, trunc_rho)
+    return theta
 
 
 def _ntk_by_parts(theta: Tensor, factor: float, L: int, alpha: float, beta: float) -> Tensor:

@@ -20,7 +20,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
 from extrap.positional.base import BiasRPE, Scheme
-from extrap.theory.convergence import classify, fmt
+from extrap.theory.convergence import Verdict, classify, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
 from extrap.theory.results import HeadResult, check_eps, eps_key
@@ -165,44 +165,56 @@ def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
         res.trf = dict(trf)
         return res
     try:
-        with time_limit(SERIES_TIMEOUT, required=False):
-            series = Series(
-                lambda k: scheme.scalar(k, head, values), None if v.finite else v.expr, v.cutoff or 0, fast=v.fast
-            )
-            notes = []
-            for x in eps:
-                try:
-                    res.trf[eps_key(x)] = series.trf(x)
-                except SeriesError as e:
-                    res.trf[eps_key(x)] = None
-                    notes.append(f"eps={eps_key(x)}: {e}")
-            res.series_sum, res.series_sum_error = series.total, series.total_err  # after any refinement
-    except InfiniteTerm as e:  # the tail converges but a finite distance has infinite weight
+        notes = _sum_series(res, scheme, head, values, v, eps)
+    except (SeriesError, TimeLimit) as e:
+        return _series_failed(res, v, eps, e)
+    res.trf_note = "; ".join(notes) or None
+    if skey is not None:
+        _SERIES[skey] = (res.series_sum, res.series_sum_error, dict(res.trf), res.trf_note)
+    return res
+
+
+def _sum_series(res: HeadResult, scheme: BiasRPE, head: int, values, v: Verdict, eps: tuple) -> list[str]:
+    """Set B and the TRFs of ``res`` from the head's series; returns why any TRF stays null."""
+    with time_limit(SERIES_TIMEOUT, required=False):
+        series = Series(
+            lambda k: scheme.scalar(k, head, values), None if v.finite else v.expr, v.cutoff or 0, fast=v.fast
+        )
+        notes = []
+        for x in eps:
+            try:
+                res.trf[eps_key(x)] = series.trf(x)
+            except SeriesError as e:
+                res.trf[eps_key(x)] = None
+                notes.append(f"eps={eps_key(x)}: {e}")
+        res.series_sum, res.series_sum_error = series.total, series.total_err  # after any refinement
+    return notes
+
+
+def _series_failed(res: HeadResult, v: Verdict, eps: tuple, e: SeriesError | TimeLimit) -> HeadResult:
+    """``res`` when its series cannot be summed: an infinite or non-real weight also changes the verdict."""
+    no_trf = {eps_key(x): None for x in eps}
+    if isinstance(e, InfiniteTerm):  # the tail converges but a finite distance has infinite weight
         return replace(
             res,
             verdict="diverges",
             test="infinite term",
             series_sum=None,
-            trf={eps_key(x): None for x in eps},
+            trf=no_trf,
             explanation=f"{e}; (the tail alone converges: {v.explanation})",
         )
-    except NotReal as e:
+    if isinstance(e, NotReal):
         return replace(
             res,
             verdict="not-applicable",
             test="none",
             series_sum=None,
-            trf={eps_key(x): None for x in eps},
+            trf=no_trf,
             explanation=f"{e}: exp(r) is not a series of positive weights",
         )
-    except (SeriesError, TimeLimit) as e:
-        res.series_sum = None
-        res.trf = {eps_key(x): None for x in eps}
-        res.trf_note = f"B and TRF not computed: {e}"
-        return res
-    res.trf_note = "; ".join(notes) or None
-    if skey is not None:
-        _SERIES[skey] = (res.series_sum, res.series_sum_error, dict(res.trf), res.trf_note)
+    res.series_sum = None
+    res.trf = no_trf
+    res.trf_note = f"B and TRF not computed: {e}"
     return res
 
 
