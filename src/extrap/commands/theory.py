@@ -16,6 +16,8 @@ import argparse
 import json
 import logging
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
@@ -145,10 +147,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One printed line of ``--checkpoint``: a head's result, labelled with its part and layer."""
+
+    pe: str
+    head: Any
+    verdict: str | None
+    test: str | None
+    series_sum: float | None
+    trf: dict
+    growth: Any = None
+    tail_term: Any = None
+    trf_note: str | None = None
+    explanation: str | None = None
+    dilution: Any = None
+
+    @classmethod
+    def of(cls, r: dict) -> CheckpointRow:
+        layer = "" if r.get("layer") is None else f" L{r['layer']}"
+        keep = ("head", "verdict", "test", "growth", "tail_term", "trf_note", "explanation", "dilution")
+        series_sum = None if r.get("series_sum") is None else float(r["series_sum"])
+        return cls(
+            pe=f"{r['pe']} [{r['part']}{layer}]",
+            series_sum=series_sum,
+            trf=r.get("trf") or {},
+            **{k: r.get(k) for k in keep},
+        )
+
+
 def _run_checkpoint(args, eps, lengths) -> int:
     """``--checkpoint``: per-head verdicts of a run's learned bias, or of an hf: checkpoint's."""
-    from types import SimpleNamespace
-
     from extrap.run import is_hf, read_bias_parameters
     from extrap.theory import analyse_checkpoint, eps_key
 
@@ -178,29 +207,7 @@ def _run_checkpoint(args, eps, lengths) -> int:
         )
         return 0
     keys = [eps_key(e) for e in eps]
-    view = []
-    for r in rows:
-        v = SimpleNamespace(
-            **{
-                k: r.get(k)
-                for k in (
-                    "verdict",
-                    "test",
-                    "series_sum",
-                    "growth",
-                    "tail_term",
-                    "trf_note",
-                    "explanation",
-                    "dilution",
-                    "head",
-                )
-            }
-        )
-        v.pe = f"{r['pe']} [{r['part']}" + ("" if r.get("layer") is None else f" L{r['layer']}") + "]"
-        v.trf = r.get("trf") or {}
-        if v.series_sum is not None:
-            v.series_sum = float(v.series_sum)
-        view.append(v)
+    view = [CheckpointRow.of(r) for r in rows]
     _print_table(view, keys, max(lengths), args.explain)
     for p in plots:
         print(f"wrote {p}")

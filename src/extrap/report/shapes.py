@@ -50,13 +50,9 @@ def bias_schemes(results: StudyResults) -> list[tuple[str, Any]]:
             scheme = positional.get(pe)
         except Exception:  # a spec this version cannot build: nothing to draw
             continue
-        if scheme.kind == "bias" and not getattr(scheme, "is_identity", False):
+        if scheme.adds_bias:
             out.append((pe, scheme))
     return out[:MAX_HEATMAPS]
-
-
-def is_learned(scheme, heads: int) -> bool:
-    return any(p.learnable for p in scheme.params(heads))
 
 
 def trained_values(results: StudyResults, study_dir: Path | None, pe: str) -> dict | None:
@@ -84,7 +80,7 @@ def heatmaps_figure(results: StudyResults, notes: dict, study_dir: Path | None =
     trained, init, fallback = [], [], None
     for k, (pe, scheme) in enumerate(schemes):
         ax = fig.add_subplot(rows, cols, k + 1)
-        learned = is_learned(scheme, heads)
+        learned = scheme.learned
         values = trained_values(results, study_dir, pe) if learned else None
         extra = {"values": values} if values is not None else {}
         why = via_theory_plots("heatmap", ax, pe, head=HEATMAP_HEAD, size=HEATMAP_LENGTH, num_heads=heads, **extra)
