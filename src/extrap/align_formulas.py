@@ -85,7 +85,7 @@ def check_lengths(train_length: int, lengths: Sequence[int], max_length: int | N
     if too_long:
         raise ExtrapError(
             f"attention probing is capped at {cap} tokens (every row of one layer is held in "
-            f"memory, O(L^2)); got {max(too_long)}: raise the cap (max_length / --max-length) "
+            f"memory, O(L^2)); got {max(too_long)}: raise the cap (max_length) "
             "or use the log-length rule"
         )
 

@@ -19,7 +19,11 @@ def register(sub) -> None:
         "exact-match accuracy by length and answer depth.",
     )
     tsub = p.add_subparsers(dest="task_command", required=True, parser_class=type(p))
+    _register_sample(tsub)
+    _register_score(tsub)
 
+
+def _register_sample(tsub) -> None:
     s = tsub.add_parser(
         "sample",
         help="print one example (prompt and answer)",
@@ -38,6 +42,8 @@ def register(sub) -> None:
     s.add_argument("--json", action="store_true", help="print the example as JSON")
     s.set_defaults(func=run_sample)
 
+
+def _register_score(tsub) -> None:
     c = tsub.add_parser(
         "score",
         help="exact-match accuracy of a run by length and depth",

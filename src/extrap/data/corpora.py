@@ -130,7 +130,7 @@ def _require_text(name: str, text_bytes: int) -> None:
     if text_bytes == 0:
         raise ExtrapError(
             f"corpus {name!r} contains no text; point it at non-empty text files "
-            "(e.g. --corpus text:PATH) or use --corpus stdlib"
+            "(e.g. text:PATH) or use the stdlib corpus"
         )
 
 

@@ -50,7 +50,7 @@ def _open(name: str, config: str | None) -> Any:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ExtrapError(
             f"could not load Hugging Face dataset {name!r}{f' config {config!r}' if config else ''}: {msg}; "
-            "check the name/config and network access, or use --corpus stdlib"
+            "check the name/config and network access, or use the stdlib corpus"
         ) from e
 
 

@@ -128,7 +128,7 @@ class BatchSampler:
         if stream.dim() != 1 or stream.numel() < length + 1:
             raise ExtrapError(
                 f"training stream has {stream.numel():,} tokens, too few for windows of {length} (+1); "
-                "use a shorter --length or a larger corpus"
+                "use a shorter training length or a larger corpus"
             )
         self.stream = stream
         self.batch_size = batch_size

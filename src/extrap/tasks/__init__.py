@@ -11,18 +11,15 @@ exact-match accuracy by length and by answer depth (lost in the middle)::
 ``extrap task score RUN_DIR`` / ``extrap task sample`` are the command line.
 """
 
+from extrap.tasks.continuations import score_candidates, score_continuations
 from extrap.tasks.filler import Filler, get_filler, sanitize
 from extrap.tasks.formats import TASKS, TOLERANCE, TOPICS, min_length
-from extrap.tasks.generators import line, make_example, needs_filler, passkey, topic
+from extrap.tasks.generators import make_example, needs_filler
+from extrap.tasks.line_task import line
+from extrap.tasks.passkey_task import passkey
 from extrap.tasks.sampler import IGNORE_INDEX, TaskSampler
-from extrap.tasks.score import (
-    METHODS,
-    parse_temperature,
-    score_candidates,
-    score_continuations,
-    score_task,
-    task_examples,
-)
+from extrap.tasks.score import METHODS, parse_temperature, score_task, task_examples
+from extrap.tasks.topic_task import topic
 
 __all__ = [
     "IGNORE_INDEX",

@@ -56,7 +56,7 @@ class Filler:
         if len(self.text) < MIN_CHARS:
             raise ExtrapError(
                 f"filler {name!r} has only {len(self.text)} usable characters after sanitising "
-                f"(need >= {MIN_CHARS}); use a larger corpus, e.g. --corpus stdlib"
+                f"(need >= {MIN_CHARS}); use a larger corpus, e.g. stdlib"
             )
         self._ratio: dict[Any, float] = {}
 

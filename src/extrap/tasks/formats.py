@@ -1,11 +1,13 @@
 """The formats of the retrieval tasks and the text layout their generators share: seeds, token
 counts, cuts at word boundaries, fitting a prompt into a token budget, assembling a checked
-example, and the shortest length each task needs (see :mod:`extrap.tasks.generators`)."""
+example, checking a generator's arguments, redrawing until an example fits, and the shortest
+length each task needs (see :mod:`extrap.tasks.generators`)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import random
 import weakref
 from collections.abc import Callable
@@ -17,6 +19,7 @@ TASKS = ("passkey", "line", "topic")
 TOLERANCE = 0.9  # an example has between TOLERANCE * length and length tokens
 MAX_TOPICS = 25  # 004 Table 4 goes up to 25 topics
 N_CANDIDATES = 4
+ATTEMPTS = 8  # draws of an example before giving up
 
 TOPICS = (
     "medieval castles",
@@ -223,6 +226,39 @@ def finish(
         "tokenizer": tokenizer.name,
         **extra,
     }
+
+
+def check_request(task: str, length: Any, depth: Any) -> tuple[int, float | None]:
+    """A generator's ``length`` (a positive integer) and ``depth`` (None or in [0, 1]), checked."""
+    if isinstance(length, bool) or not isinstance(length, numbers.Real) or length != int(length) or length < 1:
+        raise ExtrapError(f"{task}: length must be a positive integer number of tokens, got {length!r}")
+    if depth is not None:
+        if isinstance(depth, bool) or not isinstance(depth, numbers.Real) or not 0 <= depth <= 1:
+            raise ExtrapError(f"{task}: depth must be a number in [0, 1], got {depth!r}")
+        depth = float(depth)
+    return int(length), depth
+
+
+def check_length(task: str, tokenizer, length: int, include_target: bool, **kw) -> None:
+    """Refuse a length below :func:`min_length` up front, rather than failing every draw."""
+    need = min_length(task, tokenizer, include_target=include_target, **kw)
+    if length < need:
+        what = "prompt + answer" if include_target else "prompt"
+        raise ExtrapError(
+            f"{task}: length {length} is below the minimum of {need} tokens ({what}) with the "
+            f"{tokenizer.name} tokenizer; use a length >= {need}"
+        )
+
+
+def first_fit(
+    task: str, tokenizer, length: int, seed: int, include_target: bool, draw: Callable[[random.Random], dict | None]
+) -> dict:
+    """The first of :data:`ATTEMPTS` seeded draws that fits; ``draw`` returns None for a miss, redrawn."""
+    for attempt in range(ATTEMPTS):
+        ex = draw(random.Random(seed_of(task, seed, attempt)))
+        if ex is not None:
+            return ex
+    raise fit_error(task, tokenizer, length, include_target)
 
 
 def fit_error(task: str, tokenizer, length: int, include_target: bool) -> ExtrapError:

@@ -65,7 +65,7 @@ class TaskSampler:
         if length + 1 < need:
             raise ExtrapError(
                 f"task {task} needs a training length of at least {need - 1} tokens with the "
-                f"{tokenizer.name} tokenizer (got {length}); raise --train-length"
+                f"{tokenizer.name} tokenizer (got {length}); raise the training length"
             )
         self.tokenizer = tokenizer
         self.batch_size, self.length, self.seed = batch_size, length, int(seed)

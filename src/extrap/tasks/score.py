@@ -13,8 +13,9 @@ Two methods (``method=``):
   `` <candidate>\\n`` given the prompt; correct iff the true answer scores
   strictly higher than every other candidate (a tie counts as wrong).
   Candidates: see :mod:`extrap.tasks.generators`.  The candidates of a prompt
-  share one pass over it (:func:`score_candidates`: the model's KV cache of the
-  prompt), so ranking costs about as much as greedy scoring.
+  share one pass over it (:func:`extrap.tasks.continuations.score_candidates`:
+  the model's KV cache of the prompt), so ranking costs about as much as greedy
+  scoring.
 
 Examples at each length are stratified over ``buckets`` equal depth buckets
 (example ``i`` asks for a depth in bucket ``i mod buckets``), and accuracy is
@@ -29,14 +30,15 @@ import math
 import random
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from extrap.errors import ExtrapError
-from extrap.lm import ExtrapLM, model_device
+from extrap.lm import ExtrapLM
 from extrap.lm import temperature as temperature_ctx
+from extrap.tasks.continuations import score_candidates, score_continuations
 from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of
 from extrap.tasks.generators import check_task, make_example, needs_filler
@@ -83,69 +85,8 @@ def _auto_temperature(align, spec: str, model, train_length: int, length: int, p
 
 
 # ---------------------------------------------------------------------------
-# scoring sequences
+# depth buckets
 # ---------------------------------------------------------------------------
-def _summary(rows: torch.Tensor, cont: list[int]) -> dict:
-    """Log-likelihood, greedy match and greedy prediction of ``cont`` from its log-prob rows (T, V)."""
-    tgt = torch.tensor(cont, dtype=torch.long)
-    arg = rows.argmax(-1)
-    hits = (arg == tgt).tolist()
-    j = hits.index(False) if False in hits else len(cont)
-    return {
-        "loglik": float(rows.gather(1, tgt[:, None]).sum()),
-        "greedy": j == len(cont),
-        "prediction": list(cont[:j]) + ([int(arg[j])] if j < len(cont) else []),
-    }
-
-
-@torch.no_grad()
-def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: int = 4) -> list[dict]:
-    """For (prompt ids, continuation ids): log-likelihood, greedy match, greedy prediction ids.
-
-    Rows are right-padded (harmless for a causal model); only the logits of the
-    continuation positions are computed (``last=``).
-    """
-    device = model_device(model)
-    out = []
-    for b0 in range(0, len(pairs), batch):
-        chunk = pairs[b0 : b0 + batch]
-        seqs = [p + c for p, c in chunk]
-        width = max(len(s) for s in seqs) - 1
-        x = torch.zeros(len(chunk), width, dtype=torch.long)
-        for i, s in enumerate(seqs):
-            x[i, : len(s) - 1] = torch.tensor(s[:-1], dtype=torch.long)
-        start = min(len(p) for p, _ in chunk) - 1  # first position whose prediction is needed
-        logits = model(x.to(device), last=width - start).logits.float()
-        logp = F.log_softmax(logits, dim=-1).cpu()
-        for i, (p, c) in enumerate(chunk):
-            out.append(_summary(logp[i, len(p) - 1 - start : len(p) - 1 - start + len(c)], c))
-    return out
-
-
-@torch.no_grad()
-def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[dict]:
-    """:func:`score_continuations` of several continuations of one prompt, sharing the prompt.
-
-    For an :class:`extrap.lm.ExtrapLM` the prompt is run once into the model's KV cache; the
-    continuations then advance together, one token per step, so ranking N candidates costs
-    about one forward pass instead of N.  Other models score every (prompt, continuation)
-    pair on its own.
-    """
-    if not isinstance(model, ExtrapLM):
-        return score_continuations(model, [(prompt, c) for c in conts], batch=len(conts))
-    device = model_device(model)
-    cache = model.new_cache()
-    first = model.step(torch.tensor([prompt], dtype=torch.long, device=device), 0, cache)[:, -1]
-    N, T = len(conts), max(len(c) for c in conts)
-    cache.expand(N)
-    tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=device)  # padded
-    rows = [first.expand(N, -1)]
-    for t in range(T - 1):
-        rows.append(model.step(tok[:, t : t + 1], len(prompt) + t, cache)[:, -1])
-    logp = F.log_softmax(torch.stack(rows, 1).float(), dim=-1).cpu()  # (N, T, V)
-    return [_summary(logp[i, : len(c)], c) for i, c in enumerate(conts)]
-
-
 def _buckets(k: int) -> list[dict]:
     return [{"lo": b / k, "hi": (b + 1) / k, "n": 0, "correct": 0} for b in range(k)]
 
@@ -214,8 +155,38 @@ def score_task(
     if tau is not None and not isinstance(model, ExtrapLM):
         raise ExtrapError("this model has no per-layer temperature; score it without one")
     fill = get_filler(filler, split) if needs_filler(task) else None
+    job = _Scoring(model, tokenizer, task, n, seed, method, tau, align, train_length, buckets, batch, fill)
     total_bk = _buckets(buckets)
-    results, records = [], []
+    records: list[dict] = []
+    results = _score_lengths(job, lengths, total_bk, records if details else None, progress)
+    report = _report(job, lengths, results, total_bk)
+    if details:
+        report["examples"] = records
+    return report
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """The settings of one :func:`score_task` call, shared by all its lengths."""
+
+    model: Any
+    tokenizer: Any
+    task: str
+    n: int
+    seed: int
+    method: str
+    tau: float | str | None
+    align: Any  # extrap.align when tau is "auto[:MODE]", else None
+    train_length: int | None
+    buckets: int
+    batch: int
+    fill: Any
+
+
+def _score_lengths(job: _Scoring, lengths: list[int], total_bk: list[dict], records, progress: bool) -> list[dict]:
+    """Every length in eval mode at the requested temperature; the model's mode and temperatures are restored."""
+    model, tau = job.model, job.tau
+    results = []
     restore = (
         temperature_ctx(model, tau if isinstance(tau, float) else None)
         if isinstance(model, ExtrapLM)
@@ -227,28 +198,12 @@ def score_task(
     try:
         with restore:
             for L in lengths:
-                res = _score_length(
-                    model,
-                    tokenizer,
-                    task,
-                    L,
-                    n,
-                    seed,
-                    method,
-                    tau,
-                    align,
-                    train_length,
-                    buckets,
-                    batch,
-                    fill,
-                    total_bk,
-                    records if details else None,
-                )
+                res = _score_length(job, L, total_bk, records)
                 results.append(res)
                 if progress:
                     log.info(
                         "  %s L=%s: %s",
-                        task,
+                        job.task,
                         L,
                         f"failed: {res['error']}"
                         if "error" in res
@@ -257,25 +212,26 @@ def score_task(
     finally:
         if was_training and hasattr(model, "train"):
             model.train()
+    return results
+
+
+def _report(job: _Scoring, lengths: list[int], results: list[dict], total_bk: list[dict]) -> dict:
     scored = [r for r in results if "error" not in r]
     overall = sum(r["correct"] for r in scored) / sum(r["n"] for r in scored) if scored else None
-    report = {
-        "task": task,
-        "method": method,
-        "n": n,
-        "seed": seed,
-        "buckets": buckets,
-        "tokenizer": tokenizer.name,
-        "temperature": tau,
-        "filler": fill.name if fill else None,
+    return {
+        "task": job.task,
+        "method": job.method,
+        "n": job.n,
+        "seed": job.seed,
+        "buckets": job.buckets,
+        "tokenizer": job.tokenizer.name,
+        "temperature": job.tau,
+        "filler": job.fill.name if job.fill else None,
         "lengths": lengths,
         "accuracy": overall,
         "results": results,
         "by_depth": _finalise(total_bk),
     }
-    if details:
-        report["examples"] = records
-    return report
 
 
 def _check_request(model, tokenizer, task, lengths, n, method, buckets, batch) -> list[int]:
@@ -316,28 +272,27 @@ def _auto_align(tau, train_length):
     return align
 
 
-def _score_length(
-    model, tokenizer, task, L, n, seed, method, tau, align, train_length, buckets, batch, fill, total_bk, records
-) -> dict:
+def _score_length(job: _Scoring, L: int, total_bk: list[dict], records: list[dict] | None) -> dict:
     """One length of :func:`score_task`: its result, tallied into ``total_bk`` (and ``records``)."""
     t0 = time.perf_counter()
-    examples = task_examples(task, tokenizer, L, n, seed, buckets, fill)
+    model, tokenizer, n = job.model, job.tokenizer, job.n
+    examples = task_examples(job.task, tokenizer, L, n, job.seed, job.buckets, job.fill)
     prompts = [tokenizer.encode(ex["prompt"]) for ex in examples]
     res: dict[str, Any] = {"length": L, "n": n}
     try:
-        used_tau = tau
-        if align is not None:
-            used_tau = _auto_temperature(align, tau, model, train_length, L, prompts)
+        used_tau = job.tau
+        if job.align is not None:
+            used_tau = _auto_temperature(job.align, job.tau, model, job.train_length, L, prompts)
             model.set_temperature(used_tau)
         res["temperature"] = used_tau
-        preds = _predict(model, tokenizer, examples, prompts, method, batch)
+        preds = _predict(model, tokenizer, examples, prompts, job.method, job.batch)
     except (RuntimeError, MemoryError, ExtrapError) as e:  # e.g. out of memory, or past a learned APE
         res.update(error=str(e).splitlines()[0][:200] if str(e) else type(e).__name__, seconds=time.perf_counter() - t0)
         return res
-    bk = _buckets(buckets)
+    bk = _buckets(job.buckets)
     correct = 0
     for ex, (ok, pred) in zip(examples, preds):
-        b = _bucket_of(ex["depth"], buckets)
+        b = _bucket_of(ex["depth"], job.buckets)
         for table in (bk, total_bk):
             table[b]["n"] += 1
             table[b]["correct"] += int(ok)
