@@ -33,6 +33,31 @@ def lengths_from(minimum: int):
     return parse
 
 
+def pe(text: str) -> str:
+    """A positional scheme spec that the registry builds (a name, a name with options, or a formula)."""
+    from extrap import positional
+    from extrap.errors import ExtrapError
+
+    try:
+        positional.get(text)
+    except ExtrapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def names(text: str) -> list[str]:
+    """Comma-separated names, in order, without blanks."""
+    out = [v.strip() for v in text.split(",") if v.strip()]
+    if not out:
+        raise argparse.ArgumentTypeError("is empty")
+    return out
+
+
+def pes(text: str) -> list[str]:
+    """Comma-separated positional scheme specs, each one checked by :func:`pe`."""
+    return [pe(v) for v in names(text)]
+
+
 def floats(text: str) -> list[float]:
     """Comma-separated numbers (a τ grid, a list of eps)."""
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from extrap.commands import args as types
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -12,7 +14,9 @@ def register(sub) -> None:
         help="train a causal LM with a positional scheme",
         description="Train a GPT-style LM; checkpoints are safetensors + JSON, resume is exact.",
     )
-    p.add_argument("--pe", help="positional scheme spec (see `extrap pe list`); default from preset/config")
+    p.add_argument(
+        "--pe", type=types.pe, help="positional scheme spec (see `extrap pe list`); default from preset/config"
+    )
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--config", help="YAML or JSON file with 'model' and 'train' sections")
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from extrap.report.values import DEFAULT_HEADS, VERDICT_PROTOCOLS, num
 from extrap.results import SlopeVariant, StudyResults, TheoryRow
+from extrap.theory.receptive import STUDY_TRF, reduce_values
 
 
 def pe_verdict(results: StudyResults, pe: str) -> tuple[bool | None, float | None, str | None]:
@@ -34,9 +35,9 @@ def eps_keys(rows: list[TheoryRow]) -> list[str]:
 
 
 def widest_head_trf(rows: list[TheoryRow], eps: str) -> int | None:
-    """A PE's TRF at ε: the largest over its heads (a layer sees as far as its widest head)."""
+    """A PE's TRF at ε as the study records it (:data:`STUDY_TRF`'s reduction over the theory rows' heads)."""
     vals = [v for r in rows if (v := num(r.trf.get(eps))) is not None]
-    return int(max(vals)) if vals else None
+    return int(reduce_values(vals, STUDY_TRF.reduce)) if vals else None
 
 
 @dataclass
