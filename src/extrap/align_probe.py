@@ -31,6 +31,7 @@ from extrap.align_formulas import (
     row_stats,
     sorted_centred,
 )
+from extrap.data.streams import segments as spread_segments
 from extrap.errors import ExtrapError
 from extrap.lm import ExtrapLM, model_device, temperature
 
@@ -60,25 +61,18 @@ class Stats:
         }
 
 
-def segments_of(stream: torch.Tensor, length: int, segments: int) -> torch.Tensor:
-    """``segments`` windows of ``length`` tokens, starts spread evenly over the stream: (N, length).
+def segments_of(stream: torch.Tensor, length: int, n: int) -> torch.Tensor:
+    """``n`` windows of ``length`` tokens, starts spread evenly over the stream: (n, length).
 
     A 2-D ``stream`` (N, >= length) is taken as ready-made segments: the first ``length``
-    tokens of every row (``segments`` is then ignored).
+    tokens of every row (``n`` is then ignored).
     """
     stream = torch.as_tensor(stream)
     if stream.dim() == 2:
         if stream.shape[1] < length:
             raise ExtrapError(f"the segments hold {stream.shape[1]} tokens, fewer than L={length}")
         return stream[:, :length].long()
-    stream = stream.reshape(-1)
-    if segments < 1:
-        raise ExtrapError(f"segments must be >= 1, got {segments}")
-    if stream.numel() < length:
-        raise ExtrapError(f"the token stream has {stream.numel()} tokens, fewer than L={length}")
-    span = stream.numel() - length
-    starts = [round(span * i / max(1, segments - 1)) if segments > 1 else 0 for i in range(segments)]
-    return torch.stack([stream[s : s + length] for s in starts]).long()
+    return spread_segments(stream.reshape(-1), length, n)
 
 
 def _batches(seg: torch.Tensor, model: ExtrapLM):
