@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -10,11 +11,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from extrap.errors import DiskFullError
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system (or the user's quota) has no room left
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file in the same folder, then rename.
 
-    A reader never sees a half-written file, and a crash leaves the old file intact.
+    A reader never sees a half-written file, and a crash or a full disk leaves the old file intact.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -28,9 +34,27 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in FULL:
+            raise DiskFullError(f"no space left on device while writing {path}") from None
+        raise
+
+
+def append_line(path: str | os.PathLike, line: str) -> None:
+    """Append one line and sync it; a full disk raises :class:`DiskFullError` naming the file.
+
+    An append cut short by a kill can leave a partial last line: readers of such logs drop it.
+    """
+    try:
+        with open(path, "a") as f:
+            f.write(line.rstrip("\n") + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        if e.errno in FULL:
+            raise DiskFullError(f"no space left on device while writing {path}") from None
         raise
 
 

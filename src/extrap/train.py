@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,6 +24,7 @@ from extrap.errors import ExtrapError
 from extrap.io import run_metadata
 from extrap.model import GPT, ModelConfig
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
+from extrap.run.lock import exclusive
 from extrap.version import __version__
 
 log = logging.getLogger(__name__)
@@ -124,25 +125,45 @@ def _sampler(cfg: TrainConfig, corpus, tokenizer, rank: int, world: int):
     )
 
 
+def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, rank: int) -> None:
+    """Resume only the run that was saved; a finished run keeps its results unless asked for more steps."""
+    saved = run_dir.read_config()
+    done = run_dir.read_final()
+    if done is not None and train_cfg.steps <= int(done.get("step", saved.train.steps)):
+        raise ExtrapError(
+            f"{run_dir.path} finished training at step {done.get('step')}; its results are kept "
+            "(to train it further, resume with more steps)"
+        )
+    extend = train_cfg.steps > saved.train.steps
+    diff = changed_settings(saved, model_cfg, train_cfg, ignore=("steps",) if extend else ())
+    if diff:
+        raise ExtrapError(
+            "resume: settings differ from the saved run ("
+            + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff.items())
+            + ")"
+        )
+    if extend and rank == 0:  # the run now aims further: its config says so, and it is no longer finished
+        log.info("%s: extending from %d to %d steps", run_dir.path, saved.train.steps, train_cfg.steps)
+        run_dir.write_config(replace(saved, train=replace(saved.train, steps=train_cfg.steps)))
+        run_dir.clear_final()
+
+
 def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resume: bool) -> _Session:
     """Check the directory, build data, model and optimiser, then restore or record the run."""
     from extrap.data import get_tokenizer, load_corpus
 
     rank, world = _dist_info()
     device = _rank_device(train_cfg, rank, world)
+    run_dir.check_new_run()
+    if rank == 0 and run_dir.path.is_dir():
+        run_dir.remove_temporaries()
     if run_dir.exists() and not resume:
         raise ExtrapError(f"{run_dir.path} already holds a run; resume it or choose another output directory")
     corpus = load_corpus(train_cfg.corpus)
     tokenizer = get_tokenizer(train_cfg.tokenizer, corpus)
     model_cfg.vocab_size = tokenizer.vocab_size
     if resume and run_dir.exists():
-        diff = changed_settings(run_dir.read_config(), model_cfg, train_cfg)
-        if diff:
-            raise ExtrapError(
-                "resume: settings differ from the saved run ("
-                + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff.items())
-                + ")"
-            )
+        _check_resume(run_dir, model_cfg, train_cfg, rank)
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(device)
     opt = torch.optim.AdamW(
@@ -208,6 +229,13 @@ def _step(s: _Session, ddp_model, amp) -> float:
     return loss
 
 
+def _logged_loss(s: _Session) -> float:
+    """The loss logged at the checkpoint's step: the final loss of a run resumed after its last step."""
+    if s.rank != 0 or s.step == 0:
+        return math.nan
+    return next((r["loss"] for r in s.run_dir.read_metrics() if r.get("step") == s.step), math.nan)
+
+
 def _record(s: _Session, loss: float, tps: float, writer, bar) -> None:
     """Rank 0: metrics line, TensorBoard, progress bar, and a checkpoint when one is due."""
     cfg = s.cfg
@@ -231,8 +259,18 @@ def train(
     progress: bool = True,
     stop_after: int | None = None,
 ) -> dict:
-    """Train (or resume) a run; returns the final summary that is also written to final.json."""
-    s = _start(RunDir(run_dir), model_cfg, train_cfg, resume)
+    """Train (or resume) a run; returns the final summary that is also written to final.json.
+
+    The process that writes the run (rank 0) holds the run directory's lock throughout: a second
+    writer stops at once, naming this one.
+    """
+    rank, _ = _dist_info()
+    with exclusive(run_dir) if rank == 0 else nullcontext():
+        return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after)
+
+
+def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after: int | None) -> dict:
+    s = _start(run_dir, model_cfg, train_cfg, resume)
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
     ddp_model = s.model
@@ -245,13 +283,12 @@ def train(
     writer = _tensorboard(s.run_dir.path) if s.rank == 0 else None
     bar = _progress(train_cfg.steps, s.step, progress and s.rank == 0)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if s.device.type == "cuda" else nullcontext()
-    t_start, tokens_seen, loss = time.perf_counter(), 0, float("nan")
+    t_start, loss = time.perf_counter(), _logged_loss(s)
     ntok = train_cfg.batch_size * train_cfg.train_length * train_cfg.grad_accum * s.world
     s.model.train()
     while s.step < train_cfg.steps and (stop_after is None or s.step < stop_after):
         t0 = time.perf_counter()
         loss = _step(s, ddp_model, amp)
-        tokens_seen += ntok
         if s.rank == 0:
             _record(s, loss, ntok / max(1e-9, time.perf_counter() - t0), writer, bar)
     for closing in (bar, writer):
@@ -261,7 +298,7 @@ def train(
         "step": s.step,
         "final_loss": loss,
         "seconds": time.perf_counter() - t_start,
-        "tokens": tokens_seen,
+        "tokens": s.step * ntok,  # trained in all, across resumptions
         "params": s.model.num_params(),
         "extrap_version": __version__,
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
 
@@ -70,4 +72,7 @@ def run(args) -> int:
         mark = {True: "✔", False: "✘", None: "–"}[c.ok]
         print(f"  {mark} {c.claim}: {c.evidence}")
     print(f"report: {args.out}/report.html")
+    if results.failures:  # the report exists but is incomplete: a script must not mistake it for success
+        print(f"extrap: {len(results.failures)} job(s) failed: {', '.join(sorted(results.failures))}", file=sys.stderr)
+        return 1
     return 0

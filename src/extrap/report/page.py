@@ -100,6 +100,7 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
             title=results.experiment or "study",
             meta=header(results),
             missing=missing,
+            failures=sorted((results.failures or {}).items()),
             claims=[(STATUS[c.ok], c) for c in claims],
             alignment=alignment,
             runs=runs_table(results),

@@ -18,18 +18,28 @@ no pickle of arbitrary objects.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from extrap.errors import ExtrapError
-from extrap.io import atomic_write_json
+from extrap.io import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text
 from extrap.run.config import RunConfig
+from extrap.run.lock import LOCK_FILE
+
+log = logging.getLogger(__name__)
+
+TEMPORARY = re.compile(r"\..+\.tmp")  # what extrap.io.atomic_write_bytes writes before its rename
+CHECKPOINT_ENTRY = re.compile(r"step-\d{7}(\.tmp-\d+)?")  # what save_checkpoint writes under checkpoints/
+STATE_KEYS = ("optimizer", "sampler", "torch_rng", "pos_rng", "step")  # what a resume needs from state.pt
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,28 @@ class RunDir:
         """A run has been started here (its config is written)."""
         return self.config_path.exists()
 
+    def check_new_run(self) -> None:
+        """Refuse to start a run where something else lives: a file, or a folder with foreign entries."""
+        if self.path.exists() and not self.path.is_dir():
+            raise ExtrapError(f"{self.path} is a file, not a run directory")
+        if self.exists():
+            return
+        entries = self.path.iterdir() if self.path.is_dir() else []
+        foreign = sorted(p.name for p in entries if p.name != LOCK_FILE and not TEMPORARY.fullmatch(p.name))
+        if foreign:
+            raise ExtrapError(
+                f"{self.path} is not empty and holds no extrap run ({', '.join(foreign[:3])}...); "
+                "choose an empty or new directory"
+            )
+
+    def remove_temporaries(self) -> None:
+        """Drop the temporary files of writes that a killed process left half done (the caller holds the lock)."""
+        for p in [*self.path.glob(".*.tmp"), *self.path.glob("checkpoints/step-*.tmp-*")]:
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
+
     def read_config(self) -> RunConfig:
         return RunConfig.from_dict(self.read_config_dict(), str(self.config_path))
 
@@ -91,25 +123,37 @@ class RunDir:
             return None
         try:
             info = json.loads(path.read_text())
-            return Checkpoint(int(info["step"]), self.path / info["checkpoint"])
+            step, name = int(info["step"]), str(info["checkpoint"])
         except (ValueError, KeyError, TypeError):
             raise ExtrapError(f"{path} is corrupt; delete the run directory and train again") from None
+        if name != self.checkpoint_name(step):  # never follow a pointer out of checkpoints/
+            raise ExtrapError(f"{path} points at {name!r}, not at this run's checkpoint of step {step}")
+        return Checkpoint(step, self.path / name)
 
     def save_checkpoint(self, step: int, weights: dict[str, torch.Tensor], state: dict) -> Checkpoint:
-        """Weights (safetensors) and the training state (tensors and numbers only), then latest.json."""
+        """Weights (safetensors) and the training state (tensors and numbers only), then latest.json.
+
+        Everything is serialised in memory first and written with plain file writes, so a full disk
+        is reported as such (:class:`DiskFullError`) and the previous checkpoint stays the latest.
+        """
         final = self.path / self.checkpoint_name(step)
         tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        save_file(weights, tmp / "model.safetensors", metadata={"step": str(step)})
-        torch.save({**state, "step": step}, tmp / "state.pt")
-        atomic_write_json(tmp / "meta.json", {"step": step})
+        buf = io.BytesIO()
+        torch.save({**state, "step": step}, buf)
+        try:
+            atomic_write_bytes(tmp / "model.safetensors", save(weights, metadata={"step": str(step)}))
+            atomic_write_bytes(tmp / "state.pt", buf.getvalue())
+            atomic_write_json(tmp / "meta.json", {"step": step})
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         atomic_write_json(self.path / "latest.json", {"step": step, "checkpoint": self.checkpoint_name(step)})
-        for old in (self.path / "checkpoints").iterdir():  # keep only the newest complete checkpoint
-            if old.name != final.name:
+        for old in (self.path / "checkpoints").iterdir():  # only checkpoints extrap wrote; nothing else
+            if old.name != final.name and CHECKPOINT_ENTRY.fullmatch(old.name):
                 shutil.rmtree(old, ignore_errors=True)
         return Checkpoint(step, final)
 
@@ -117,13 +161,18 @@ class RunDir:
         try:
             return load_file(str(ckpt.weights))
         except Exception as e:  # safetensors raises its own error types for truncated files
-            raise ExtrapError(f"cannot read {ckpt.weights}: {e}") from None
+            raise ExtrapError(f"cannot read {ckpt.weights}: {str(e).splitlines()[0]}") from None
 
     def read_state(self, ckpt: Checkpoint) -> dict:
+        """The training state of a checkpoint, loaded without unpickling objects (``weights_only``)."""
         try:
-            return torch.load(ckpt.state, weights_only=True, map_location="cpu")
-        except Exception as e:  # a truncated or foreign file
-            raise ExtrapError(f"cannot read {ckpt.state}: {e}") from None
+            state = torch.load(ckpt.state, weights_only=True, map_location="cpu")
+        except Exception as e:  # torch's own message would suggest weights_only=False: never for this file
+            raise ExtrapError(f"cannot read {ckpt.state}: not a training state ({type(e).__name__})") from None
+        missing = [k for k in STATE_KEYS if not isinstance(state, dict) or k not in state]
+        if missing:
+            raise ExtrapError(f"{ckpt.state} is incomplete (no {', '.join(missing)}); the checkpoint cannot resume")
+        return state
 
     def weight_files(self) -> list[Path]:
         """The latest checkpoint's weights, else any top-level ``*.safetensors`` (a foreign export)."""
@@ -141,22 +190,35 @@ class RunDir:
         return self.path / "metrics.jsonl"
 
     def append_metrics(self, record: dict) -> None:
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_line(self.metrics_path, json.dumps(record))
 
     def read_metrics(self) -> list[dict]:
+        """Every logged record; a torn last line (an append cut short by a kill or a full disk) is dropped."""
         if not self.metrics_path.exists():
             return []
-        return [json.loads(ln) for ln in self.metrics_path.read_text().splitlines() if ln.strip()]
+        lines = [ln for ln in self.metrics_path.read_text(errors="replace").splitlines() if ln.strip()]
+        records = []
+        for k, ln in enumerate(lines):
+            try:
+                records.append(json.loads(ln))
+            except ValueError:
+                if k < len(lines) - 1:
+                    raise ExtrapError(f"{self.metrics_path} is corrupt at line {k + 1}") from None
+                log.warning("%s: dropped a partial last line", self.metrics_path)
+        return records
 
     def truncate_metrics(self, step: int) -> None:
         """On resume, drop metric lines logged after the checkpoint so nothing is counted twice."""
         if self.metrics_path.exists():
             keep = [r for r in self.read_metrics() if r.get("step", 0) <= step]
-            self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in keep))
+            atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in keep))
 
     def is_finished(self) -> bool:
         return (self.path / "final.json").exists()
+
+    def clear_final(self) -> None:
+        """The run is no longer finished (it is being trained further)."""
+        (self.path / "final.json").unlink(missing_ok=True)
 
     def write_final(self, summary: dict) -> None:
         atomic_write_json(self.path / "final.json", summary)

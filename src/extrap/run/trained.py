@@ -123,11 +123,11 @@ def open_run(path: str | Path, device: str | None = None) -> TrainedRun:
     )
 
 
-def changed_settings(saved: RunConfig, model_cfg, train_cfg) -> dict[str, list[str]]:
-    """Settings that differ between a saved run and a resumption of it, per section."""
+def changed_settings(saved: RunConfig, model_cfg, train_cfg, ignore: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Settings that differ between a saved run and a resumption of it, per section (``ignore``: train keys)."""
     out = {}
     for section, mine, theirs in (("model", model_cfg, saved.model), ("train", train_cfg, saved.train)):
-        skip = set(TrainConfig.RESUMABLE) if section == "train" else set()
+        skip = set(TrainConfig.RESUMABLE) | set(ignore) if section == "train" else set()
         diff = sorted(
             f.name for f in fields(mine) if f.name not in skip and getattr(mine, f.name) != getattr(theirs, f.name)
         )
