@@ -116,6 +116,9 @@ def finished_run(tmp_path, tiny_text):
     ("latest-outside", "points at '../other/checkpoints/step-0000003'"),
     ("latest-garbage", "corrupt"),
     ("config-list", "does not hold a JSON object"),
+    ("config-wrong-type", "config.json: model config: n_head: expected int, got str 'two'"),
+    ("config-nan", "config.json: train config: lr: must be a finite number"),
+    ("shape-mismatch", "does not match its config: size mismatch"),
 ])  # fmt: skip
 def test_damaged_run_files_give_one_line_naming_the_file(finished_run, tiny_text, capsys, damage, needle):
     import torch
@@ -137,6 +140,19 @@ def test_damaged_run_files_give_one_line_naming_the_file(finished_run, tiny_text
         (finished_run / "latest.json").write_text("{torn")
     elif damage == "config-list":
         (finished_run / "config.json").write_text("[1, 2]")
+    elif damage.startswith("config-"):
+        cfg = json.loads((finished_run / "config.json").read_text())
+        if damage == "config-wrong-type":
+            cfg["model"]["n_head"] = "two"
+        else:
+            cfg["train"]["lr"] = float("nan")
+        (finished_run / "config.json").write_text(json.dumps(cfg))
+    elif damage == "shape-mismatch":
+        from safetensors.torch import load_file, save_file
+
+        weights = load_file(ckpt.weights)
+        weights["tok.weight"] = torch.zeros(3, 3)
+        save_file(weights, ckpt.weights)
     (finished_run / "final.json").unlink()  # so that resume reads the checkpoint
     rc = main(_train_argv(finished_run, tiny_text, 3, "--resume", "--save-every", "3"))
     err = capsys.readouterr().err
@@ -239,3 +255,17 @@ def test_killed_at_any_write_resumes_bit_exact(tmp_path, tiny_text):
             assert main(resume) == 0, k
         assert _final_loss(out) == expected, k
         assert not list(out.rglob("*.tmp*")), k  # the resume cleared what the death left half written
+
+
+@pytest.mark.parametrize("argv", [["pe", "list", "--json"], ["theory", "alibi", "--json", "--heads", "1"]])
+def test_a_closed_pipe_ends_quietly_and_a_full_output_in_one_line(argv):
+    closed = subprocess.Popen(
+        [sys.executable, "-m", "extrap.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    closed.stdout.close()  # the reader is gone before anything is written (like `| head` that exited)
+    assert closed.wait() == 141 and closed.stderr.read() == b""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "extrap.cli", *argv], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert proc.returncode == 2 and proc.stderr == "extrap: error: No space left on device while writing the output\n"

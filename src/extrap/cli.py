@@ -7,8 +7,10 @@ file only wires them together and turns user errors into one-line messages.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
+import os
 import sys
 
 from extrap.errors import ExtrapError
@@ -96,13 +98,31 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a write error (a full disk, /dev/full) surfaces here, not at exit
+        return code
     except ExtrapError as e:
-        print(f"extrap: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE
+    except OSError as e:
+        if e.errno not in ENVIRONMENT_ERRORS:
+            raise  # anything else is a bug: keep its traceback
+        return _fail(f"{e.strerror}: {e.filename}" if e.filename else f"{e.strerror} while writing the output")
     except KeyboardInterrupt:
         print("extrap: interrupted", file=sys.stderr)
         return 130
+
+
+# The environment, not extrap, is at fault: these become one line; every other exception keeps its traceback.
+ENVIRONMENT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT,
+                                errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG})  # fmt: skip
+
+
+def _fail(message: str) -> int:
+    print(f"extrap: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ class TrainConfig:
         for name in ("steps", "batch_size", "train_length", "grad_accum", "save_every", "log_every"):
             if int(getattr(self, name)) <= 0:
                 raise ExtrapError(f"train: {name} must be positive, got {getattr(self, name)}")
+        if self.threads < 0:
+            raise ExtrapError(f"train: threads must be >= 0 (0: torch's default), got {self.threads}")
         if self.warmup < 0 or self.lr <= 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ExtrapError("train: need warmup >= 0, lr > 0, grad_clip >= 0 and 0 <= min_lr_ratio <= 1")
         if self.task is not None:
@@ -117,7 +119,10 @@ def read_config_file(path: str | Path | None) -> dict:
     p = Path(path)
     if not p.is_file():
         raise ExtrapError(f"config file {path} does not exist")
-    text = p.read_text()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ExtrapError(f"cannot parse {path}: it is not UTF-8 text") from None
     try:
         if p.suffix == ".json":
             data = json.loads(text)

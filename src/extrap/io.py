@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import sys
@@ -11,8 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from extrap.errors import DiskFullError
-
+from extrap.errors import DiskFullError, ExtrapError
 
 FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system (or the user's quota) has no room left
 
@@ -23,6 +23,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     A reader never sees a half-written file, and a crash or a full disk leaves the old file intact.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ExtrapError(f"{path} is a directory; give a file name to write to")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
@@ -78,15 +80,37 @@ def run_metadata(seed: int | None = None, corpus_hash: str | None = None) -> dic
     }
 
 
-def strict_dataclass(cls, d: dict, label: str):
-    """Build dataclass ``cls`` from ``d``, refusing unknown keys with a one-line error."""
+_SIMPLE_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None), "dict": dict, "list": list}
+
+
+def _type_error(value: Any, annotation: str) -> str | None:
+    """Why ``value`` does not fit a simple annotation such as ``int``, ``float`` or ``str | None`` (None: it fits)."""
+    names = [a.strip() for a in annotation.split("|")]
+    if any(n not in _SIMPLE_TYPES for n in names):
+        return None  # not a simple annotation: the dataclass checks it itself
+    if isinstance(value, bool) and "bool" not in names:
+        return f"expected {annotation}, got {value!r}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and "float" in names:
+        return None if math.isfinite(value) else f"must be a finite number, got {value!r}"
+    if any(isinstance(value, _SIMPLE_TYPES[n]) for n in names):
+        return None
+    return f"expected {annotation}, got {type(value).__name__} {value!r}"
+
+
+def strict_dataclass(cls, d: Any, label: str):
+    """Build dataclass ``cls`` from ``d``, refusing a non-mapping, unknown keys and values of the wrong type."""
     from dataclasses import fields
 
-    from extrap.errors import ExtrapError
-
-    unknown = sorted(set(d) - {f.name for f in fields(cls)})
+    if not isinstance(d, dict):
+        raise ExtrapError(f"{label}: expected a mapping of settings, got {type(d).__name__}")
+    known = {f.name: f for f in fields(cls) if f.init}
+    unknown = sorted(set(d) - set(known))
     if unknown:
-        raise ExtrapError(f"{label}: unknown key(s) {', '.join(unknown)}")
+        raise ExtrapError(f"{label}: unknown key(s) {', '.join(map(str, unknown))}")
+    for key, value in d.items():
+        why = _type_error(value, str(known[key].type))
+        if why:
+            raise ExtrapError(f"{label}: {key}: {why}")
     return cls(**d)
 
 

@@ -67,15 +67,20 @@ class RunConfig:
         for section in ("model", "train"):
             if not isinstance(d.get(section), dict):
                 raise ExtrapError(f"{source} has no {section} section")
-        return cls(
-            model=ModelConfig.from_dict(d["model"]),
-            train=TrainConfig.from_dict(d["train"]),
-            tokenizer=str(d.get("tokenizer", "bytes")),
-            corpus=str(d.get("corpus", d["train"].get("corpus"))),
-            corpus_hash=d.get("corpus_hash"),
-            seed=int(d.get("seed", d["train"].get("seed", 0))),
-            extrap_version=str(d.get("extrap_version", "")),
-            command=str(d.get("command", "")),
-            world_size=int(d.get("world_size", 1)),
-            format=fmt,
-        )
+        try:
+            return cls(
+                model=ModelConfig.from_dict(d["model"]),
+                train=TrainConfig.from_dict(d["train"]),
+                tokenizer=str(d.get("tokenizer", "bytes")),
+                corpus=str(d.get("corpus", d["train"].get("corpus"))),
+                corpus_hash=d.get("corpus_hash"),
+                seed=int(d.get("seed", d["train"].get("seed", 0))),
+                extrap_version=str(d.get("extrap_version", "")),
+                command=str(d.get("command", "")),
+                world_size=int(d.get("world_size", 1)),
+                format=fmt,
+            )
+        except ExtrapError as e:  # say which file holds the bad setting
+            raise ExtrapError(f"{source}: {e}") from None
+        except (TypeError, ValueError) as e:
+            raise ExtrapError(f"{source}: {e}") from None

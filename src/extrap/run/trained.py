@@ -26,7 +26,13 @@ def load_model_weights(model, run_dir: RunDir, ckpt: Checkpoint) -> None:
     state = run_dir.read_weights(ckpt)
     if model.cfg.tie_embeddings:
         state["head.weight"] = state["tok.weight"]
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # a tensor whose shape the config does not predict
+        lines = [ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln]
+        raise ExtrapError(
+            f"{ckpt.weights} does not match its config: {lines[0] if lines else 'shapes differ'}"
+        ) from None
     if missing or unexpected:
         raise ExtrapError(
             f"checkpoint {ckpt.path} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]})"
