@@ -546,3 +546,26 @@ def test_cli_list_and_prepare(tmp_path, capsys):
     assert summary["hash"] in out and "validation" in out
     with pytest.raises(ExtrapError, match="unknown corpus"):
         _cli(["corpus", "prepare", "nope", "--cache", str(tmp_path / "cache")])
+
+
+def test_a_single_file_must_be_utf8_text(tmp_path):
+    binary = tmp_path / "ls.txt"  # a text suffix does not make binary data text
+    binary.write_bytes(b"\x7fELF\x00\x01" * 200)
+    with pytest.raises(ExtrapError, match="holds NUL bytes"):
+        load_corpus(f"text:{binary}", cache_dir=tmp_path / "cache")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("café au lait\n".encode("latin-1") * 200)
+    with pytest.raises(ExtrapError, match="invalid UTF-8.*iconv"):
+        load_corpus(f"text:{latin}", cache_dir=tmp_path / "cache")
+
+
+def test_a_folder_keeps_a_latin1_text_file_and_says_so(tmp_path, caplog):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"{i:02d}.txt").write_text("plain text line\n" * 50)
+    (folder / "latin.txt").write_bytes("café\n".encode("latin-1") * 50)
+    with caplog.at_level("WARNING", logger="extrap.data.corpora"):
+        corpus = load_corpus(f"text:{folder}", cache_dir=tmp_path / "cache")
+    assert "latin.txt is not valid UTF-8" in caplog.text
+    assert "\ufffd" in "".join(corpus.splits.values())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import sysconfig
@@ -30,6 +31,8 @@ from extrap.data.cache import cache_key, cache_root
 from extrap.data.documents import Document
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_bytes, atomic_write_json
+
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
 FILE_SEPARATOR = "\n\n"
@@ -228,8 +231,26 @@ def _is_text(path: Path, data: bytes) -> bool:
     """Known text suffixes always count; anything else only if it is valid UTF-8 without NUL bytes."""
     if path.suffix.lower() in _TEXT_SUFFIXES:
         return True
-    if b"\0" in data:
-        return False
+    return b"\0" not in data and _valid_utf8(data)
+
+
+def _read_docs(files: Iterable[tuple[str, Path]], *, sniff: bool = False) -> list[Document]:
+    """The files' bytes; with ``sniff``, only text files (see :func:`_is_text`).
+
+    Text is decoded as UTF-8 with U+FFFD for invalid bytes: a text file that is not valid UTF-8
+    (Latin-1, say) is kept in that form, and a warning names it.
+    """
+    docs = []
+    for key, path in files:
+        data = path.read_bytes()
+        if not sniff or _is_text(path, data):
+            docs.append((key, data))
+            if b"\0" not in data and not _valid_utf8(data):
+                log.warning("%s is not valid UTF-8: its invalid bytes are read as U+FFFD", path)
+    return docs
+
+
+def _valid_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -237,13 +258,16 @@ def _is_text(path: Path, data: bytes) -> bool:
     return True
 
 
-def _read_docs(files: Iterable[tuple[str, Path]], *, sniff: bool = False) -> list[Document]:
-    docs = []
-    for key, path in files:
-        data = path.read_bytes()
-        if not sniff or _is_text(path, data):
-            docs.append((key, data))
-    return docs
+def _text_file(path: Path) -> list[Document]:
+    """A single file named as a corpus: it must be text (no NUL bytes, valid UTF-8), whatever its suffix."""
+    data = path.read_bytes()
+    why = "it holds NUL bytes" if b"\0" in data else None if _valid_utf8(data) else "invalid UTF-8"
+    if why:
+        raise ExtrapError(
+            f"{path} is not UTF-8 text ({why}); give a text file, or convert it to UTF-8 first "
+            "(e.g. iconv -f latin1 -t utf-8)"
+        )
+    return [(path.name, data)]
 
 
 def _stat_fingerprint(files: Iterable[tuple[str, Path]]) -> str:
@@ -292,7 +316,7 @@ def _resolve(name: str, root: Path) -> _Source:
         if path.is_file():
             single = [(path.name, path)]
             return _Source(
-                f"{path}|{_stat_fingerprint(single)}", lambda: assemble(name, _read_docs(single), by_position=True)
+                f"{path}|{_stat_fingerprint(single)}", lambda: assemble(name, _text_file(path), by_position=True)
             )
         files = _walk_visible(path)
         return _Source(f"{path}|{_stat_fingerprint(files)}", lambda: assemble(name, _read_docs(files, sniff=True)))
