@@ -15,6 +15,7 @@ import extrap
 from extrap.cli import main
 from extrap.errors import DiskFullError, ExtrapError
 from extrap.io import atomic_write_bytes
+from extrap.results import load_results
 from extrap.run import RunDir
 from extrap.train import build_configs, train
 
@@ -269,3 +270,14 @@ def test_a_closed_pipe_ends_quietly_and_a_full_output_in_one_line(argv):
             [sys.executable, "-m", "extrap.cli", *argv], stdout=full, stderr=subprocess.PIPE, text=True
         )
     assert proc.returncode == 2 and proc.stderr == "extrap: error: No space left on device while writing the output\n"
+
+
+def test_resuming_a_study_with_other_pes_is_refused(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert main(["study", "--preset", "smoke", "--pe", "alibi,type1", "--jobs", "1", "--out", str(out)]) == 0
+    report = (out / "report.html").read_text()
+    assert main(["study", "--preset", "smoke", "--pe", "type1", "--resume", "--out", str(out)]) == 2
+    assert "the saved study used pes=['alibi', 'type1']" in capsys.readouterr().err
+    assert (out / "report.html").read_text() == report
+    assert main(["study", "--preset", "smoke", "--resume", "--jobs", "1", "--out", str(out)]) == 0  # its own PEs
+    assert load_results(out).pes == ["alibi", "type1"]

@@ -34,7 +34,15 @@ from extrap.results import (
     slug,
 )
 from extrap.run import RunDir
-from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRequest, provenance, run_summary
+from extrap.study.orchestrator import (
+    Experiment,
+    Job,
+    Outcome,
+    StudyRequest,
+    provenance,
+    run_summary,
+    saved_record,
+)
 from extrap.study.presets import DEFAULT_PES, STUDY_PRESETS, SlopeVariants, StudySettings
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
@@ -236,7 +244,9 @@ def build(request: StudyRequest) -> Experiment:
     model_cfg, train_cfg = build_configs("nope", settings.train_preset, overrides=overrides)
     L_tr = train_cfg.train_length
     variants = slope_variants(L_tr, settings.slope_variants) if request.experiment == "alibi-slopes" else None
-    pes = list(dict.fromkeys([v.pe for v in variants] if variants else (request.pes or DEFAULT_PES)))
+    saved = saved_record(request.out) if request.resume and request.pes is None else None
+    resumed = saved.get("pes") if saved and isinstance(saved.get("pes"), list) else None  # resume: same PEs
+    pes = list(dict.fromkeys([v.pe for v in variants] if variants else (request.pes or resumed or DEFAULT_PES)))
     for pe in pes:
         positional.get(pe)  # fail early, before any training, on a bad spec
     common = {
@@ -259,7 +269,7 @@ def build(request: StudyRequest) -> Experiment:
             "steps": request.steps,
             "corpus": request.corpus,
         },
-        must_match=("preset", "experiment", "delta", "steps", "corpus"),
+        must_match=("preset", "experiment", "pes", "delta", "steps", "corpus"),  # a report covers all its PEs
         headline=f"study: {len(pes)} PEs, preset {request.preset}, L_tr={L_tr}, {request.jobs} at a time "
         f"-> {request.out}",
         worker=pe_job,

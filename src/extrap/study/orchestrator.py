@@ -89,6 +89,15 @@ class Experiment:
     assemble: Callable[[Outcome], StudyResults]
 
 
+def saved_record(out: Path) -> dict | None:
+    """What ``out/study.json`` recorded about the study there, or None (no study, or unreadable)."""
+    try:
+        record = json.loads((out / STUDY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def claim_folder(out: Path, exp: Experiment, resume: bool) -> None:
     """Record the study in ``out/study.json``; an existing one must be resumed with the same settings."""
     path = out / STUDY_FILE
