@@ -281,3 +281,19 @@ def test_resuming_a_study_with_other_pes_is_refused(tmp_path, capsys):
     assert (out / "report.html").read_text() == report
     assert main(["study", "--preset", "smoke", "--resume", "--jobs", "1", "--out", str(out)]) == 0  # its own PEs
     assert load_results(out).pes == ["alibi", "type1"]
+
+
+def test_misleading_messages_are_precise(tmp_path, tiny_text, capsys):
+    (tmp_path / "afile").write_text("x")
+    assert main(["eval", str(tmp_path / "afile")]) == 2
+    assert "is a file, not a run directory" in capsys.readouterr().err
+    (tmp_path / "bad.yaml").write_text("train:\n  train_length: -64\n")
+    assert main(["train", "--pe", "alibi", "--config", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "train_length must be positive, got -64" in err and str(tmp_path / "bad.yaml") in err
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line(finished_run):
+    argv = [sys.executable.encode(), b"-m", b"extrap.cli", b"generate", bytes(finished_run), b"--prompt", b"caf\xe9"]
+    proc = subprocess.run(argv, capture_output=True)
+    assert proc.returncode == 2 and proc.stderr == b"extrap: error: --prompt is not valid UTF-8 text\n"

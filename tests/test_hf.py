@@ -294,9 +294,12 @@ def test_errors(saved, tmp_path, capsys):
     assert main(["eval", f"hf:{saved('bert')}", "--json"]) == 2
     assert "not supported: BertModel" in capsys.readouterr().err
     assert main(["eval", f"hf:{tmp_path / 'nope'}", "--json"]) == 2
-    assert "no such model folder" in capsys.readouterr().err
+    assert "does not exist (extrap does not download)" in capsys.readouterr().err
     assert main(["theory", "--checkpoint", f"hf:{tmp_path / 'nope'}"]) == 2
     capsys.readouterr()
+    (tmp_path / "empty").mkdir()
+    assert main(["eval", f"hf:{tmp_path / 'empty'}", "--json"]) == 2
+    assert "holds no config.json" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------

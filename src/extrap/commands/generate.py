@@ -29,6 +29,10 @@ def run(args) -> int:
 
     run = extrap.load(args.run)
     model, tok = run.model, run.tokenizer
+    try:
+        args.prompt.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes on the command line arrive as surrogates
+        raise ExtrapError("--prompt is not valid UTF-8 text") from None
     ids = tok.encode(args.prompt)
     if not ids:
         raise ExtrapError("--prompt is empty")

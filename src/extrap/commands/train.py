@@ -6,6 +6,7 @@ import json
 import os
 
 from extrap.commands import args as types
+from extrap.errors import ExtrapError
 
 
 def register(sub) -> None:
@@ -65,7 +66,13 @@ def run(args) -> int:
         "task_mix",
     )
     overrides = {k: getattr(args, k) for k in keys}
-    model_cfg, train_cfg = build_configs(args.pe, args.preset, read_config_file(args.config), overrides)
+    config = read_config_file(args.config)
+    try:
+        model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides)
+    except ExtrapError as e:  # say where a bad setting may have come from
+        raise ExtrapError(
+            f"{e} (settings: preset {args.preset}" + (f", {args.config}" if args.config else "") + ", command line)"
+        ) from None
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         import torch.distributed as dist

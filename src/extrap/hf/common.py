@@ -35,8 +35,11 @@ def strip_prefix(path) -> str:
 
 def check_folder(path) -> Path:
     p = Path(strip_prefix(path)).expanduser()
-    if not p.is_dir() or not (p / "config.json").is_file():
-        raise ExtrapError(f"no such model folder: {strip_prefix(path)} (extrap does not download)")
+    if not p.is_dir():
+        what = "is a file, not a model folder" if p.exists() else "does not exist (extrap does not download)"
+        raise ExtrapError(f"model folder {strip_prefix(path)} {what}")
+    if not (p / "config.json").is_file():
+        raise ExtrapError(f"{strip_prefix(path)} holds no config.json: not a Hugging Face model folder")
     return p
 
 

@@ -116,7 +116,8 @@ def open_run(path: str | Path, device: str | None = None) -> TrainedRun:
 
     run_dir = RunDir(path)
     if not run_dir.path.is_dir():
-        raise ExtrapError(f"run directory {run_dir.path} does not exist")
+        what = "is a file, not a run directory" if run_dir.path.exists() else "does not exist"
+        raise ExtrapError(f"run directory {run_dir.path} {what}")
     config = run_dir.read_config()
     ckpt = run_dir.latest()
     if ckpt is None:
