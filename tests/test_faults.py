@@ -297,3 +297,11 @@ def test_a_prompt_that_is_not_utf8_is_one_line(finished_run):
     argv = [sys.executable.encode(), b"-m", b"extrap.cli", b"generate", bytes(finished_run), b"--prompt", b"caf\xe9"]
     proc = subprocess.run(argv, capture_output=True)
     assert proc.returncode == 2 and proc.stderr == b"extrap: error: --prompt is not valid UTF-8 text\n"
+
+
+def test_a_batch_that_cannot_fit_is_refused_with_the_estimate(tmp_path, tiny_text, capsys):
+    argv = _train_argv(tmp_path / "big", tiny_text, 6, "--train-length", "20000000", "--batch-size", "64")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "needs at least" in err and "GB of memory" in err and err.count("\n") == 1
+    assert not (tmp_path / "big").exists()

@@ -22,6 +22,7 @@ from extrap.config import PRESETS, TrainConfig, build_configs
 from extrap.devices import resolve_device
 from extrap.errors import ExtrapError
 from extrap.io import run_metadata
+from extrap.memory import check_fits, training_step_bytes
 from extrap.model import GPT, ModelConfig
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
 from extrap.run.lock import exclusive
@@ -164,6 +165,15 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
     model_cfg.vocab_size = tokenizer.vocab_size
     if resume and run_dir.exists():
         _check_resume(run_dir, model_cfg, train_cfg, rank)
+    if device.type == "cpu":  # before any allocation: an impossible batch fails with numbers, not in the allocator
+        need = training_step_bytes(
+            train_cfg.batch_size, train_cfg.train_length, model_cfg.vocab_size, model_cfg.d_model, model_cfg.n_layer
+        )
+        check_fits(
+            need,
+            f"a training batch of {train_cfg.batch_size} x {train_cfg.train_length} tokens",
+            "lower the batch size or the training length",
+        )
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(device)
     opt = torch.optim.AdamW(
