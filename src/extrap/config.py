@@ -101,8 +101,11 @@ def build_configs(
     unknown = sorted(set(config) - {"model", "train"})
     if unknown:
         raise ExtrapError(f"config: unknown section(s) {', '.join(unknown)} (use 'model' and 'train')")
-    model_d.update(config.get("model") or {})
-    train_d.update(config.get("train") or {})
+    for section, target in (("model", model_d), ("train", train_d)):
+        given = config.get(section) or {}
+        if not isinstance(given, dict):
+            raise ExtrapError(f"config: section {section!r} must be a mapping of settings, got {type(given).__name__}")
+        target.update(given)
     model_keys = {f.name for f in fields(ModelConfig)}
     for k, v in (overrides or {}).items():
         if v is not None:
