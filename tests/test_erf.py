@@ -11,6 +11,7 @@ import torch
 from extrap import positional
 from extrap.cli import main
 from extrap.erf import (
+    ATTN_EPS,
     ATTN_MAX_LENGTH,
     attention_erf,
     attention_n_emp,
@@ -25,7 +26,7 @@ from extrap.erf import (
 )
 from extrap.errors import ExtrapError
 from extrap.model import GPT, ModelConfig
-from extrap.theory import receptive_field
+from extrap.theory import ERF_TRF, STUDY_TRF, receptive_field
 
 
 # ---------------------------------------------------------------------------
@@ -261,6 +262,9 @@ def test_cli_json_schema(runs, capsys, tmp_path):
         assert set(r["attn_erf"]) >= {"summary", "per_layer_head"}
         assert r["length"] == 32 and len(r["grad_curve"]) == 31
     assert set(data["spearman"]) == {"grad", "attn"}
+    for r in data["runs"]:  # the TRF names its eps and reduction: the default, the study's constant
+        assert (r["trf_eps"], r["trf_reduce"]) == (STUDY_TRF.eps, STUDY_TRF.reduce)
+        assert r["eps"] == r["attn_erf"]["eps"] == ATTN_EPS  # the attention ERF keeps its own eps
     assert (tmp_path / "plots" / "grad_erf.png").stat().st_size > 0
     assert (tmp_path / "plots" / "grad_erf.svg").stat().st_size > 0
 
@@ -286,7 +290,10 @@ def test_cli_text_table(runs, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "window:1" in out and "Spearman(TRF, grad ERF)" in out and "trained bias parameters" in out
+    assert "window:1" in out and "trained bias parameters" in out
+    setting = f"TRF(eps={STUDY_TRF.eps:g}, {STUDY_TRF.reduce})"  # the one reported TRF setting, printed
+    assert out.splitlines()[0].rstrip().endswith(setting) and f"Spearman({setting}, grad ERF)" in out
+    assert f"n_the(eps={STUDY_TRF.eps:g})" in out and f"{STUDY_TRF.reduce} over heads and layers" in out
 
 
 @pytest.mark.parametrize(
@@ -295,6 +302,7 @@ def test_cli_text_table(runs, capsys):
         ["--threshold", "1.5"],
         ["--threshold", "0"],
         ["--eps", "0"],
+        ["--trf-eps", "1"],
         ["--kind", "both-ish"],
         ["--length", "1"],
         ["--split", "train"],
@@ -312,3 +320,54 @@ def test_cli_bad_arguments_exit_2(runs, capsys, extra):
 def test_cli_missing_run_dir(tmp_path, capsys):
     assert main(["erf", str(tmp_path / "nope"), "--length", "16"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_erf_and_study_report_the_same_trf_setting(capsys):
+    """One documented default: erf's --trf-eps / --trf-reduce and the study read the same constant."""
+    import inspect
+
+    from extrap.cli import build_parser
+
+    assert ERF_TRF is STUDY_TRF
+    defaults = inspect.signature(run_erf).parameters
+    assert (defaults["trf_eps"].default, defaults["trf_reduce"].default) == (STUDY_TRF.eps, STUDY_TRF.reduce)
+    assert defaults["eps"].default == ATTN_EPS == 1e-2  # n_emp's eps is its own setting
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["erf", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"default {STUDY_TRF.eps:g}" in help_text and f"default {STUDY_TRF.reduce}" in help_text
+
+
+def test_cli_trf_eps_is_separate_from_the_attention_eps(runs, capsys):
+    argv = ["erf", runs["alibi"], "--length", "24", "--segments", "1", "--kind", "attn", "--json"]
+    assert main([*argv, "--eps", "0.05", "--trf-eps", "1e-2", "--trf-reduce", "median"]) == 0
+    row = json.loads(capsys.readouterr().out)["runs"][0]
+    assert row["eps"] == row["attn_erf"]["eps"] == 0.05
+    assert (row["trf_eps"], row["trf_reduce"]) == (1e-2, "median")
+    assert row["trf"] == receptive_field("alibi", eps=1e-2, reduce="median", num_heads=2).value
+
+
+def test_a_trf_without_a_number_is_null_in_strict_json(runs, capsys, monkeypatch):
+    """A divergent TRF (infinite) and a NaN measurement are written as null, never Infinity or NaN."""
+    from types import SimpleNamespace
+
+    from extrap.erf import runs as erf_runs
+
+    monkeypatch.setattr(
+        erf_runs, "_run_trf", lambda *a: SimpleNamespace(value=math.inf, reason="head 0: the series diverges")
+    )
+    real = erf_runs.gradient_erf
+
+    def nan_curve(*a, **k):
+        g = real(*a, **k)
+        g.curve[0] = math.nan
+        return g
+
+    monkeypatch.setattr(erf_runs, "gradient_erf", nan_curve)
+    assert main(["erf", runs["w1"], "--length", "16", "--segments", "1", "--kind", "grad", "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "NaN" not in text and "Infinity" not in text
+    row = json.loads(text)["runs"][0]
+    assert row["trf"] is None and row["trf_reason"] == "head 0: the series diverges" and row["grad_curve"][0] is None
+    assert main(["erf", runs["w1"], "--length", "16", "--segments", "1", "--kind", "grad"]) == 0
+    assert "TRF(eps=0.001, max)" in capsys.readouterr().out

@@ -10,6 +10,7 @@ import extrap
 from extrap.cli import main
 from extrap.errors import ExtrapError
 from extrap.evaluate import (
+    PROTOCOLS,
     LengthResult,
     eval_last_token,
     eval_nonoverlapping,
@@ -19,6 +20,7 @@ from extrap.evaluate import (
     last_token_targets,
     verdict,
 )
+from extrap.theory.receptive import WINDOW_AUTO_TRF
 
 
 def test_last_token_scores_the_same_targets_at_every_length():
@@ -158,3 +160,193 @@ def test_window_auto_uses_the_trf_and_matches_exact_attention(tiny_runs):
         tiny_runs["type1"], lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="auto", eps=1e-2
     )
     assert none["window"]["mode"] == "auto"  # type1's TRF(1e-2) is 61: used only where it is below L_ex
+
+
+# ---------------------------------------------------------------------------
+# the window's cost is measured on the same tokens
+# ---------------------------------------------------------------------------
+class _Spy(torch.nn.Module):
+    """Logits that depend on the input tokens but not on the window; records every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def temperatures(self):
+        return [1.0]
+
+    def set_temperature(self, tau):
+        pass
+
+    def forward(self, x, window=None, last=None):
+        self.calls.append((x.shape[1], window, x.clone()))
+        logits = torch.nn.functional.one_hot(x % 7, 256).float() * 3.0  # a token-dependent distribution
+        return type("O", (), {"logits": logits if last is None else logits[:, -last:]})()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_exact_side_scores_the_same_tokens_as_the_window(protocol):
+    """At every length, not only the longest, the exact pass sees exactly the windowed pass's inputs."""
+    spy = _Spy()
+    stream = torch.randint(0, 256, (2000,), generator=torch.Generator().manual_seed(3))
+    rs = evaluate(
+        spy, stream, [16, 32, 64], protocol, tokens=256, targets=8, window_for=lambda L: 4, exact_check_max=64
+    )
+    for r in rs:
+        windowed = [x for n, w, x in spy.calls if w == 4 and n in (r.length, r.length - 1)]
+        exact = [x for n, w, x in spy.calls if w is None and n in (r.length, r.length - 1)]
+        assert windowed and len(windowed) == len(exact)
+        assert all(torch.equal(a, b) for a, b in zip(windowed, exact)), r.length
+        d = r.to_dict()
+        assert d["exact_ppl"] == d["ppl"] and d["window_rel_diff"] == 0.0, r.length
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_window_covering_the_whole_context_changes_nothing(tiny_runs, monkeypatch, protocol):
+    """W >= L drops no key: the windowed and exact PPL are the same number at every length."""
+    from extrap.evaluate import driver
+
+    def whole(run, mode, eps):  # a window of L keys at length L covers the whole context
+        return (lambda L: L), {"mode": "fixed", "size": None, "reason": "W = L"}
+
+    monkeypatch.setattr(driver, "resolve_window", whole)
+    rep = evaluate_run(tiny_runs["alibi"], lengths=[32, 64, 128], protocol=protocol, targets=8, window="whole")
+    assert [r["window"] for r in rep["results"]] == [32, 64, 128]
+    for r in rep["results"]:
+        assert r["window_rel_diff"] == 0.0 and r["exact_ppl"] == r["ppl"], (protocol, r)
+    assert len({r["tokens"] for r in rep["results"]}) == 1  # every length scores the same number of tokens
+
+
+def test_a_failing_exact_comparison_is_recorded(tiny_runs, monkeypatch):
+    from extrap.evaluate import protocols
+
+    real = protocols.eval_nonoverlapping
+
+    def exact_fails(model, stream, length, tokens, window=None, batch=8):
+        if window is None:
+            raise RuntimeError("out of memory")
+        return real(model, stream, length, tokens, window, batch)
+
+    monkeypatch.setattr(protocols, "eval_nonoverlapping", exact_fails)
+    rep = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], tokens=128, window="16")
+    r = rep["results"][0]
+    assert r["exact_ppl"] is None and r["window_rel_diff"] is None and "out of memory" in r["exact_error"]
+    assert math.isfinite(r["ppl"])
+    json.dumps(rep, allow_nan=False)
+
+
+# ---------------------------------------------------------------------------
+# no verdict without evidence; strict JSON
+# ---------------------------------------------------------------------------
+def test_no_verdict_without_a_length_above_the_training_length(tiny_runs, capsys):
+    run = str(tiny_runs["alibi"])  # L_tr = 32
+    assert main(["eval", run, "--lengths", "16,32", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["extrapolates"] is None and out["worst_ratio"] is None
+    assert "no length above L_tr = 32" in out["verdict_reason"]
+    assert main(["eval", run, "--lengths", "32"]) == 0
+    assert "no verdict (no length above L_tr = 32 was evaluated)" in capsys.readouterr().out
+    ok = LengthResult(32, math.log(10.0), 1, 0)
+    failed = LengthResult(64, math.nan, 0, 0, error="out of memory")
+    v = verdict([ok, failed], 32)
+    assert v.extrapolates is None and v.worst_ratio is None and "without error" in v.reason
+    v = verdict([ok, LengthResult(64, math.log(10.1), 1, 0)], 32)
+    assert v.extrapolates is True and v.reason is None and v.worst_ratio == pytest.approx(0.01)
+
+
+def test_a_failing_length_gives_strict_json(tiny_runs, monkeypatch, capsys, tmp_path):
+    """A length that fails has null loss, ppl and bits (never NaN), its error, and no verdict from it."""
+    from extrap.evaluate import protocols
+
+    real = protocols.eval_last_token
+
+    def fails_at_128(model, stream, length, targets, window=None, batch=8):
+        if length == 128:
+            raise RuntimeError("CUDA out of memory\nmore lines")
+        return real(model, stream, length, targets, window, batch)
+
+    monkeypatch.setattr(protocols, "eval_last_token", fails_at_128)
+    argv = ["eval", str(tiny_runs["alibi"]), "--lengths", "32,128", "--protocol", "last-token", "--targets", "8"]
+    assert main([*argv, "--json", "--out", str(tmp_path / "r.json")]) == 0
+    text = capsys.readouterr().out
+
+    def refuse(name):
+        raise AssertionError(f"not strict JSON: {name}")
+
+    for doc in (text, (tmp_path / "r.json").read_text()):
+        out = json.loads(doc, parse_constant=refuse)
+        bad = out["results"][1]
+        assert bad["error"] == "CUDA out of memory" and bad["loss"] is bad["ppl"] is bad["bits_per_token"] is None
+        assert out["extrapolates"] is None and "without error" in out["verdict_reason"]
+        json.dumps(out, allow_nan=False)
+    assert main(argv) == 0
+    assert "failed: CUDA out of memory" in capsys.readouterr().out
+
+
+def test_learned_ape_beyond_its_table_is_a_recorded_failure():
+    from extrap.model import GPT, ModelConfig
+
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocab_size=50, n_layer=1, d_model=32, n_head=2, pe="learned:max_positions=32"))
+    stream = torch.randint(0, 50, (400,), generator=torch.Generator().manual_seed(0))
+    rs = evaluate(model, stream, [16, 64], "nonoverlapping", tokens=128)
+    assert rs[0].error is None and "max_positions" in rs[1].error
+    d = [r.to_dict() for r in rs]
+    json.dumps(d, allow_nan=False)
+    assert d[1]["loss"] is None and d[1]["ppl"] is None
+
+
+# ---------------------------------------------------------------------------
+# values that no length can be evaluated with are refused up front
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--lengths", ""], "argument --lengths: is empty"),
+        (["--lengths", " , "], "argument --lengths: is empty"),
+        (["--stride", "0", "--protocol", "sliding"], "argument --stride: must be >= 1"),
+        (["--stride", "-4", "--protocol", "sliding"], "argument --stride: must be >= 1"),
+        (["--lengths", "128", "--tokens", "100"], "--tokens 100 is fewer than the longest length 128"),
+        (["--lengths", "128", "--tokens", "100", "--protocol", "sliding"], "sliding needs --tokens >= 128"),
+        (["--lengths", "32,64", "--stride", "40", "--protocol", "sliding"], "--stride 40"),
+        (["--lengths", "16", "--tokens", "20"], "at least 32 tokens are needed"),  # L_tr = 32 is always evaluated
+    ],
+)
+def test_eval_refuses_settings_up_front(tiny_runs, capsys, argv, needle):
+    assert main(["eval", str(tiny_runs["alibi"]), *argv]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert needle in err and len(err.splitlines()) == 1, err
+    assert "L_ex=" not in cap.out + cap.err  # nothing was evaluated
+
+
+def test_library_refuses_settings_before_evaluating(tiny_runs):
+    spy = _Spy()
+    stream = torch.zeros(1000, dtype=torch.long)
+    for kwargs, needle in (
+        (dict(lengths=[], protocol="nonoverlapping"), "empty"),
+        (dict(lengths=[16, 32], protocol="sliding", stride=0), "stride"),
+        (dict(lengths=[16, 128], protocol="nonoverlapping", tokens=100), "at least 128 tokens"),
+        (dict(lengths=[16, 128], protocol="sliding", tokens=100), "at least 128 tokens"),
+    ):
+        with pytest.raises(ExtrapError, match=needle):
+            evaluate(spy, stream, **kwargs)
+        assert spy.calls == []
+    with pytest.raises(ExtrapError, match="empty"):
+        evaluate_run(tiny_runs["alibi"], lengths=[])
+    with pytest.raises(ExtrapError, match="stride"):
+        evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="sliding", stride=0)
+    # last-token scores fixed targets: tokens and stride do not apply to it
+    rs = evaluate(spy, torch.arange(400) % 256, [16, 32], "last-token", tokens=3, targets=4)
+    assert [r.tokens for r in rs] == [4, 4]
+
+
+def test_window_auto_line_names_its_eps_and_reduction(tiny_runs, capsys):
+    run = str(tiny_runs["alibi"])
+    assert main(["eval", run, "--lengths", "32,2048", "--tokens", "2048", "--window", "auto", "--eps", "1e-2"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "window=auto W=" in first and "TRF eps=0.01, max over layers and heads" in first
+    argv = ["eval", run, "--lengths", "32,64", "--window", "auto", "--json"]
+    assert main(argv) == 0
+    w = json.loads(capsys.readouterr().out)["window"]
+    assert (w["trf_eps"], w["trf_reduce"]) == (WINDOW_AUTO_TRF.eps, WINDOW_AUTO_TRF.reduce)

@@ -18,7 +18,9 @@ def lengths(text: str, minimum: int = 2) -> list[int]:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}") from None
-    if not values or any(not v.is_integer() or v < minimum or v > MAX_LENGTH for v in values):
+    if not values:  # an empty list is a mistake, not a request for the defaults
+        raise argparse.ArgumentTypeError("is empty: give comma-separated lengths")
+    if any(not v.is_integer() or v < minimum or v > MAX_LENGTH for v in values):
         raise argparse.ArgumentTypeError(f"must be integers >= {minimum} (and at most {MAX_LENGTH:.0e})")
     return sorted({int(v) for v in values})
 

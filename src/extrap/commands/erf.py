@@ -34,16 +34,21 @@ def register(sub) -> None:
         "--threshold", type=types.fraction, default=0.99, help="gradient ERF threshold in (0, 1) (default 0.99)"
     )
     p.add_argument(
-        "--eps", type=types.fraction, default=0.01, help="eps of n_emp and of the TRF, in (0, 1) (default 0.01)"
+        "--eps", type=types.fraction, default=0.01, help="eps of the attention ERF's n_emp, in (0, 1) (default 0.01)"
+    )
+    p.add_argument(
+        "--trf-eps",
+        type=types.fraction,
+        dest="trf_eps",
+        help="eps of the TRF n(eps), in (0, 1) (default 0.001: extrap.theory.receptive.REPORTED_TRF)",
     )
     p.add_argument("--kind", default="both", choices=("grad", "attn", "both"), help="grad | attn | both (default both)")
     types.add_split(p)
     p.add_argument(
         "--trf-reduce",
-        default="median",
         dest="trf_reduce",
         choices=("mean", "median", "max"),
-        help="how per-head TRFs become one number: mean | median | max (default median)",
+        help="how per-head TRFs become one number: mean | median | max (default max: REPORTED_TRF)",
     )
     p.add_argument(
         "--trf-source",
@@ -70,18 +75,23 @@ def _fmt(v, spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _trf_setting(row: dict) -> str:
+    return f"eps={row['trf_eps']:g}, {row['trf_reduce']}"
+
+
 def _print_table(report: dict) -> None:
     rows = report["runs"]
+    r0 = rows[0]
     width = max(len("run"), *(len(r["run"]) for r in rows))
     pw = max(len("pe"), *(len(r["pe"]) for r in rows))
-    print(f"{'run':<{width}}  {'pe':<{pw}}  {'L_ex':>6}  {'grad ERF':>9}  {'attn ERF':>9}  {'TRF':>7}")
+    trf = f"TRF({_trf_setting(r0)})"
+    print(f"{'run':<{width}}  {'pe':<{pw}}  {'L_ex':>6}  {'grad ERF':>9}  {'attn ERF':>9}  {trf:>7}")
     for r in rows:
         attn = r["attn_erf"]["summary"] if r["attn_erf"] else None
         print(
             f"{r['run']:<{width}}  {r['pe']:<{pw}}  {r['length']:>6}  {_fmt(r['grad_erf']):>9}  "
-            f"{_fmt(attn):>9}  {_fmt(r['trf'], '.0f'):>7}"
+            f"{_fmt(attn):>9}  {_fmt(r['trf'], 'd' if isinstance(r['trf'], int) else '.1f'):>{len(trf)}}"
         )
-    r0 = rows[0]
     notes = [
         f"grad ERF: mean over {r0['segments']} segments of the fewest most recent tokens holding "
         f"> {r0['threshold']} of the input gradient (003 §5.1)"
@@ -89,20 +99,25 @@ def _print_table(report: dict) -> None:
     if r0["attn_erf"]:
         a = r0["attn_erf"]
         notes.append(
-            f"attn ERF: mean over heads of the median n_emp(eps={a['eps']}) (000), L={a['length']}, "
+            f"attn ERF: mean over heads of the median n_emp(eps={a['eps']:g}) (000), L={a['length']}, "
             f"queries i >= {a['first_query']}" + (" (capped for dense attention)" if a["length"] < r0["length"] else "")
         )
     params = "initial" if r0["trf_source"] == "init" else "trained"
     notes.append(
-        f"TRF: theory n_the(eps={r0['eps']}) (000 Eq. 22) at the {params} bias parameters, "
-        f"{r0['trf_reduce']} over heads; '-' = not a Toeplitz bias RPE, divergent, or unknown"
+        f"TRF: theory n_the(eps={r0['trf_eps']:g}) (000 Eq. 22) at the {params} bias parameters, "
+        f"{r0['trf_reduce']} over heads"
+        + (" and layers" if params == "trained" else "")
+        + "; '-' = not a Toeplitz bias RPE, divergent, or unknown"
     )
     for n in notes:
         print("  " + n)
     if len(rows) > 1:
         for key, label in (("grad", "grad ERF"), ("attn", "attn ERF")):
             s = report["spearman"][key]
-            print(f"Spearman(TRF, {label}) = {_fmt(s['rho'], '.3f')} over {s['n']} run(s) with a finite TRF")
+            print(
+                f"Spearman(TRF({_trf_setting(r0)}), {label}) = {_fmt(s['rho'], '.3f')} "
+                f"over {s['n']} run(s) with a finite TRF"
+            )
 
 
 def run(args) -> int:
@@ -122,7 +137,7 @@ def run(args) -> int:
         threshold=args.threshold,
         split=args.split,
         batch=args.batch,
-        trf_reduce=args.trf_reduce,
+        **{k: getattr(args, k) for k in ("trf_eps", "trf_reduce") if getattr(args, k) is not None},  # else ERF_TRF
         trf_source=args.trf_source,
         device=device,
         corpus=args.corpus,
@@ -138,7 +153,7 @@ def run(args) -> int:
         paths = plot_gradient_curves(report["runs"], args.plot)
         report["plots"] = [str(p) for p in paths]
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         _print_table(report)
         for p in report.get("plots", []):

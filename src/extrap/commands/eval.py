@@ -6,6 +6,7 @@ import json
 import sys
 
 from extrap.commands import args as types
+from extrap.errors import ExtrapError
 
 
 def _tau_text(t) -> str:
@@ -30,10 +31,19 @@ def register(sub) -> None:
     )
     p.add_argument("--stride", type=types.positive_int, help="sliding stride (default L_ex/2)")
     p.add_argument("--targets", type=types.positive_int, default=64, help="last-token: number of target tokens")
-    p.add_argument("--tokens", type=types.length, help="tokens evaluated per length (default: the longest length)")
+    p.add_argument(
+        "--tokens",
+        type=types.length,
+        help="nonoverlapping, sliding: tokens scored at every length, at least the longest length (default: it)",
+    )
     types.add_split(p)
     p.add_argument("--window", default="none", help="auto | none | W: attention window used at evaluation")
-    p.add_argument("--eps", type=types.fraction, default=1e-6, help="window auto: TRF(eps) of the trained bias")
+    p.add_argument(
+        "--eps",
+        type=types.fraction,
+        help="window auto: TRF(eps) of the trained bias, max over layers and heads "
+        "(default 1e-6: extrap.theory.WINDOW_AUTO_TRF)",
+    )
     p.add_argument(
         "--cache-window",
         type=types.positive_int,
@@ -64,9 +74,21 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _check(args) -> None:
+    """What the lengths on the command line already rule out, said with the options' names."""
+    if args.tokens is not None and args.lengths and args.protocol != "last-token" and args.tokens < max(args.lengths):
+        raise ExtrapError(
+            f"--tokens {args.tokens} is fewer than the longest length {max(args.lengths)}: "
+            f"{args.protocol} needs --tokens >= {max(args.lengths)}"
+        )
+    if args.stride is not None and args.lengths and args.protocol == "sliding" and args.stride > min(args.lengths):
+        raise ExtrapError(f"--stride {args.stride} is longer than the shortest length {min(args.lengths)}")
+
+
 def run(args) -> int:
     from extrap.evaluate import evaluate_run
 
+    _check(args)
     window = args.window if args.cache_window is None else str(args.cache_window)
     report = evaluate_run(
         args.run,
@@ -77,7 +99,7 @@ def run(args) -> int:
         tokens=args.tokens,
         split=args.split,
         window=window,
-        eps=args.eps,
+        **({} if args.eps is None else {"eps": args.eps}),  # None: WINDOW_AUTO_TRF's eps
         delta=args.delta,
         batch=args.batch,
         backend=args.backend,
@@ -87,38 +109,58 @@ def run(args) -> int:
         corpus=getattr(args, "corpus", None),
         hf_options=types.hf_options(args),
     )
+    text = json.dumps(report, indent=2, allow_nan=False)  # strict JSON: no NaN or Infinity
     if args.out:
-        from extrap.io import atomic_write_json
+        from extrap.io import atomic_write_text
 
-        atomic_write_json(args.out, report)
+        atomic_write_text(args.out, text + "\n")
     if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
+        print(text)
+    else:
+        _print_table(report)
+    sys.stdout.flush()
+    return 0
+
+
+def _window_line(w: dict) -> str:
+    """The window and, for ``auto``, the TRF's eps and reduction that chose it."""
+    if w["mode"] == "auto":
+        size = w["size"] if w["size"] is not None else "none"
+        return (
+            f"window=auto W={size}, TRF eps={w['trf_eps']:g}, {w['trf_reduce']} over layers and heads ({w['reason']})"
+        )
+    if w["mode"] == "fixed":
+        return f"window={w['size']} ({w['reason']})"
+    return "window=none"
+
+
+def _result_line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['length']:>7}  failed: {r['error']}"
+    extra = ""
+    if "exact_error" in r:
+        extra = f"  (no exact comparison: {r['exact_error']})"
+    elif "exact_ppl" in r:
+        change = 100 * r["window_rel_diff"]
+        extra = f"  (exact ppl {r['exact_ppl']:.3f} on the same tokens, window changes ppl by {change:.4f}%)"
+    extra += f"  τ={_tau_text(r['temperature'])}" if "temperature" in r else ""
+    return (
+        f"{r['length']:>7} {r['loss']:>8.4f} {r['ppl']:>9.3f} {r['bits_per_token']:>9.4f} {r['tokens']:>8} "
+        f"{r['seconds']:>7.2f} {str(r['window'] or '-'):>7}{extra}"
+    )
+
+
+def _print_table(report: dict) -> None:
     print(
         f"{report['run']}  protocol={report['protocol']}  L_tr={report['train_length']}  "
-        f"window={report['window']['mode']}" + (f" ({report['window']['reason']})" if report["window"]["size"] else "")
+        + _window_line(report["window"])
     )
     print(f"{'L_ex':>7} {'loss':>8} {'ppl':>9} {'bits/tok':>9} {'tokens':>8} {'sec':>7} {'window':>7}")
     for r in report["results"]:
-        if "error" in r:
-            print(f"{r['length']:>7}  failed: {r['error']}")
-            continue
-        extra = (
-            f"  (exact ppl {r['exact_ppl']:.3f}, window changes ppl by {100 * r['window_rel_diff']:.4f}%)"
-            if "exact_ppl" in r
-            else ""
-        )
-        extra += f"  τ={_tau_text(r['temperature'])}" if "temperature" in r else ""
-        print(
-            f"{r['length']:>7} {r['loss']:>8.4f} {r['ppl']:>9.3f} {r['bits_per_token']:>9.4f} {r['tokens']:>8} "
-            f"{r['seconds']:>7.2f} {str(r['window'] or '-'):>7}{extra}"
-        )
-    v = report["extrapolates"]
-    word = {True: "extrapolates", False: "does not extrapolate", None: "no verdict (L_tr not evaluated)"}[v]
-    worst = report["worst_ratio"]
+        print(_result_line(r))
+    v, worst = report["extrapolates"], report["worst_ratio"]
+    word = {True: "extrapolates", False: "does not extrapolate"}.get(v) or f"no verdict ({report['verdict_reason']})"
     print(
         f"verdict (000 Def. 0.1, δ={report['delta']}): {word}"
         + (f"; worst |Δppl|/ppl = {worst:.4f}" if worst is not None else "")
     )
-    sys.stdout.flush()
-    return 0

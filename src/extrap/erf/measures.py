@@ -10,10 +10,9 @@ import torch.nn.functional as F
 from extrap.data.streams import segments as segments_of
 from extrap.errors import ExtrapError
 from extrap.lm import model_device
-from extrap.theory.receptive import ERF_TRF
 
 GRAD_THRESHOLD = 0.99  # 003 §5.1: ERF = where 99% of the normalised gradient is reached
-ATTN_EPS = ERF_TRF.eps  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
+ATTN_EPS = 1e-2  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
 ATTN_MAX_LENGTH = 2048  # dense per-layer (B, H, L, L) probabilities beyond this get too large
 DEFAULT_SEGMENTS = 8
 KINDS = ("grad", "attn", "both")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 from extrap.erf.measures import (
@@ -55,8 +56,12 @@ def run_erf(
     trf_source: str = "init",
     device: str = "cpu",
     corpus: str | None = None,
+    trf_eps: float = ERF_TRF.eps,
 ) -> dict:
-    """Gradient and/or attention ERF of one run, JSON-ready.
+    """Gradient and/or attention ERF of one run, JSON-ready (strict: a number that is not finite is null).
+
+    ``eps`` is the attention ERF's n_emp(eps); the TRF beside it is n(``trf_eps``) reduced over
+    heads by ``trf_reduce`` (defaults: :data:`extrap.theory.receptive.ERF_TRF`).
 
     ``length`` defaults to 4 x the training length (003 measures at L_ex = 4 L_tr);
     the attention ERF uses min(length, ATTN_MAX_LENGTH).  ``trf_source``: ``init``
@@ -67,7 +72,7 @@ def run_erf(
     import extrap
 
     _check(kind, trf_source, segments, batch)
-    threshold, eps = check_threshold(threshold), check_eps(eps)
+    threshold, eps, trf_eps = check_threshold(threshold), check_eps(eps), check_eps(trf_eps)
     run = extrap.load(run_or_dir, device) if isinstance(run_or_dir, (str, Path)) else run_or_dir
     if corpus is not None:
         run.use_corpus(corpus)
@@ -76,7 +81,9 @@ def run_erf(
         raise ExtrapError(f"length must be >= 2, got {length}")
     stream = eval_stream(run, split, length)
     row = _row(run, length, split, segments, threshold, eps)
-    row.update(trf=_run_trf(run, eps, trf_reduce, trf_source), trf_reduce=trf_reduce, trf_source=trf_source)
+    trf = _run_trf(run, trf_eps, trf_reduce, trf_source)
+    value, why = (trf.value, trf.reason) if trf is not None else (None, "the model exposes no positional scheme")
+    row.update(trf=value, trf_eps=trf_eps, trf_reduce=trf_reduce, trf_source=trf_source, trf_reason=why)
     if kind in ("grad", "both"):
         g = gradient_erf(run.model, stream, length, segments, threshold, batch)
         row.update(
@@ -87,7 +94,18 @@ def run_erf(
         )
     if kind in ("attn", "both"):
         row["attn_erf"] = attention_erf(run.model, stream, min(length, ATTN_MAX_LENGTH), segments, eps).to_dict()
-    return row
+    return _finite(row)
+
+
+def _finite(obj):
+    """``obj`` with every float that is not finite (a diverging TRF, a NaN gradient) made None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _check(kind: str, trf_source: str, segments: int, batch: int) -> None:
@@ -115,24 +133,25 @@ def _row(run: Run, length: int, split: str, segments: int, threshold: float, eps
         "grad_curve": None,
         "threshold": threshold,
         "attn_erf": None,
-        "eps": eps,
+        "eps": eps,  # of the attention ERF's n_emp
         "trf": None,
-        "trf_eps": eps,
+        "trf_eps": None,
         "trf_reduce": None,
         "trf_source": None,
+        "trf_reason": None,  # why ``trf`` is None
         **run.provenance(),
     }
 
 
-def _run_trf(run, eps: float, reduce: str, source: str) -> float | None:
-    """The theory's TRF(eps) (000 Eq. 22) of the run's scheme, reduced over heads (and layers)."""
+def _run_trf(run, eps: float, reduce: str, source: str):
+    """The theory's TRF(eps) (000 Eq. 22) of the run's scheme, reduced over heads (and layers), or None."""
     from extrap.theory import receptive_field
 
     scheme = run.model.scheme
     if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
         return None
     values = run.model.bias_values() if source == "trained" else None
-    return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.shape.n_head).value
+    return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.shape.n_head)
 
 
 def spearman_table(rows: list[dict]) -> dict:
@@ -152,7 +171,8 @@ def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progr
 
     Returns {"rows": [{"run", "pe", "trf", "grad_erf", "attn_erf", ...}], "spearman": {"grad": {"rho", "n"},
     "attn": {"rho", "n"}}}; runs whose TRF is None (no bias RPE, divergent series)
-    are listed but left out of the correlations.  ``kwargs`` go to :func:`run_erf`.
+    are listed but left out of the correlations.  ``eps`` is the attention ERF's; ``kwargs``
+    (``trf_eps``, ``trf_reduce``, ...) go to :func:`run_erf`.
     """
     rows = []
     for r in runs:

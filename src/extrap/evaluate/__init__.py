@@ -10,6 +10,7 @@ from extrap.evaluate.driver import evaluate_run, model_trf_window, resolve_tempe
 from extrap.evaluate.protocols import (
     PROTOCOLS,
     LengthResult,
+    check_settings,
     eval_last_token,
     eval_nonoverlapping,
     eval_sliding,
@@ -22,6 +23,7 @@ __all__ = [
     "PROTOCOLS",
     "ExtrapolationVerdict",
     "LengthResult",
+    "check_settings",
     "eval_last_token",
     "eval_nonoverlapping",
     "eval_sliding",

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.evaluate.protocols import PROTOCOLS, LengthResult, evaluate
+from extrap.evaluate.protocols import PROTOCOLS, LengthResult, check_settings, evaluate
 from extrap.evaluate.verdict import verdict
 from extrap.run import Run, eval_stream
 from extrap.theory.receptive import WINDOW_AUTO_TRF
@@ -24,7 +24,11 @@ WINDOW_CHECK_MAX = 8192  # the exact-attention comparison of a windowed length r
 
 
 def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[int], int | None] | None, dict]:
-    """``none``, a fixed W, or ``auto``: the theory's TRF(eps) of the trained bias, when its series converges."""
+    """``none``, a fixed W, or ``auto``: the theory's TRF(eps) of the trained bias, when its series converges.
+
+    The ``auto`` window is a safety window (:data:`WINDOW_AUTO_TRF`'s reduction, the widest head);
+    its info records ``trf_eps`` and ``trf_reduce``.
+    """
     if mode in (None, "none"):
         return None, {"mode": "none", "size": None, "reason": "exact attention"}
     if mode != "auto":
@@ -42,7 +46,13 @@ def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[in
             "an automatic window reads the trained bias of an extrap run; give a window size for hf: models"
         )
     w, reason = model_trf_window(run.model, eps)
-    info = {"mode": "auto", "size": w, "eps": eps, "reduce": WINDOW_AUTO_TRF.reduce, "reason": reason}
+    info = {
+        "mode": "auto",
+        "size": w,
+        "trf_eps": eps,
+        "trf_reduce": WINDOW_AUTO_TRF.reduce,
+        "reason": reason,
+    }
     if w is None:
         return None, info
     return (lambda L: w if w < L else None), info
@@ -65,10 +75,7 @@ def model_trf_window(model, eps: float) -> tuple[int | None, str]:
     )
     if trf.value is None:
         return None, f"{trf.reason}: exact attention"
-    return int(trf.value), (
-        f"TRF({eps:g}) of the trained bias, {trf.reduce} over layers and heads "
-        f"(widest at {trf.widest.where}); keys further back are dropped"
-    )
+    return int(trf.value), f"TRF of the trained bias, widest at {trf.widest.where}; keys further back are dropped"
 
 
 def resolve_temperature(
@@ -138,15 +145,6 @@ def _show(r: LengthResult) -> None:
     log.info("  L_ex=%s: %s", r.length, f"ppl {r.ppl:.3f} ({r.seconds:.1f} s)" if not r.error else r.error)
 
 
-def _check_window_cost(
-    run: Run, results: list[LengthResult], stream, protocol, settings: dict, exact_check_max: int
-) -> None:
-    """Measure what the window costs where exact attention is affordable: the same length without it."""
-    for r in results:
-        if r.window is not None and r.error is None and r.length <= exact_check_max:
-            r.exact_loss = evaluate(run.model, stream, [r.length], protocol, **settings)[0].loss
-
-
 def evaluate_run(
     source: str | Path | Run,
     lengths=None,
@@ -179,21 +177,23 @@ def evaluate_run(
     """
     if protocol not in PROTOCOLS:
         raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
+    if lengths is not None and not (lengths := list(lengths)):  # None: the default lengths
+        raise ExtrapError("no lengths to evaluate: the list of lengths is empty")
     if run is None:
         run = None if isinstance(source, (str, Path)) else source
     run = _open(source, run, corpus, hf_options, backend)
-    lengths = sorted(set(lengths or [run.train_length * 2**k for k in range(5)]) | {run.train_length})
+    L_tr = run.train_length  # always evaluated: the reference of the verdict
+    lengths = sorted({*(lengths if lengths is not None else [L_tr * 2**k for k in range(5)]), L_tr})
+    check_settings(lengths, protocol, tokens, stride, targets)  # before the stream, τ search and window
     window_for, window_info = resolve_window(run, window, eps)
     need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
     stream = eval_stream(run, split, need)
     temperature_for, temperature_info = resolve_temperature(
         run, temperature, stream, lengths, align_mode, align_segments, align_per_layer, align_max_length
     )
-    settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch, temperature_for=temperature_for)
-    on_result = _show if progress else None
-    results = evaluate(run.model, stream, lengths, protocol, window_for=window_for, on_result=on_result, **settings)
-    if window_for is not None:
-        _check_window_cost(run, results, stream, protocol, settings, exact_check_max)
+    settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch, exact_check_max=exact_check_max)
+    settings.update(window_for=window_for, temperature_for=temperature_for, on_result=_show if progress else None)
+    results = evaluate(run.model, stream, lengths, protocol, **settings)
     report = _report(run, protocol, split, delta, window_info, results)
     if temperature is not None:
         report["temperature"] = _temperature_report(temperature_info)
@@ -212,6 +212,7 @@ def _report(run: Run, protocol: str, split: str, delta: float, window_info: dict
         "delta": delta,
         "extrapolates": v.extrapolates,
         "worst_ratio": v.worst_ratio,
+        "verdict_reason": v.reason,
         "window": window_info,
         "results": [r.to_dict() for r in results],
         "step": run.step,

@@ -30,38 +30,43 @@ PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 @dataclass
 class LengthResult:
     length: int
-    loss: float  # mean negative log-likelihood per scored token, nats
+    loss: float  # mean negative log-likelihood per scored token, nats (NaN when ``error`` is set)
     tokens: int  # scored tokens
     seconds: float
     window: int | None = None
     error: str | None = None
-    exact_loss: float | None = None  # the same length with exact attention, when a window was used
+    exact_loss: float | None = None  # the same tokens with exact attention, when a window was used
     temperature: float | list | None = None  # softmax τ used at this length (004), when one was set
+    exact_error: str | None = None  # why the exact-attention comparison could not be made
 
     @property
     def ppl(self) -> float:
         return math.exp(self.loss) if math.isfinite(self.loss) else math.inf
 
     def to_dict(self) -> dict:
+        """JSON-ready and strict: a failed length has null loss, ppl and bits, and its ``error``."""
+        ok = self.error is None and math.isfinite(self.loss)
         return {
             "length": self.length,
-            "loss": self.loss,
-            "ppl": self.ppl,
-            "bits_per_token": self.loss / math.log(2),
+            "loss": self.loss if ok else None,
+            "ppl": self.ppl if ok else None,
+            "bits_per_token": self.loss / math.log(2) if ok else None,
             "tokens": self.tokens,
             "seconds": self.seconds,
             "window": self.window,
             **({"temperature": self.temperature} if self.temperature is not None else {}),
             **({"error": self.error} if self.error else {}),
-            **(
-                {
-                    "exact_ppl": math.exp(self.exact_loss),
-                    "window_rel_diff": abs(math.exp(self.loss) - math.exp(self.exact_loss)) / math.exp(self.exact_loss),
-                }
-                if self.exact_loss is not None
-                else {}
-            ),
+            **(self._window_cost() if ok else {}),
         }
+
+    def _window_cost(self) -> dict:
+        """exact_ppl and window_rel_diff = |ppl - exact ppl| / exact ppl, both on the same scored tokens."""
+        if self.exact_error is not None:
+            return {"exact_ppl": None, "window_rel_diff": None, "exact_error": self.exact_error}
+        if self.exact_loss is None:
+            return {}
+        exact = math.exp(self.exact_loss)
+        return {"exact_ppl": exact, "window_rel_diff": abs(self.ppl - exact) / exact}
 
 
 def _nll_sum(model, x: torch.Tensor, y: torch.Tensor, window: int | None, score_last: int | None) -> torch.Tensor:
@@ -130,6 +135,30 @@ def eval_last_token(model, stream: torch.Tensor, length: int, targets: list[int]
     return total / len(targets), len(targets)
 
 
+def check_settings(
+    lengths: list[int], protocol: str, tokens: int | None = None, stride: int | None = None, targets: int = 64
+) -> None:
+    """Refuse settings that no length could be evaluated with, before anything is evaluated."""
+    if protocol not in PROTOCOLS:
+        raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
+    if not lengths:
+        raise ExtrapError("no lengths to evaluate: the list of lengths is empty")
+    if any(L < 2 for L in lengths):
+        raise ExtrapError("lengths must be integers >= 2")
+    if protocol == "last-token":
+        if targets < 1:
+            raise ExtrapError(f"last-token needs at least 1 target, got {targets}")
+        return
+    longest = max(lengths)
+    if tokens is not None and tokens < longest:
+        raise ExtrapError(
+            f"{protocol} scores the same {tokens} tokens at every length, fewer than the longest length "
+            f"{longest}: at least {longest} tokens are needed"
+        )
+    if protocol == "sliding" and stride is not None and not 1 <= stride <= min(lengths):
+        raise ExtrapError(f"sliding: the stride must be in [1, {min(lengths)}] (the shortest length), got {stride}")
+
+
 def evaluate(
     model,
     stream: torch.Tensor,
@@ -143,16 +172,16 @@ def evaluate(
     on_result: Callable[[LengthResult], None] | None = None,
     batch: int = 8,
     temperature_for: Callable[[int], float | list | None] | None = None,
+    exact_check_max: int = 0,
 ) -> list[LengthResult]:
     """Evaluate at every length; a length that fails is recorded and the rest are kept.
 
     ``temperature_for(L)``: softmax τ (one, or one per layer) set with ``model.set_temperature``
     while evaluating L (None: leave it); the model's previous τ is restored at the end.
+    ``exact_check_max``: where a window was used at a length up to this, the same tokens
+    (chunks, windows or targets) are scored again with exact attention (``exact_loss``).
     """
-    if protocol not in PROTOCOLS:
-        raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
-    if not lengths or any(L < 2 for L in lengths):
-        raise ExtrapError("lengths must be integers >= 2")
+    check_settings(lengths, protocol, tokens, stride, targets)
     lengths = sorted(set(lengths))
     tokens = tokens or max(lengths)
     need = tokens + 1 if protocol != "last-token" else max(lengths) + targets
@@ -161,35 +190,57 @@ def evaluate(
             f"the evaluation stream has {stream.numel():,} tokens; {protocol} at these settings needs {need:,}"
         )
     tgt = last_token_targets(stream.numel(), max(lengths), targets) if protocol == "last-token" else None
+
+    def score(L: int, window: int | None) -> tuple[float, int]:
+        if protocol == "nonoverlapping":
+            return eval_nonoverlapping(model, stream, L, tokens, window, batch)
+        if protocol == "sliding":
+            return eval_sliding(model, stream, L, tokens, stride or max(1, L // 2), window, batch)
+        return eval_last_token(model, stream, L, tgt, window, batch)
+
     results = []
     model.eval()
     with temperature(model):  # every length may set its own τ; the model's τ is restored afterwards
         for L in lengths:
-            results.append(
-                _evaluate_length(model, stream, L, protocol, tokens, stride, tgt, window_for, batch, temperature_for)
-            )
+            results.append(_evaluate_length(model, score, L, window_for, temperature_for, exact_check_max))
             if on_result:
                 on_result(results[-1])
     return results
 
 
-def _evaluate_length(model, stream, L, protocol, tokens, stride, tgt, window_for, batch, temperature_for):
-    """One length of :func:`evaluate`, under ``temperature_for(L)`` when given."""
+_FAILURES = (RuntimeError, MemoryError, ExtrapError)  # what one length may raise without stopping the others
+
+
+def _failure(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
+def _evaluate_length(model, score, L, window_for, temperature_for, exact_check_max: int) -> LengthResult:
+    """One length of :func:`evaluate`, under ``temperature_for(L)`` when given.
+
+    A failure (out of memory at a long length, positions past a learned table, a non-finite
+    loss) is recorded in ``error`` so that the other lengths are kept.
+    """
     window = window_for(L) if window_for else None
     tau = temperature_for(L) if temperature_for else None
     if tau is not None:
         model.set_temperature(tau)
     t0 = time.perf_counter()
     try:
-        if protocol == "nonoverlapping":
-            loss, n = eval_nonoverlapping(model, stream, L, tokens, window, batch)
-        elif protocol == "sliding":
-            loss, n = eval_sliding(model, stream, L, tokens, stride or max(1, L // 2), window, batch)
+        loss, n = score(L, window)
+    except _FAILURES as e:
+        return LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=_failure(e), temperature=tau)
+    res = LengthResult(L, loss, n, time.perf_counter() - t0, window, temperature=tau)
+    if not math.isfinite(loss):
+        res.error = f"the loss is not finite ({loss})"
+    elif window is not None and L <= exact_check_max:
+        try:  # the same scored tokens, only without the window
+            exact, n_exact = score(L, None)
+        except _FAILURES as e:
+            res.exact_error = f"exact attention failed: {_failure(e)}"
         else:
-            loss, n = eval_last_token(model, stream, L, tgt, window, batch)
-        res = LengthResult(L, loss, n, time.perf_counter() - t0, window, temperature=tau)
-    except (RuntimeError, MemoryError) as e:  # out of memory at a long length: keep what we have
-        res = LengthResult(
-            L, math.nan, 0, time.perf_counter() - t0, window, error=str(e).splitlines()[0][:200], temperature=tau
-        )
+            if math.isfinite(exact) and n_exact == n:
+                res.exact_loss = exact
+            else:
+                res.exact_error = f"exact attention gave a loss of {exact} on {n_exact} tokens"
     return res
