@@ -305,3 +305,10 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_estimate(tmp_path, tiny_tex
     err = capsys.readouterr().err
     assert "needs at least" in err and "GB of memory" in err and err.count("\n") == 1
     assert not (tmp_path / "big").exists()
+
+
+def test_an_evaluation_that_cannot_fit_is_refused_before_it_runs(tiny_runs):
+    from extrap.evaluate import evaluate_run
+
+    with pytest.raises(ExtrapError, match=r"evaluating 1 row\(s\) of 60000000 tokens needs at least .* GB"):
+        evaluate_run(tiny_runs["alibi"], lengths=[32, 60_000_000], tokens=60_000_000)

@@ -105,7 +105,7 @@ def run(args) -> int:
         backend=args.backend,
         temperature=args.temperature,
         align_mode=args.align_mode,
-        progress=not args.json,
+        progress=not args.json or sys.stderr.isatty(),  # JSON goes to stdout; a terminal still sees progress
         corpus=getattr(args, "corpus", None),
         hf_options=types.hf_options(args),
     )

@@ -15,6 +15,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.evaluate.protocols import PROTOCOLS, LengthResult, check_settings, evaluate
 from extrap.evaluate.verdict import verdict
+from extrap.memory import check_fits
 from extrap.run import Run, eval_stream
 from extrap.theory.receptive import WINDOW_AUTO_TRF
 
@@ -141,6 +142,21 @@ def _open(source, run: Run | None, corpus: str | None, hf_options: dict | None, 
     return run
 
 
+def _starting(length: int) -> None:
+    log.info("  L_ex=%s: evaluating...", length)
+
+
+def _check_memory(run: Run, lengths: list[int], protocol: str, tokens, targets: int, batch: int) -> None:
+    """Refuse a length whose hidden states and logits alone cannot fit, before anything runs (a lower bound:
+    B rows x L positions x (d per layer boundary x 8 + the logits of every scored position), fp32)."""
+    shape = run.model.shape
+    for L in lengths:
+        rows = min(batch, targets if protocol == "last-token" else max(1, (tokens or max(lengths)) // L))
+        logits = 0 if protocol == "last-token" else shape.vocab_size
+        need = 4 * rows * L * (8 * shape.d_model + logits)
+        check_fits(need, f"evaluating {rows} row(s) of {L} tokens", "evaluate fewer rows at once or shorter lengths")
+
+
 def _show(r: LengthResult) -> None:
     log.info("  L_ex=%s: %s", r.length, f"ppl {r.ppl:.3f} ({r.seconds:.1f} s)" if not r.error else r.error)
 
@@ -185,6 +201,7 @@ def evaluate_run(
     L_tr = run.train_length  # always evaluated: the reference of the verdict
     lengths = sorted({*(lengths if lengths is not None else [L_tr * 2**k for k in range(5)]), L_tr})
     check_settings(lengths, protocol, tokens, stride, targets)  # before the stream, τ search and window
+    _check_memory(run, lengths, protocol, tokens, targets, batch)
     window_for, window_info = resolve_window(run, window, eps)
     need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
     stream = eval_stream(run, split, need)
@@ -193,6 +210,7 @@ def evaluate_run(
     )
     settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch, exact_check_max=exact_check_max)
     settings.update(window_for=window_for, temperature_for=temperature_for, on_result=_show if progress else None)
+    settings.update(on_start=_starting if progress else None)
     results = evaluate(run.model, stream, lengths, protocol, **settings)
     report = _report(run, protocol, split, delta, window_info, results)
     if temperature is not None:

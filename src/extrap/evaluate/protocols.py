@@ -170,6 +170,7 @@ def evaluate(
     targets: int = 64,
     window_for: Callable[[int], int | None] | None = None,
     on_result: Callable[[LengthResult], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
     batch: int = 8,
     temperature_for: Callable[[int], float | list | None] | None = None,
     exact_check_max: int = 0,
@@ -202,6 +203,8 @@ def evaluate(
     model.eval()
     with temperature(model):  # every length may set its own τ; the model's τ is restored afterwards
         for L in lengths:
+            if on_start:
+                on_start(L)
             results.append(_evaluate_length(model, score, L, window_for, temperature_for, exact_check_max))
             if on_result:
                 on_result(results[-1])
