@@ -207,3 +207,54 @@ def test_spec_roundtrips_through_the_registry():
     for spec in ["alibi", "alibi:shift=2", "window:64", "sandwich:dbar=64", "t5:bidirectional=true", "-2*log(n)"]:
         s = P.get(spec)
         assert P.get(s.spec).spec == s.spec
+
+
+@pytest.mark.parametrize("text, value", [("0", 0.0), ("-1", -1.0), ("log(8)-3*log(2)", 0.0), ("2**-3", 0.125)])
+def test_constant_formulas_are_schemes(text, value):
+    s = P.get(text)  # NoPE shifted by a constant: legitimate, and evaluable on every backend
+    b = s.bias(torch.arange(5, dtype=torch.float64), {})
+    assert b.shape == (1, 5) and torch.allclose(b, torch.full((1, 5), value, dtype=torch.float64))
+    assert float(s.scalar(3, 0, {})) == pytest.approx(value, abs=1e-30)
+    assert float(s.symbolic(0, {})) == pytest.approx(value, abs=1e-30)
+
+
+def test_constant_sub_expressions_are_folded_exactly():
+    s = P.get("log(2)*n - 1/3")
+    t = torch.arange(4, dtype=torch.float64)
+    torch.testing.assert_close(s.bias(t, {})[0], math.log(2) * (t + 1) - 1 / 3, rtol=1e-15, atol=0)
+    assert s.symbolic(0, {}) == sympy.log(2) * (P.T + 1) - sympy.Rational(1, 3)  # exact, not 0.333...
+    assert P.get("formula:-1/2*log(n)").symbolic(0, {}) == -sympy.log(P.T + 1) / 2
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("2**10**10", "needs more than 2000 digits"),
+        ("-10**400*t", "out of range"),
+        ("1/0", "divides by zero"),
+        ("-1/t", r"^formula -1/t is not finite at t = 0 \(r = -inf\)$"),
+        ("log(t)", "not finite at t = 0"),
+        ("sqrt(-n)", "not a real number at t = 0"),
+        ("t\n+1", "control character"),
+    ],
+)
+def test_formulas_that_cannot_be_a_bias_are_refused_when_built(text, match):
+    with pytest.raises(ExtrapError, match=match) as e:
+        P.get(text)
+    assert "\n" not in str(e.value)
+
+
+def test_a_pole_after_t0_masks_that_distance_on_every_backend():
+    s = P.get("formula:-t-1/(t-1)**2")  # r(1) = -inf: distance 1 gets weight 0, like a window
+    b = s.bias(torch.arange(4, dtype=torch.float64), {})[0]
+    assert b[1] == -math.inf and torch.isfinite(b[[0, 2, 3]]).all()
+    assert s.scalar(1, 0, {}) == -ops.MPMATH.inf
+    assert ops.MPMATH.divide(0, 0) != ops.MPMATH.divide(0, 0)  # nan, as in torch
+
+
+def test_saturating_exp_is_quick_where_mpmath_exp_is_not():
+    import mpmath
+
+    huge = mpmath.mpf(2) ** 2000
+    assert ops.MPMATH.exp(-huge) == 0 and ops.MPMATH.exp(huge) == mpmath.inf
+    assert ops.MPMATH.exp(mpmath.mpf(-2)) == mpmath.exp(-2)

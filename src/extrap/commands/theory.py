@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             out["comparisons"] = [c.to_dict() for c in comparisons]
         if plots:
             out["plots"] = [str(p) for p in plots]
-        print(json.dumps(out, indent=None, default=str))
+        print(json.dumps(out, indent=None, default=str, allow_nan=False))
         return 0
     keys = [eps_key(e) for e in eps]
     _print_table(rows, keys, max(lengths), args.explain)
@@ -203,6 +203,7 @@ def _run_checkpoint(args, eps, lengths) -> int:
             json.dumps(
                 {"checkpoint": str(src), "results": rows, **({"plots": [str(p) for p in plots]} if plots else {})},
                 default=str,
+                allow_nan=False,
             )
         )
         return 0

@@ -125,6 +125,13 @@ def _fmt(v: Any) -> str:
 
 
 def _convert(scheme: str, opt: Option, raw: Any) -> Any:
+    value = _parse(scheme, opt, raw)
+    if opt.type is int and not -(2**63) <= value < 2**63:  # torch compares distances in int64
+        raise ExtrapError(f"{scheme}: option {opt.name}={raw} is out of range (|value| < 2**63)")
+    return value
+
+
+def _parse(scheme: str, opt: Option, raw: Any) -> Any:
     if not isinstance(raw, str):
         return opt.type(raw)
     try:

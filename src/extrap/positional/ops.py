@@ -62,6 +62,10 @@ class _Torch:
         return num / den
 
     @staticmethod
+    def divide(a, b):
+        return a / b
+
+    @staticmethod
     def add_all(terms):
         out = terms[0]
         for x in terms[1:]:
@@ -130,12 +134,30 @@ class _Sympy:
         return sympy.Rational(num, den)
 
     @staticmethod
+    def divide(a, b):
+        return a / b
+
+    @staticmethod
     def add_all(terms):
         return sympy.Add(*terms)  # one n-ary sum: Python's sum() is quadratic on sympy terms
 
     @staticmethod
     def safe_pow(t, e):
         return t**e
+
+
+EXP_MAG = 1100  # |x| >= 2**1100, beyond float64's 2**1024: exp(x) is 0 or beyond every range here
+
+
+def saturating_exp(x):
+    """mpmath.exp, but 0 or +inf for |x| >= 2**EXP_MAG (mpmath.exp slows down there, by ~2**|x|'s bits).
+
+    Such a weight is below e^(-10^331) times the weight of any bias value float64 can hold
+    (|r| < 2**1024): 0 to every digit a sum could keep.
+    """
+    if isinstance(x, mpmath.mpf) and mpmath.isfinite(x) and mpmath.mag(x) > EXP_MAG:
+        return mpmath.mpf(0) if x < 0 else mpmath.inf
+    return mpmath.exp(x)
 
 
 class _Mpmath:
@@ -146,7 +168,7 @@ class _Mpmath:
     pi = mpmath.pi
 
     log = staticmethod(mpmath.log)
-    exp = staticmethod(mpmath.exp)
+    exp = staticmethod(saturating_exp)
     cos = staticmethod(mpmath.cos)
     sin = staticmethod(mpmath.sin)
     sqrt = staticmethod(mpmath.sqrt)
@@ -179,6 +201,13 @@ class _Mpmath:
     @staticmethod
     def ratio(num, den):
         return mpmath.mpf(num) / den
+
+    @staticmethod
+    def divide(a, b):
+        """a / b with IEEE semantics at b = 0 (+-inf, or nan for 0/0), like the torch backend."""
+        if b == 0:
+            return mpmath.nan if a == 0 else mpmath.inf if a > 0 else -mpmath.inf
+        return a / b
 
     @staticmethod
     def add_all(terms):

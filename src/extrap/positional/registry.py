@@ -47,6 +47,8 @@ def get(spec: str | Scheme) -> Scheme:
     if not isinstance(spec, str) or not spec.strip():
         raise ExtrapError("empty positional scheme name (see `extrap pe list`)")
     spec = spec.strip()
+    if not spec.isprintable():  # every message quotes the spec on one line
+        raise ExtrapError(f"positional scheme {spec!r} contains a control character")
     if spec.startswith("formula:"):
         return formula.Formula(expr=spec[len("formula:") :])
     name, _, rest = spec.partition(":")

@@ -10,16 +10,19 @@ tail, ``scalar`` for exact terms, ``bias`` for vectorised partial sums in
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import mpmath
 import sympy
 import torch
 
 from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
 from extrap.positional.base import BiasRPE, Scheme
+from extrap.theory import timeout
 from extrap.theory.convergence import Verdict, classify, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
@@ -31,6 +34,8 @@ DEFAULT_EPS = (1e-3, 1e-6)
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 DEFAULT_TRAIN_LENGTH = 512
 SERIES_TIMEOUT = 20.0  # seconds per head for B and the TRFs (a formula like exp(exp(exp(t))) never ends)
+SYMBOLIC_TIMEOUT = 10.0  # seconds per head for the symbolic form and its verdict
+NUMERICS_TIMEOUT = 10.0  # seconds per scheme for the partial sums (torch)
 
 _APE = "absolute positional embedding: it acts on token embeddings, not as a bias of i - j"
 _ROTARY = "rotary embedding: it rotates q and k, so position multiplies q.k instead of adding a Toeplitz bias r(i - j)"
@@ -106,9 +111,15 @@ def analyse(
         key = (type(scheme).__name__, scheme.spec, _head_key(values, head), eps)
         if key not in _CACHE:
             _CACHE[key] = _analyse_head(scheme, head, values, eps)
-        results.append(replace(_CACHE[key], head=head))
-    with _torch_single_thread():
-        add_numerics(scheme, values, results, lengths, train_length, chosen)
+        results.append(replace(_CACHE[key], head=head, notes=dict(_CACHE[key].notes)))
+    try:
+        with _torch_single_thread(), timeout.time_limit(NUMERICS_TIMEOUT, required=False):
+            add_numerics(scheme, values, results, lengths, train_length, chosen)
+    except (TimeLimit, OverflowError, RuntimeError) as e:  # e.g. thousands of cosines per distance
+        why = f"evaluating the bias {e}" if isinstance(e, TimeLimit) else f"the float64 bias fails ({type(e).__name__})"
+        for r in results:
+            r.dilution = r.evidence = None
+            r.notes["dilution"] = f"partial sums not computed: {why}"
     return results
 
 
@@ -143,8 +154,7 @@ def collapse(results: list[HeadResult], scheme: Scheme | None = None) -> list[He
 # one head
 # ---------------------------------------------------------------------------
 def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
-    expr = scheme.symbolic(head, values)
-    v = classify(expr)
+    v = _verdict(scheme, head, values)
     res = HeadResult(
         scheme.spec,
         head,
@@ -174,12 +184,24 @@ def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
     return res
 
 
+def _verdict(scheme: BiasRPE, head: int, values) -> Verdict:
+    """The symbolic verdict; a form too large or too odd for the tests is inconclusive, with the reason."""
+    try:
+        with timeout.time_limit(SYMBOLIC_TIMEOUT, required=False):
+            return classify(scheme.symbolic(head, values))
+    except ExtrapError:
+        raise
+    except TimeLimit as e:
+        why = f"building and testing the symbolic form of r(t) {e}"
+    except (TypeError, ValueError, ArithmeticError, AttributeError, NotImplementedError, RecursionError) as e:
+        why = " ".join(f"the convergence tests failed on r(t): {type(e).__name__} {e}".split())
+    return Verdict("inconclusive", "none", why)
+
+
 def _sum_series(res: HeadResult, scheme: BiasRPE, head: int, values, v: Verdict, eps: tuple) -> list[str]:
     """Set B and the TRFs of ``res`` from the head's series; returns why any TRF stays null."""
     with time_limit(SERIES_TIMEOUT, required=False):
-        series = Series(
-            lambda k: scheme.scalar(k, head, values), None if v.finite else v.expr, v.cutoff or 0, fast=v.fast
-        )
+        series = Series(_numeric_r(scheme, head, values), None if v.finite else v.expr, v.cutoff or 0, fast=v.fast)
         notes = []
         for x in eps:
             try:
@@ -189,6 +211,26 @@ def _sum_series(res: HeadResult, scheme: BiasRPE, head: int, values, v: Verdict,
                 notes.append(f"eps={eps_key(x)}: {e}")
         res.series_sum, res.series_sum_error = series.total, series.total_err  # after any refinement
     return notes
+
+
+def _numeric_r(scheme: BiasRPE, head: int, values) -> Callable:
+    """r(k) at mpmath precision.  Where mpmath fails (a pole, a value beyond its range), the
+    float64 bias tells a masked distance (r = -inf, weight 0) from an infinite weight; any
+    other value has no exact evaluation, so the series is not summed."""
+
+    def r(k):
+        try:
+            return scheme.scalar(k, head, values)
+        except (ZeroDivisionError, OverflowError) as e:
+            row = scheme.bias(torch.tensor([float(k)], dtype=torch.float64), values)
+            x = float(row[min(head, row.shape[0] - 1), 0])
+            if x == -math.inf:
+                return mpmath.mpf("-inf")
+            if x == math.inf:
+                raise
+            raise SeriesError(f"r(t) has no exact value at t={k} ({type(e).__name__}; in float64 it is {x})") from None
+
+    return r
 
 
 def _series_failed(res: HeadResult, v: Verdict, eps: tuple, e: SeriesError | TimeLimit) -> HeadResult:

@@ -18,8 +18,10 @@ one head's symbolic bias by analysis, never from partial sums:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import mpmath
 import sympy
 
 from extrap.positional.conventions import T, n_from_t
@@ -59,7 +61,8 @@ def fmt(q) -> str:
         return "oo" if q is sympy.oo else "-oo"
     if q.is_Rational and len(str(q)) <= 12:
         return str(q)
-    return f"{float(q):.6g}"
+    v = float(q)
+    return f"{v:.6g}" if math.isfinite(v) else str(sympy.N(q, 6))
 
 
 # ---------------------------------------------------------------------------
@@ -140,14 +143,13 @@ def _bounded(f: asy.Expansion) -> Verdict:
     """r stays bounded: b_t >= exp(min r) > 0, the terms do not vanish (nth-term test)."""
     if f.err is None or f.err.cmp(asy.ONE) < 0:  # r -> -c exactly
         level = -f.constant()
-        val = sympy.exp(level)
+        val = _exp_text(level)
         return Verdict(
             "diverges",
             "nth-term",
-            f"r(t) -> {fmt(level)} as t -> oo, so b_t -> exp({fmt(level)}) = {float(val):.4g} != 0: "
-            f"the terms do not vanish",
+            f"r(t) -> {fmt(level)} as t -> oo, so b_t -> exp({fmt(level)}) = {val} != 0: the terms do not vanish",
             exponents=[sympy.Integer(0)],
-            growth=f"S(j) ~ {float(val):.4g}*j",
+            growth=f"S(j) ~ {val}*j",
             tail_level=level,
             bounded=True,
         )
@@ -160,6 +162,22 @@ def _bounded(f: asy.Expansion) -> Verdict:
         growth="S(j) ~ c*j (c = long-run mean of b_t)",
         bounded=True,
     )
+
+
+def _exp_text(level) -> str:
+    """exp(level) to 4 significant digits, at any magnitude, from the number ``level``.
+
+    (sympy's exp(level) may try to simplify, and evaluating it with |level| ~ 1e5 takes minutes.)
+    """
+    with mpmath.workdps(30):
+        x = mpmath.mpf(sympy.N(level, 30))
+        if abs(x) < 700:
+            return f"{float(mpmath.exp(x)):.4g}"
+        l10 = x / mpmath.ln10
+        e = mpmath.floor(l10)
+        if abs(e) > 10**15:
+            return f"10^({mpmath.nstr(l10, 4)})"
+        return f"{mpmath.nstr(mpmath.power(10, l10 - e), 4, min_fixed=-1, max_fixed=2)}e{int(e):+d}"
 
 
 def _decide(levels: list, lead_text: str | None, rest_bounded: bool, fast: bool) -> Verdict:

@@ -10,9 +10,12 @@ tail.
 from __future__ import annotations
 
 import sympy
+from sympy.core.evalf import PrecisionExhausted
 
-# Conditions are evaluated at several huge distances; they must all agree.
-_HUGE = (10**30, 10**30 + 1, 7 * 10**45 + 3, 10**100)
+# Conditions are evaluated at several huge distances; they must all agree.  Enough of them
+# that a condition that keeps switching (cos(t) < 0.4) is caught rather than taken for eventual.
+_HUGE = (10**30, 10**30 + 1, 7 * 10**45 + 3, 10**100) + tuple(10**k + 3 for k in range(33, 99, 6))
+_SPREAD = tuple(2**k + 1 for k in range(3, 64, 3))  # offsets of the one-switch spot checks
 _SEARCH_TOP = 2**64
 
 
@@ -20,13 +23,39 @@ class Undecided(Exception):
     """A Piecewise condition whose eventual truth value cannot be decided."""
 
 
+_SIGN_TRUTH = {"<": -1, "<=": -1, ">": 1, ">=": 1}
+
+
 def _truth(cond, t, value) -> bool | None:
-    v = cond.subs(t, sympy.Integer(value)) if isinstance(cond, sympy.Basic) else cond
+    quick = _numeric_truth(cond, t, value)
+    if quick is not None:
+        return quick
+    try:
+        v = cond.subs(t, sympy.Integer(value)) if isinstance(cond, sympy.Basic) else cond
+    except (TypeError, ValueError, ArithmeticError):  # e.g. 1/t < 1 at t = 0 compares zoo
+        return None
     if v is sympy.true or v is True:
         return True
     if v is sympy.false or v is False:
         return False
     return None
+
+
+def _numeric_truth(cond, t, value) -> bool | None:
+    """An inequality decided from lhs - rhs at guaranteed precision (None for a tie or anything else).
+
+    Substituting a huge integer exactly can cost minutes (t**626513.9 at t = 10**100 has 6e7
+    digits); evalf with ``strict`` either knows the sign of the difference or says it cannot.
+    """
+    if not isinstance(cond, sympy.core.relational.Relational) or cond.rel_op not in _SIGN_TRUTH:
+        return None
+    try:
+        d = (cond.lhs - cond.rhs).evalf(30, subs={t: sympy.Integer(value)}, strict=True)
+    except (PrecisionExhausted, TypeError, ValueError, ArithmeticError):
+        return None
+    if not (d.is_Float and d.is_finite) or d == 0:
+        return None
+    return (1 if d > 0 else -1) == _SIGN_TRUTH[cond.rel_op]
 
 
 def eventual_truth(cond, t) -> bool:
@@ -53,7 +82,7 @@ def switch_point(cond, t, truth: bool) -> int:
                 raise Undecided(f"cannot evaluate the condition {cond} at t={mid}")
             lo, hi = (lo, mid) if v == truth else (mid, hi)
     k = hi
-    for probe in (k, k + 1, 2 * k + 1, k + 1000, 10 * k + 7):  # spot-check the one-switch assumption
+    for probe in (k, k + 1, 2 * k + 1, k + 1000, 10 * k + 7) + tuple(k + d for d in _SPREAD):  # one switch?
         if _truth(cond, t, probe) != truth:
             raise Undecided(f"the condition {cond} switches more than once")
     return k

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
+import mpmath
+import sympy
 import torch
 
 from extrap.errors import ExtrapError
@@ -21,6 +24,18 @@ from extrap.theory.results import HeadResult
 
 EVIDENCE_LENGTHS = (10**3, 10**4, 10**5, 10**6)  # partial sums reported when no test decides
 SCAN = 8192  # distances scanned (torch) for the largest weight of a head
+MAX_SCAN = 1 << 22  # and at most this many, however late the bias settles into its eventual form
+LOG_MAX = math.log(torch.finfo(torch.float64).max)  # exp(x) overflows float64 beyond this
+
+
+class Sums(NamedTuple):
+    """Partial sums S(L) of one :func:`scan`, per head (rows) and length (columns)."""
+
+    sums: torch.Tensor  # S(L) in float64: inf (or 0) where it leaves float64's range
+    scaled: torch.Tensor | None  # S(L) exp(-shift), linear (None when only log space holds the sums)
+    logs: torch.Tensor  # log S(L) - shift: finite wherever S(L) > 0, at any magnitude
+    shift: torch.Tensor  # (H,) added back to ``logs`` for log S(L)
+    rmax: torch.Tensor  # (H,) the largest r(t) over the first chunk
 
 
 def partial_sums(
@@ -29,32 +44,74 @@ def partial_sums(
     """S(L) = sum_{t<L} exp(r(t)) for each head and L: a (H, len(lengths)) float64 tensor.
 
     Computed by summation with the scheme's torch ``bias`` in float64, in chunks,
-    after subtracting each head's largest bias so that the sum never overflows.
-    (H is 1 for head-independent schemes.)
+    after subtracting each head's largest bias so that the sum never overflows
+    (a sum beyond float64's range is inf).  (H is 1 for head-independent schemes.)
     """
     scheme = get_scheme(scheme)
     values = scheme.init_values(num_heads) if values is None else values
     values = {k: v.detach().double() for k, v in values.items()}
-    return scan(scheme, values, [int(x) for x in lengths])[0]
+    return scan(scheme, values, [int(x) for x in lengths]).sums
 
 
-def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = 1 << 16):
-    """(S(L) for L in lengths, max_t r(t) over the first chunk): one pass of ``bias``."""
+def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = 1 << 16) -> Sums:
+    """S(L) for L in ``lengths`` and each head's largest bias: one pass of ``bias``.
+
+    The sums are taken linearly, shifted by the first chunk's largest bias; where that
+    shift cannot hold them (a growing bias: the early terms underflow, or later ones
+    overflow), a second pass accumulates them in log space instead.
+    """
     top = max(lengths + [min_scan])
     out, running, shift = None, None, None
-    for start in range(0, top, chunk):
-        stop = min(start + chunk, top)
-        r = scheme.bias(torch.arange(start, stop, dtype=torch.float64), values)
+    for start, r in _chunks(scheme, values, top, chunk):
         if shift is None:  # the largest bias (in practice at small t) sets the scale
             shift = torch.nan_to_num(r, nan=-math.inf).max(dim=1).values.clamp_min(-1e300)
             out = torch.zeros(r.shape[0], len(lengths), dtype=torch.float64)
             running = torch.zeros(r.shape[0], dtype=torch.float64)
         csum = torch.cumsum(torch.exp(r - shift[:, None]), dim=1) + running[:, None]
-        for i, L in enumerate(lengths):
-            if start < L <= stop:
-                out[:, i] = csum[:, L - start - 1]
+        _pick(out, csum, lengths, start)
         running = csum[:, -1]
-    return out * torch.exp(shift)[:, None], shift
+    sums = out * torch.exp(shift)[:, None]
+    if bool(((out > 0) & torch.isfinite(out)).all()) or not bool(torch.isfinite(shift).all()):
+        return Sums(sums, out, torch.log(out), shift, shift)
+    logs = torch.empty_like(out)
+    running = torch.full_like(running, -math.inf)
+    for start, r in _chunks(scheme, values, top, chunk):
+        lcs = torch.logaddexp(torch.logcumsumexp(r, dim=1), running[:, None])
+        _pick(logs, lcs, lengths, start)
+        running = lcs[:, -1]
+    return Sums(torch.exp(logs), None, logs, torch.zeros_like(shift), shift)
+
+
+def _chunks(scheme, values, top: int, chunk: int):
+    for start in range(0, top, chunk):
+        yield start, scheme.bias(torch.arange(start, min(start + chunk, top), dtype=torch.float64), values)
+
+
+def _pick(out: torch.Tensor, cumulative: torch.Tensor, lengths: list[int], start: int) -> None:
+    """out[:, i] = the cumulative value at L = lengths[i] when L falls in this chunk."""
+    for i, L in enumerate(lengths):
+        if start < L <= start + cumulative.shape[1]:
+            out[:, i] = cumulative[:, L - start - 1]
+
+
+class _Column:
+    """One head's partial sums by length: S(L) as a float (None outside float64) and log S(L)."""
+
+    def __init__(self, s: Sums, h: int, lengths: list[int]):
+        row = min(h, s.sums.shape[0] - 1)  # head-independent schemes have one row
+        shift = float(s.shift[row])
+        self.value = {L: _finite(float(s.sums[row, i])) for i, L in enumerate(lengths)}
+        self.log = {L: float(s.logs[row, i]) + shift for i, L in enumerate(lengths)}
+        self.rel = {L: float(s.logs[row, i]) for i, L in enumerate(lengths)}  # shift-free: exact differences
+        scaled = s.scaled if s.scaled is not None else torch.full_like(s.logs, math.nan)
+        self.scaled = {L: _finite(float(scaled[row, i])) for i, L in enumerate(lengths)}
+
+    def ratio(self, a: int, b: int) -> float | None:
+        """S(a)/S(b): from the float64 sums where they exist, else from the shifted or log sums."""
+        for x, y in ((self.value[a], self.value[b]), (self.scaled[a], self.scaled[b])):
+            if x is not None and y is not None and y > 0 and math.isfinite(x / y):
+                return x / y
+        return _exp(self.rel[a] - self.rel[b])
 
 
 def add_numerics(scheme, values, results: list[HeadResult], lengths, train_length: int, heads: list[int]) -> None:
@@ -63,7 +120,6 @@ def add_numerics(scheme, values, results: list[HeadResult], lengths, train_lengt
     inconclusive = any(r.verdict == "inconclusive" for r in results)
     if not (lengths or need_tail or inconclusive):
         return
-    H = max(heads) + 1
     values64 = {k: v.detach().double() for k, v in values.items()}
     cut = max([(r.detail.cutoff or 0) for r in results if r.detail is not None] + [0])
     lengths = sorted({int(x) for x in lengths}) if lengths else []
@@ -71,18 +127,33 @@ def add_numerics(scheme, values, results: list[HeadResult], lengths, train_lengt
         raise ExtrapError("lengths must be positive integers")
     grid = sorted(set(lengths) | {train_length, max(lengths) // 2}) if lengths else [1]
     # one pass of the bias gives the partial sums and each head's largest weight
-    sums, rmax = scan(scheme, values64, grid, min_scan=max(SCAN, 4 * cut) if need_tail else 0)
-    sums = sums.expand(H, -1) if sums.shape[0] == 1 else sums
-    rmax = rmax.expand(H) if rmax.shape[0] == 1 else rmax
-    evidence = scan(scheme, values64, list(EVIDENCE_LENGTHS))[0] if inconclusive else None
-    if evidence is not None and evidence.shape[0] == 1:
-        evidence = evidence.expand(H, -1)
+    sums = scan(scheme, values64, grid, min_scan=min(max(SCAN, 4 * cut), MAX_SCAN) if need_tail else 0)
+    evidence = scan(scheme, values64, list(EVIDENCE_LENGTHS)) if inconclusive else None
     for h, r in zip(heads, results):
-        _tail_weight(r, float(rmax[h]))
+        _tail_weight(r, float(sums.rmax[min(h, sums.rmax.shape[0] - 1)]))
         if lengths:
-            _dilution(r, {L: float(sums[h, i]) for i, L in enumerate(grid)}, lengths, train_length)
+            _dilution(r, _Column(sums, h, grid), lengths, train_length)
         if evidence is not None and r.verdict == "inconclusive":
-            _evidence(r, [float(x) for x in evidence[h]])
+            _evidence(r, _Column(evidence, h, list(EVIDENCE_LENGTHS)))
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _exp(x: float) -> float | None:
+    """exp(x) as a float64 number, or None beyond its range (or for NaN)."""
+    if math.isnan(x) or x > LOG_MAX:
+        return None
+    return math.exp(x)
+
+
+def _show(log_x: float, digits: int = 3) -> str:
+    """exp(log_x) in text, at any magnitude (mpmath's exponent range has no float64 limit)."""
+    value = _exp(log_x)
+    if value is not None and (value > 0 or log_x == -math.inf):
+        return f"{value:.{digits}g}"
+    return "nan" if math.isnan(log_x) else "inf" if log_x == math.inf else mpmath.nstr(mpmath.exp(log_x), digits)
 
 
 def _tail_weight(r: HeadResult, rmax: float) -> None:
@@ -91,33 +162,54 @@ def _tail_weight(r: HeadResult, rmax: float) -> None:
     if v is None or not v.bounded or v.tail_level is None:
         return
     level = float(v.tail_level)
-    r.tail_term = math.exp(level - rmax)
-    how = "settles at" if v.expr is not None and v.expr.is_number else "oscillates around"
+    r.tail_term = _exp(level - rmax)
+    if r.tail_term is None:
+        r.notes["tail_term"] = f"the tail weight relative to the largest weight is {_show(level - rmax)}"
+    if v.expr is not None and v.expr.is_number:
+        how = "settles at"
+    else:
+        how = "oscillates around" if v.expr is None or v.expr.has(sympy.sin, sympy.cos) else "tends to"
     r.explanation += (
         f"; r(t) {how} {fmt(v.tail_level)}, so far-away tokens keep weight "
-        f"~exp({fmt(v.tail_level)}) = {math.exp(level):.3g} "
-        f"({r.tail_term:.3g} of the head's largest weight)"
+        f"~exp({fmt(v.tail_level)}) = {_show(level)} "
+        f"({_show(level - rmax)} of the head's largest weight)"
     )
 
 
-def _dilution(r: HeadResult, col: dict[int, float], lengths: list[int], train_length: int) -> None:
+def _dilution(r: HeadResult, col: _Column, lengths: list[int], train_length: int) -> None:
     """S(L)/S(L_train) for every L, and the slope c of a linearly growing S(j) ~ c*j."""
-    base = col[train_length]
-    r.dilution = {str(L): (col[L] / base if base > 0 else math.inf) for L in lengths}
+    r.dilution = {str(L): col.ratio(L, train_length) for L in lengths}
     r.train_length = train_length
+    bad = [L for L in lengths if r.dilution[str(L)] is None]
+    if bad:
+        logs = {L: col.rel[L] - col.rel[train_length] for L in bad}
+        why = ", ".join(
+            f"L = {L}: " + ("undefined, a sum is inf or NaN" if math.isnan(x) else _show(x, 6)) for L, x in logs.items()
+        )
+        r.notes["dilution"] = f"S(L)/S(L_train) is not a float64 number ({why})"
     if r.growth and "c*j" in r.growth:
-        top = max(lengths)
-        mean = (col[top] - col[top // 2]) / (top - top // 2)
-        r.growth = f"S(j) ~ c*j with c ~ {mean:.3g} (mean of b_t over [{top // 2}, {top}))"
+        top, half = max(lengths), max(lengths) // 2
+        hi, lo = col.value[top], col.value[half]
+        if hi is not None and lo is not None:
+            mean = f"{(hi - lo) / (top - half):.3g}"
+        else:
+            hi, lo = col.log[top], col.log[half]
+            mean = _show(hi + math.log1p(-math.exp(lo - hi)) - math.log(top - half) if hi > lo else -math.inf)
+        r.growth = f"S(j) ~ c*j with c ~ {mean} (mean of b_t over [{half}, {top}))"
 
 
-def _evidence(r: HeadResult, e: list[float]) -> None:
+def _evidence(r: HeadResult, col: _Column) -> None:
     """Partial sums at L = 1e3..1e6 and their growth per decade: evidence, not a verdict."""
-    r.evidence = {f"S({L:.0e})": x for L, x in zip(EVIDENCE_LENGTHS, e)}
-    slopes = [math.log(e[i + 1] / e[i]) / math.log(10) if e[i] > 0 else math.nan for i in range(len(e) - 1)]
+    r.evidence = {f"S({L:.0e})": col.value[L] for L in EVIDENCE_LENGTHS}
+    if any(x is None for x in r.evidence.values()):
+        r.notes["evidence"] = "some S(L) are not float64 numbers: the explanation gives their values"
+    logs = [col.rel[L] for L in EVIDENCE_LENGTHS]
+    slopes = [
+        (b - a) / math.log(10) if math.isfinite(a) and math.isfinite(b) else math.nan for a, b in zip(logs, logs[1:])
+    ]
     r.explanation += (
         "; numeric evidence only (not a verdict): S(L) at L = 1e3..1e6 is "
-        + ", ".join(f"{x:.6g}" for x in e)
+        + ", ".join(_show(col.log[L], 6) for L in EVIDENCE_LENGTHS)
         + "; log10 growth per decade "
         + ", ".join(f"{s:.3f}" for s in slopes)
     )

@@ -26,6 +26,7 @@ from extrap.positional.base import BiasRPE, Scheme
 from extrap.positional.conventions import distance
 from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, partial_sums, resolve
 
+PLOT_MAX = 1e250  # largest S(L) drawn: the axis margins must stay within float64
 DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
 
 
@@ -55,13 +56,16 @@ def heatmap(
     kwargs = {"i": i[:, None].expand(size, size)} if scheme.adds_bias and not scheme.is_toeplitz else {}
     r = scheme.bias(dist, values, **kwargs)
     r = r[head if r.shape[0] > 1 else 0]
-    w = torch.exp(r).numpy()
-    w = np.where(np.tril(np.ones((size, size), dtype=bool)), w, np.nan)
+    label = "exp(r(i - j))"
+    w = torch.exp(r)
+    if not bool(torch.isfinite(w[torch.isfinite(r)]).all()):  # weights beyond float64: scale by the largest
+        w, label = torch.exp(r - r[torch.isfinite(r)].max()), "exp(r(i - j) - max r)"
+    w = np.where(np.tril(np.ones((size, size), dtype=bool)), w.numpy(), np.nan)
     own = ax is None
     fig = new_figure(5.2, 4.6) if own else ax.figure
     ax = fig.add_subplot() if own else ax
     im = ax.imshow(w, cmap="viridis", origin="upper", interpolation="nearest")
-    fig.colorbar(im, ax=ax, label="exp(r(i - j))" if own else None, shrink=1.0 if own else 0.8)
+    fig.colorbar(im, ax=ax, label=label if own else None, shrink=1.0 if own else 0.8)
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
     ax.set_title(f"{scheme.spec}, head {head}")
@@ -126,18 +130,26 @@ def partial_sums_plot(
     lengths = sorted({int(round(x)) for x in np.logspace(0, math.log10(max_length), 40)})
     fig = new_figure()
     ax = fig.add_subplot()
+    beyond = []
     for s in schemes:
         scheme = resolve(s)
         if not_applicable_reason(scheme):
             continue
         S = partial_sums(scheme, lengths, num_heads)
         row = S[min(head, S.shape[0] - 1)].numpy()
-        ax.plot(lengths, row, label=scheme.spec)
+        shown = (row > 0) & (row < PLOT_MAX)  # a log axis (with its margins) holds neither 0 nor ~1e308
+        if not shown.all():
+            beyond.append(scheme.spec)
+        if shown.any():
+            ax.plot(np.array(lengths)[shown], row[shown], label=scheme.spec)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("L (distances summed)")
     ax.set_ylabel("S(L) = sum_{t<L} exp(r(t))")
-    ax.set_title(f"Partial sums of the attention weights, head {head}", fontsize=9)
+    title = f"Partial sums of the attention weights, head {head}"
+    if beyond:
+        title += f"\nS(L) is 0 or above {PLOT_MAX:.0e} for some L, not drawn: " + ", ".join(beyond)
+    ax.set_title(title, fontsize=9)
     if ax.lines:
         ax.legend(fontsize=8)
     return save_figure(fig, out_dir, stem)

@@ -47,6 +47,7 @@ class HeadResult:
     train_length: int | None = None
     exponents: list[str] = field(default_factory=list)  # log-scale exponents p, q, ...
     evidence: dict[str, float] | None = None  # partial sums S(L) when inconclusive
+    notes: dict[str, str] = field(default_factory=dict)  # field -> why its value (or part of it) is null
     detail: Verdict | None = field(default=None, repr=False, compare=False)  # the symbolic verdict
 
     def digits(self) -> int:
@@ -60,22 +61,40 @@ class HeadResult:
         return self.to_dict(head=0) == other.to_dict(head=0)
 
     def to_dict(self, head: Any = "keep") -> dict:
-        """JSON-ready: numbers as floats/ints, B also as a 30-digit string."""
+        """JSON-ready and strict: finite floats and ints only, B also as a 30-digit string.
+
+        A value that is not a finite float64 number (B beyond 1.8e308, an overflowing
+        dilution) is written null, and ``<field>_note`` says why.
+        """
+        notes = dict(self.notes)
         out = {
             "pe": self.pe,
             "head": ("all" if self.head is None else self.head) if head == "keep" else head,
             "verdict": self.verdict,
             "test": self.test,
-            "series_sum": None if self.series_sum is None else float(self.series_sum),
+            "series_sum": None if self.series_sum is None else _strict(float(self.series_sum), "series_sum", notes),
             "trf": dict(self.trf),
             "explanation": self.explanation,
         }
         if self.series_sum is not None:
             out["series_sum_digits"] = mpmath.nstr(self.series_sum, self.digits())
+            if out["series_sum"] is None:
+                notes["series_sum"] = "B is beyond float64's range; series_sum_digits holds its value"
         for name in ("trf_note", "tail_term", "growth", "dilution", "train_length", "evidence"):
             value = getattr(self, name)
             if value is not None:
-                out[name] = value
+                out[name] = _strict(value, name, notes)
         if self.exponents:
             out["exponents"] = list(self.exponents)
+        out.update({f"{name}_note": why for name, why in notes.items()})
         return out
+
+
+def _strict(value, name: str, notes: dict[str, str]):
+    """``value`` with every non-finite float replaced by None (noting why under ``name`` if no note says so)."""
+    if isinstance(value, dict):
+        return {k: _strict(v, name, notes) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        notes.setdefault(name, f"not a finite number ({value})")
+        return None
+    return value

@@ -29,6 +29,7 @@ import sympy
 
 from extrap.errors import ExtrapError
 from extrap.positional.conventions import T
+from extrap.positional.ops import EXP_MAG, saturating_exp
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.quadrature import pow10, tail_integral
 
@@ -58,7 +59,8 @@ class Series:
             raise SeriesError(f"the eventual form starts at t={cutoff}, too far to sum term by term")
         if not self.finite:
             x = sympy.Symbol("x", positive=True)
-            self._b = sympy.lambdify(x, sympy.exp(sympy.sympify(tail_expr).subs(t, x)), "mpmath")
+            b = sympy.exp(sympy.sympify(tail_expr).subs(t, x))
+            self._b = sympy.lambdify(x, b, modules=[{"exp": saturating_exp}, "mpmath"])
         with mpmath.workdps(DPS):
             self.terms = []
             self.tail0, self.total_err = mpmath.mpf(0), mpmath.mpf(0)
@@ -119,14 +121,18 @@ class Series:
     def _checked(self, k: int, r):
         """b_k = exp(r(k)) as a finite non-negative real, from ``r`` or from the tail form."""
         try:
-            b = mpmath.exp(r) if r is not None else self._b(mpmath.mpf(k))
+            b = saturating_exp(r) if r is not None else self._b(mpmath.mpf(k))
         except (ZeroDivisionError, OverflowError):  # e.g. 1/log(n) at n = 1
+            if r is None:  # the tail form fails here (a pole, or beyond mpmath's range): ask the scheme
+                return self._checked(k, self._r(self._head, k))
             raise InfiniteTerm(f"b_t is infinite at t={k} (r = +oo there), so the sum is infinite") from None
         except (ValueError, TypeError) as e:
             raise NotReal(f"b_t cannot be evaluated at t={k}: {e}") from None
         if isinstance(b, mpmath.mpc) or mpmath.isnan(b):
             raise NotReal(f"b_t is not a real number at t={k}")
         if mpmath.isinf(b):
+            if r is None or not mpmath.isinf(r):  # a finite r too large for exp (saturating_exp)
+                raise SeriesError(f"b_t at t={k} is beyond every numeric range (r(t) > 2**{EXP_MAG})")
             raise InfiniteTerm(f"b_t is infinite at t={k} (r = +oo there), so the sum is infinite")
         return b
 
@@ -139,7 +145,7 @@ class Series:
         if self.finite:
             return
         for k in (cutoff, cutoff + 1, self.n0, 3 * self.n0 + 5):
-            a, b = mpmath.exp(self._r(head, k)), self._checked(k, None)
+            a, b = saturating_exp(self._r(head, k)), self._checked(k, None)
             if abs(a - b) > pow10(-10) * max(abs(a), abs(b)):
                 raise SeriesError(f"symbolic and numeric forms of r(t) disagree at t={k}: {a} vs {b}")
 
