@@ -312,3 +312,24 @@ def test_an_evaluation_that_cannot_fit_is_refused_before_it_runs(tiny_runs):
 
     with pytest.raises(ExtrapError, match=r"evaluating 1 row\(s\) of 60000000 tokens needs at least .* GB"):
         evaluate_run(tiny_runs["alibi"], lengths=[32, 60_000_000], tokens=60_000_000)
+
+
+def test_theory_bounds_heads_and_names_a_truncated_checkpoint(finished_run, capsys):
+    assert main(["theory", "alibi", "--heads", "100000"]) == 2
+    assert "argument --heads: must be in [1, 1024]" in capsys.readouterr().err
+    ckpt = RunDir(finished_run).latest()
+    ckpt.weights.write_bytes(ckpt.weights.read_bytes()[:50])
+    assert main(["theory", "--checkpoint", str(finished_run)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot read {ckpt.weights}" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name,needle", [("tokenizer.json", "tokenizer.json is not valid JSON"),
+                                         ("final.json", "final.json is corrupt")])  # fmt: skip
+def test_other_torn_run_files_are_named(finished_run, tiny_text, capsys, name, needle):
+    (finished_run / name).write_text("{torn")
+    argv = ["eval", str(finished_run), "--lengths", "64"] if name == "tokenizer.json" else _train_argv(
+        finished_run, tiny_text, 6, "--resume")  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1

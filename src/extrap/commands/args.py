@@ -81,20 +81,23 @@ def fractions(text: str) -> list[float]:
     return list(dict.fromkeys(out))
 
 
-def _bounded_int(low: int):
+def _bounded_int(low: int, high: int | None = None):
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        if value < low or (high is not None and value > high):
+            bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
         return value
 
     parse.__name__ = f"integer >= {low}"
     return parse
 
 
+MAX_HEADS = 1024  # heads per layer the theory analyses on request; each is its own exact series
+heads = _bounded_int(1, MAX_HEADS)
 natural = _bounded_int(0)
 positive_int = _bounded_int(1)
 length = _bounded_int(2)  # a sequence length: at least one token of context and one to predict

@@ -50,7 +50,7 @@ def register(subparsers) -> None:
         help="analyse a checkpoint's own bias instead of PEs: a run directory (learned bias per layer) or "
         "hf:PATH (T5 bucket tables per head; BLOOM/MPT ALiBi slopes)",
     )
-    p.add_argument("--heads", type=types.positive_int, default=8, help="number of heads (default 8)")
+    p.add_argument("--heads", type=types.heads, default=8, help="number of heads, at most 1024 (default 8)")
     p.add_argument(
         "--eps",
         type=types.fractions,

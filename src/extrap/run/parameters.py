@@ -53,7 +53,11 @@ def read_bias_parameters(path: str | Path) -> tuple[str, int, StoredParams]:
         return spec, heads, {"shared": {}}
     stored: dict[str, dict[str, torch.Tensor]] = {}
     for f in run_dir.weight_files():
-        for key, tensor in load_file(str(f)).items():
+        try:
+            tensors = load_file(str(f))
+        except Exception as e:  # safetensors raises its own error types for truncated or foreign files
+            raise ExtrapError(f"cannot read {f}: {str(e).splitlines()[0]}") from None
+        for key, tensor in tensors.items():
             prefix, _, name = key.rpartition(".")
             if name in names:
                 layer = prefix[: -len(".bias_params")] if prefix.endswith(".bias_params") else prefix
