@@ -6,7 +6,6 @@ import inspect
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -22,18 +21,6 @@ from extrap.hf.attention import (
 )
 from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, require_transformers
 from extrap.lm import Blocks, ModelShape, Output, check_temperatures
-
-
-@dataclass(frozen=True)
-class HFConfig:
-    """The shape of an HF model as extrap records it; ``pe`` names its positions ("hf:<family>/<kind>",
-    plus any RoPE re-scaling applied at load time)."""
-
-    n_layer: int
-    n_head: int
-    d_model: int
-    vocab_size: int
-    pe: str
 
 
 class HFCache:
@@ -65,7 +52,7 @@ class HFModel(nn.Module):
         self.hf = hf_model
         self.family = family
         c = hf_model.config
-        self.cfg = HFConfig(
+        self.cfg = ModelShape(  # pe: "hf:<family>/<kind>", plus any RoPE re-scaling applied at load
             n_layer=int(_first_attr(c, "num_hidden_layers", "n_layer", "n_layers")),
             n_head=int(_first_attr(c, "num_attention_heads", "n_head", "n_heads")),
             d_model=int(_first_attr(c, "hidden_size", "n_embd", "d_model")),
@@ -99,7 +86,7 @@ class HFModel(nn.Module):
 
     @property
     def shape(self) -> ModelShape:
-        return ModelShape(**asdict(self.cfg))
+        return self.cfg
 
     def default_positions(self, L: int, device) -> torch.Tensor:
         return torch.arange(L, device=device)
