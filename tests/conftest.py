@@ -23,6 +23,21 @@ def tiny_text(tmp_path):
     return f"text:{folder}"
 
 
+@pytest.fixture(scope="session")
+def hf_tokenizer():
+    """A byte-level BPE tokenizer of 300 tokens trained on stdlib source, for tiny hf: models."""
+    import sysconfig
+    from pathlib import Path
+
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    root = Path(sysconfig.get_paths()["stdlib"])
+    text = [p.read_text(encoding="utf-8", errors="replace")[:4000] for p in sorted(root.glob("*.py"))[:5]]
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(text, vocab_size=300, min_frequency=1, show_progress=False)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer)
+
+
 def _tiny_corpus_dir(root):
     import sysconfig
     from pathlib import Path

@@ -18,7 +18,9 @@ def register(sub) -> None:
         "rule), Algorithm 1's curve S(τ), all closed-form τs, and P_max / entropy at "
         "L_tr and at L_ex before and after applying τ.",
     )
-    p.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder)")
+    p.add_argument(
+        "run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder; T5: its encoder is aligned)"
+    )
     p.add_argument("--corpus", help="hf: probing corpus, tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="hf: float32 | bfloat16 | float16")
     p.add_argument(
@@ -59,13 +61,15 @@ def register(sub) -> None:
         help="cap on probed lengths (default 4096: O(L^2) memory per layer)",
     )
     p.add_argument("--out", help="also write the JSON report to this file (atomically)")
+    p.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
+    types.add_rope_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    import extrap
     from extrap.align import DEFAULT_GRID, MAX_PROBE_LENGTH, SEARCH_MODES, align_report, check_grid, check_lengths
+    from extrap.hf.t5_run import load_run
     from extrap.run import eval_stream
 
     if args.per_layer and args.mode not in SEARCH_MODES:
@@ -73,7 +77,7 @@ def run(args) -> int:
     grid = check_grid(args.grid) if args.grid else list(DEFAULT_GRID)
     lengths = args.lengths
 
-    run_ = extrap.load(args.run, dtype=args.dtype)
+    run_ = load_run(args.run, dtype=args.dtype, **types.rope_options(args))  # T5: the encoder is aligned (004)
     if args.corpus:
         run_.use_corpus(args.corpus)
     L_tr = args.train_length or run_.train_length
@@ -99,6 +103,10 @@ def run(args) -> int:
         from extrap.io import atomic_write_json
 
         atomic_write_json(args.out, report)
+    if args.csv:
+        from extrap.tabular import align_table, write_csv
+
+        write_csv(args.csv, align_table(report))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

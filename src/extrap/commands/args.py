@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 MAX_LENGTH = 10**7  # longest evaluation length accepted on the command line
-SPLITS = ("validation", "test")
+SPLITS = ("validation", "test", "heldout")
 
 
 def lengths(text: str, minimum: int = 2) -> list[int]:
@@ -124,24 +124,55 @@ def positive_float(text: str) -> float:
     return value
 
 
+def temperature_spec(text: str):
+    """A softmax temperature (004): ``none``, ``TAU``, ``TAU_1,...,TAU_R`` (one per layer) or
+    ``auto[:MODE][:per-layer]``; returns None, a float, a list of floats or the canonical ``auto`` text.
+
+    Only the model knows its layer count: a list of the wrong length is refused once it is loaded.
+    """
+    from extrap.align import parse_temperature_spec
+    from extrap.errors import ExtrapError
+
+    try:
+        return parse_temperature_spec(text).value()
+    except ExtrapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_split(p) -> None:
-    p.add_argument("--split", default="validation", choices=SPLITS, help="validation | test")
+    p.add_argument(
+        "--split", default="validation", choices=SPLITS, help="validation | test | heldout (validation then test)"
+    )
+
+
+def add_rope_arguments(p) -> None:
+    """``--rope`` and ``--factor``: RoPE re-scaling at inference, for hf: models and runs trained with rope or xpos."""
+    p.add_argument(
+        "--rope",
+        metavar="KIND[:key=value,...]",
+        help="re-scale RoPE at inference, L = the run's L_tr: linear | ntk | dynamic | ntk-by-parts | yarn | "
+        "truncated | llama3 (extrap's frequencies, with that scaling's options from `extrap pe list --options`, "
+        "e.g. llama3:low_freq_factor=1,high_freq_factor=4), or for hf: models hf:TYPE[:key=value,...], any "
+        "type of transformers' ROPE_INIT_FUNCTIONS with its rope_parameters keys "
+        "(e.g. hf:llama3:original_max_position_embeddings=8192)",
+    )
+    p.add_argument("--factor", type=positive_float, help="RoPE scale factor s for --rope (default 1)")
+
+
+def rope_options(args) -> dict:
+    """``rope`` and ``factor`` from the command line, for :func:`extrap.load`."""
+    return {"rope": getattr(args, "rope", None), "factor": getattr(args, "factor", None)}
 
 
 def add_hf_arguments(p, corpus: bool = True) -> None:
-    """Options of hf:PATH models (refused for extrap runs when given)."""
-    g = p.add_argument_group("hf:PATH models")
+    """Options of hf:PATH models (refused for extrap runs when given; --rope and --factor also rotary runs)."""
+    g = p.add_argument_group("hf:PATH models (--rope, --factor: also extrap runs trained with rope or xpos)")
     g.add_argument(
         "--dtype",
         choices=("float32", "bfloat16", "float16"),
         help="hf: float32 | bfloat16 | float16 (default float32 on cpu, bfloat16 on cuda)",
     )
-    g.add_argument(
-        "--rope",
-        help="hf: re-scale RoPE at inference: linear | ntk | dynamic | ntk-by-parts | yarn | "
-        "truncated (extrap's frequencies) or hf:linear | hf:dynamic | hf:yarn (HF's own)",
-    )
-    g.add_argument("--factor", type=positive_float, help="hf: RoPE scale factor s for --rope")
+    add_rope_arguments(g)
     g.add_argument(
         "--train-length",
         type=length,

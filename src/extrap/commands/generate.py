@@ -17,6 +17,7 @@ def register(sub) -> None:
     p.add_argument("--cache-window", type=types.positive_int, dest="cache_window", help="rolling KV cache of W tokens")
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     p.add_argument("--seed", type=int, default=0)
+    types.add_rope_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -27,7 +28,7 @@ def run(args) -> int:
     import extrap
     from extrap.generate import generate
 
-    run = extrap.load(args.run)
+    run = extrap.load(args.run, **types.rope_options(args))
     model, tok = run.model, run.tokenizer
     try:
         args.prompt.encode("utf-8")
@@ -57,6 +58,7 @@ def run(args) -> int:
                     "cache_window": args.cache_window,
                     "seconds": seconds,
                     "seed": args.seed,
+                    "pe": run.pe,
                 }
             )
         )

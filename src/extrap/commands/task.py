@@ -50,7 +50,10 @@ def _register_score(tsub) -> None:
         description="Score a trained run on a retrieval task: accuracy per length and per depth "
         "bucket (lost in the middle, 004 Table 9).",
     )
-    c.add_argument("run", help="run directory, or hf:PATH (a local Hugging Face checkpoint folder; needs --task)")
+    c.add_argument(
+        "run",
+        help="run directory, or hf:PATH (a local Hugging Face checkpoint folder, causal LM or T5; needs --task)",
+    )
     c.add_argument("--task", choices=TASK_CHOICES, help="default: the task the run was trained on")
     c.add_argument(
         "--lengths", type=types.lengths, help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)"
@@ -65,11 +68,20 @@ def _register_score(tsub) -> None:
     )
     c.add_argument(
         "--temperature",
+        type=types.temperature_spec,
         default=None,
-        help="none | TAU | auto (004 Algorithm 1 per length, extrap.align; auto:MODE picks its mode)",
+        help="none | TAU | TAU_1,...,TAU_R (one per layer) | auto (004 Algorithm 1 per length, extrap.align; "
+        "auto:MODE picks its mode, auto:per-layer gives one τ per layer)",
+    )
+    c.add_argument(
+        "--train-length",
+        type=types.length,
+        dest="train_length",
+        help="hf: L_tr (default: the config's; T5 without one: 512)",
     )
     c.add_argument("--buckets", type=types.positive_int, default=5, help="depth buckets (default 5)")
     c.add_argument("--seed", type=int, default=0)
+    types.add_rope_arguments(c)
     c.add_argument("--corpus", help="filler text (default: the run's corpus)")
     c.add_argument(
         "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
@@ -78,6 +90,7 @@ def _register_score(tsub) -> None:
     c.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     c.add_argument("--details", action="store_true", help="include one record per example in the JSON")
     c.add_argument("--out", help="also write the JSON result to this file (atomically)")
+    c.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=run_score)
 
@@ -129,13 +142,14 @@ def run_sample(args) -> int:
 
 
 def run_score(args) -> int:
-    import extrap
-    from extrap.tasks import parse_temperature, score_task
-
-    parse_temperature(args.temperature)  # reject a bad value before loading anything
     from extrap.devices import resolve_device
+    from extrap.hf.t5_run import load_run
+    from extrap.tasks import score_task
 
-    run = extrap.load(args.run, device=str(resolve_device(args.device)))
+    # T5: the prompt goes through the encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)
+    run = load_run(
+        args.run, device=str(resolve_device(args.device)), train_length=args.train_length, **types.rope_options(args)
+    )
     task = args.task or run.task
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")
@@ -173,6 +187,10 @@ def run_score(args) -> int:
         from extrap.io import atomic_write_json
 
         atomic_write_json(args.out, report)
+    if args.csv:
+        from extrap.tabular import task_table, write_csv
+
+        write_csv(args.csv, task_table(report))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -203,7 +221,7 @@ def format_report(report: dict) -> str:
             lines.append(f"{r['length']:>7}  failed: {r['error']}")
             continue
         t = r.get("temperature")
-        t = "-" if t is None else (f"{t:.3g}" if isinstance(t, (int, float)) else "list")
+        t = "-" if t is None else (f"{t:.3g}" if isinstance(t, (int, float)) else ",".join(f"{x:.2f}" for x in t))
         lines.append(
             f"{r['length']:>7} {r['accuracy']:>6.2f} {r['mean_prompt_tokens']:>8.0f} {t:>6}  "
             + " ".join(cell(b) for b in r["by_depth"])

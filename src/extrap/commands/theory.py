@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EPS_TEXT = "1e-3,1e-6"
 DEFAULT_LENGTHS_TEXT = "1024,2048,4096,8192,16384"
+DEFAULT_TRAIN_LENGTH = 512  # L_train of PEs given by name, and of checkpoints that do not record theirs
 
 
 def register(subparsers) -> None:
@@ -63,8 +64,16 @@ def register(subparsers) -> None:
         default=DEFAULT_LENGTHS_TEXT,
         help=f"comma-separated evaluation lengths for S(L)/S(L_train) (default {DEFAULT_LENGTHS_TEXT})",
     )
-    p.add_argument("--train-length", type=types.positive_int, default=512, help="training length L_train (default 512)")
+    p.add_argument(
+        "--train-length",
+        type=types.positive_int,
+        default=None,
+        help="training length L_train (default: the run's own under --checkpoint, else 512)",
+    )
     p.add_argument("--json", action="store_true", help='print one JSON object {"results": [...]} instead of a table')
+    p.add_argument(
+        "--csv", metavar="PATH", help="also write one CSV row per PE (or layer), head and eps to PATH (atomically)"
+    )
     p.add_argument("--plot", metavar="DIR", help="write heatmaps, TRF curves and partial-sum plots (PNG+SVG) to DIR")
     p.add_argument(
         "--compare",
@@ -121,13 +130,17 @@ def run(args: argparse.Namespace) -> int:
 
     rows = []
     for scheme in schemes:
-        res = analyse(scheme, args.heads, eps=eps, lengths=lengths, train_length=args.train_length)
+        res = analyse(
+            scheme, args.heads, eps=eps, lengths=lengths, train_length=args.train_length or DEFAULT_TRAIN_LENGTH
+        )
         rows.extend(collapse(res, scheme))
     comparisons = []
     if args.compare:
         for other in schemes[1:]:
             comparisons.append(compare(schemes[0], other, args.heads, eps=eps))
     plots = _plots(schemes, args) if args.plot else []
+    if args.csv:
+        _write_csv(args.csv, [r.to_dict() for r in rows])
 
     if args.json:
         out = {"results": [r.to_dict() for r in rows]}
@@ -162,11 +175,12 @@ class CheckpointRow:
     trf_note: str | None = None
     explanation: str | None = None
     dilution: Any = None
+    params: dict | None = None  # the head's learned parameter values
 
     @classmethod
     def of(cls, r: dict) -> CheckpointRow:
         layer = "" if r.get("layer") is None else f" L{r['layer']}"
-        keep = ("head", "verdict", "test", "growth", "tail_term", "trf_note", "explanation", "dilution")
+        keep = ("head", "verdict", "test", "growth", "tail_term", "trf_note", "explanation", "dilution", "params")
         series_sum = None if r.get("series_sum") is None else float(r["series_sum"])
         return cls(
             pe=f"{r['pe']} [{r['part']}{layer}]",
@@ -178,26 +192,21 @@ class CheckpointRow:
 
 def _run_checkpoint(args, eps, lengths) -> int:
     """``--checkpoint``: per-head verdicts of a run's learned bias, or of an hf: checkpoint's."""
-    from extrap.run import is_hf, read_bias_parameters
-    from extrap.theory import analyse_checkpoint, eps_key
+    from extrap.run import is_hf
+    from extrap.theory import eps_key
 
     src = args.checkpoint
-    tl = args.train_length
     plots = []
     if is_hf(src):
         from extrap.hf import hf_theory, plot_t5_tables
 
-        rows = hf_theory(src, eps, lengths, tl)
+        rows = hf_theory(src, eps, lengths, args.train_length)
         if args.plot and any(r.get("pe", "").startswith("t5") for r in rows):
             plots = plot_t5_tables(src, args.plot)
     else:
-        spec, heads, stored = read_bias_parameters(src)
-        res = analyse_checkpoint(stored, spec, heads, eps=eps, lengths=lengths, train_length=tl)
-        rows = [
-            {"checkpoint": str(src), "part": "decoder", "layer": _layer_index(layer), **r.to_dict()}
-            for layer, heads in res["layers"].items()
-            for r in heads
-        ]
+        rows = _run_rows(src, eps, lengths, args.train_length)
+    if args.csv:
+        _write_csv(args.csv, rows)
     if args.json:
         print(
             json.dumps(
@@ -210,18 +219,55 @@ def _run_checkpoint(args, eps, lengths) -> int:
     keys = [eps_key(e) for e in eps]
     view = [CheckpointRow.of(r) for r in rows]
     _print_table(view, keys, max(lengths), args.explain)
+    for note in dict.fromkeys(r["slope_note"] for r in rows if r.get("slope_note")):
+        print(f"note: {note}")
     for p in plots:
         print(f"wrote {p}")
     return 0
 
 
+def _run_rows(src, eps, lengths, train_length: int | None) -> list[dict]:
+    """Rows of a run directory: each layer's heads, with their learned parameter values, analysed at
+    the run's own training length unless ``train_length`` is given."""
+    from extrap.positional import get
+    from extrap.run.parameters import head_values, read_checkpoint_bias
+    from extrap.theory import analyse_checkpoint
+
+    ckpt = read_checkpoint_bias(src)
+    tl = train_length or ckpt.train_length or DEFAULT_TRAIN_LENGTH
+    res = analyse_checkpoint(ckpt.layers, ckpt.spec, ckpt.heads, eps=eps, lengths=lengths, train_length=tl)
+    scheme = get(ckpt.spec)
+    rows = []
+    for layer, results in res["layers"].items():
+        stored = {k: v.detach().double() for k, v in ckpt.layers[layer].items()}
+        values = scheme.values(stored, ckpt.heads) if stored else {}
+        for r in results:
+            row = {"checkpoint": str(src), "part": "decoder", "layer": _layer_index(layer), **r.to_dict()}
+            if values:
+                row["params"] = head_values(values, r.head)
+            rows.append(row)
+    return rows
+
+
 # ---------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------
+def _write_csv(path: str, results: list[dict]) -> None:
+    from extrap.io import run_metadata
+    from extrap.tabular import theory_table, write_csv
+
+    write_csv(path, theory_table(results, run_metadata()))
+
+
 def format_table(rows, eps_keys: list[str], top_length: int) -> str:
     """An aligned text table: one row per head (or 'all' when heads agree)."""
+    with_params = any(getattr(r, "params", None) for r in rows)  # a checkpoint's learned values
     header = (
-        ["PE", "HEAD", "VERDICT", "TEST", "B"] + [f"TRF@{k}" for k in eps_keys] + [f"S({top_length})/S(Ltr)", "NOTE"]
+        ["PE", "HEAD", "VERDICT", "TEST", "B"]
+        + [f"TRF@{k}" for k in eps_keys]
+        + [f"S({top_length})/S(Ltr)"]
+        + (["PARAMS"] if with_params else [])
+        + ["NOTE"]
     )
     body = []
     for r in rows:
@@ -235,12 +281,28 @@ def format_table(rows, eps_keys: list[str], top_length: int) -> str:
         cells += ["-" if r.trf.get(k) is None else str(r.trf[k]) for k in eps_keys]
         dil = (r.dilution or {}).get(str(top_length))
         cells.append("-" if dil is None else f"{dil:.4g}")
+        if with_params:
+            cells.append(_params_text(r.params))
         cells.append(_note(r))
         body.append(cells)
     widths = [max(len(str(row[i])) for row in [header] + body) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _params_text(params: dict | None, most: int = 8) -> str:
+    """``r1=1.62 r2=0.931``; a vector shows its first and last values past ``most`` (JSON has them all)."""
+
+    def show(v) -> str:
+        if not isinstance(v, list):
+            return f"{v:.4g}"
+        flat = [show(x) for x in v]
+        if len(flat) > most:
+            flat = flat[: most - 2] + [f"...({len(v)})"] + flat[-1:]
+        return "[" + ",".join(flat) + "]"
+
+    return " ".join(f"{k}={show(v)}" for k, v in (params or {}).items()) or "-"
 
 
 def _note(r) -> str:

@@ -136,29 +136,33 @@ def load_hf(
     train_length, tl_source = _train_length(train_length, n_pos, mtype, folder)
     rope_info = None
     if rope is not None:
-        rope_info = apply_rope(model, rope, factor, int(n_pos or train_length))
+        rope_info = apply_rope(model, rope, factor, train_length)
         model.cfg = replace(model.cfg, pe=f"{pe}+{rope}x{rope_info['factor']:g}")
     elif factor is not None:
         raise ExtrapError("a RoPE factor needs a RoPE scaling (rope)")
-    shape = model.shape
-    config = HFRunConfig(
+    config = run_config(model.shape, hf_cfg, folder, (train_length, tl_source), corpus, dt, device, rope_info)
+    return HFRun(model=model, tokenizer=HFTokenizer(tok, folder), config=config, path=f"hf:{folder}")
+
+
+def run_config(shape, hf_cfg, folder, train_length: tuple[int, str], corpus, dtype, device, rope=None) -> HFRunConfig:
+    """What an hf: run records: the loaded model's shape, where it came from (config hash) and how it runs."""
+    return HFRunConfig(
         pe=shape.pe,
         n_layer=shape.n_layer,
         n_head=shape.n_head,
         d_model=shape.d_model,
         vocab_size=shape.vocab_size,
         architecture=architecture(hf_cfg),
-        model_type=mtype,
-        train_length=train_length,
-        train_length_source=tl_source,
+        model_type=str(getattr(hf_cfg, "model_type", "")),
+        train_length=train_length[0],
+        train_length_source=train_length[1],
         corpus=corpus,
         hf_path=str(folder),
         config_hash=sha256_file(folder / "config.json"),
-        dtype=str(dt).replace("torch.", ""),
+        dtype=str(dtype).replace("torch.", ""),
         device=str(device),
-        rope=rope_info,
+        rope=rope,
     )
-    return HFRun(model=model, tokenizer=HFTokenizer(tok, folder), config=config, path=f"hf:{folder}")
 
 
 def _from_pretrained(folder, dtype):

@@ -1,7 +1,10 @@
-"""Theory on HF checkpoints: T5 per-head bucket tables and ALiBi slopes read from BLOOM/MPT configs."""
+"""Theory on HF checkpoints: T5 per-head bucket tables, and the ALiBi slopes BLOOM/MPT models compute."""
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -9,102 +12,179 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.hf.common import CAUSAL_FAMILIES, T5_FAMILIES, architecture, check_folder, read_hf_config
 
+T5_TRAIN_LENGTH = 512  # T5's pre-training input length (Raffel et al. 2020)
 
-def t5_tables(path) -> list[dict]:
-    """T5's learned bucket tables: [{"part", "table": (H, num_buckets), "num_buckets", "max_distance",
-    "bidirectional"}] for the encoder (bidirectional) and, when present, the decoder (causal)."""
+
+def _t5_layer(key: str) -> int:
+    """The block index in a T5 weight name (``encoder.block.3.layer.0...`` -> 3; 0 when none)."""
+    m = re.search(r"block\.(\d+)\.", key)
+    return int(m.group(1)) if m else 0
+
+
+def _t5_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """Every ``relative_attention_bias`` tensor of the checkpoint (safetensors, else pytorch_model*.bin)."""
     from safetensors.torch import load_file
 
-    folder = check_folder(path)
-    cfg = read_hf_config(folder)
     weights = {}
     for f in sorted(folder.glob("*.safetensors")):
         weights.update({k: v for k, v in load_file(str(f)).items() if "relative_attention_bias" in k})
     if not weights:
-        bins = sorted(folder.glob("pytorch_model*.bin"))
-        for f in bins:
+        for f in sorted(folder.glob("pytorch_model*.bin")):
             sd = torch.load(str(f), map_location="cpu", weights_only=True)
             weights.update({k: v for k, v in sd.items() if "relative_attention_bias" in k})
+    return weights
+
+
+def t5_tables(path) -> list[dict]:
+    """T5's learned bucket tables: [{"part", "layer", "table": (H, num_buckets), "num_buckets",
+    "max_distance", "bidirectional", "key"}] for the encoder (bidirectional) and, when present, the
+    decoder (causal); one per layer that has its own table (T5: the first; UMT5: every layer)."""
+    folder = check_folder(path)
+    cfg = read_hf_config(folder)
+    weights = _t5_weights(folder)
     out = []
     for part in ("encoder", "decoder"):
-        keys = sorted(k for k in weights if k.startswith(part) or f".{part}." in k or k.startswith(f"{part}."))
-        if not keys:
-            continue
-        w = weights[keys[0]].detach().double()  # (num_buckets, H)
-        out.append(
-            {
-                "part": part,
-                "table": w.T.contiguous(),
-                "num_buckets": int(cfg.relative_attention_num_buckets),
-                "max_distance": int(getattr(cfg, "relative_attention_max_distance", 128)),
-                "bidirectional": part == "encoder",
-                "key": keys[0],
-            }
-        )
+        keys = [k for k in weights if k.startswith(f"{part}.") or f".{part}." in k]
+        for key in sorted(keys, key=lambda k: (_t5_layer(k), k)):
+            if any(t["part"] == part and t["layer"] == _t5_layer(key) for t in out):
+                continue  # a tied copy of the same layer's table
+            out.append(
+                {
+                    "part": part,
+                    "layer": _t5_layer(key),
+                    "table": weights[key].detach().double().T.contiguous(),  # stored (num_buckets, H)
+                    "num_buckets": int(cfg.relative_attention_num_buckets),
+                    "max_distance": int(getattr(cfg, "relative_attention_max_distance", 128)),
+                    "bidirectional": part == "encoder",
+                    "key": key,
+                }
+            )
     if not out:
         raise ExtrapError(f"{folder}: no relative_attention_bias weights found")
     return out
 
 
-def alibi_checkpoint_slopes(folder: Path, cfg) -> list[float]:
-    """The ALiBi slopes the checkpoint's own code uses (BLOOM: Press et al.; MPT: alibi_bias_max)."""
-    mtype = cfg.model_type
-    if mtype == "bloom":
-        from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+@dataclass(frozen=True)
+class CheckpointSlopes:
+    """The ALiBi slopes a BLOOM/MPT checkpoint's model computes, and why they may differ from its config."""
 
-        return [float(s) for s in _get_alibi_slopes(int(cfg.n_head), torch.device("cpu"))]
-    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+    slopes: list[float]
+    note: str | None = None  # set when the config asks for other slopes than the model computes
+
+
+def _mpt_model_slopes(cfg) -> list[float]:
+    """The slopes transformers' MptModel adds, read from the ``position_bias`` its first block receives.
+
+    A one-layer copy of the configuration (same heads, attention settings and max_seq_len, tiny
+    width) runs one forward pass, so the slopes are whatever this transformers version computes.
+    """
+    import transformers
 
     n_heads = int(cfg.n_heads)
-    a = build_mpt_alibi_tensor(n_heads, 2, int(cfg.attn_config.alibi_bias_max))  # (H, 1, 2): [-m, 0]
-    return [float(-a[h, 0, 0]) for h in range(n_heads)]
+    small = type(cfg).from_dict({**cfg.to_dict(), "d_model": 2 * n_heads, "n_layers": 1, "vocab_size": 4})
+    model = transformers.MptModel(small).eval()
+    seen = {}
+
+    def record(module, args, kwargs) -> None:
+        seen.setdefault("bias", kwargs.get("position_bias"))
+
+    hook = model.blocks[0].register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.zeros(1, 2, dtype=torch.long))
+    finally:
+        hook.remove()
+    bias = seen.get("bias")
+    if bias is None:
+        raise ExtrapError("MptModel passed no position_bias to its blocks: cannot read its ALiBi slopes")
+    bias = bias.reshape(n_heads, -1).double()  # (H, max_seq_len): the row -m_h * (max_seq_len - 1 - k)
+    return [float(bias[h, -1] - bias[h, -2]) for h in range(n_heads)]  # Press et al. 2022 §3: one step is m_h
+
+
+def alibi_checkpoint_slopes(folder: Path, cfg) -> CheckpointSlopes:
+    """The ALiBi slopes the checkpoint's model uses (BLOOM: Press et al.'s; MPT: what MptModel computes)."""
+    if cfg.model_type == "bloom":
+        from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
+        return CheckpointSlopes([float(s) for s in _get_alibi_slopes(int(cfg.n_head), torch.device("cpu"))])
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    slopes = _mpt_model_slopes(cfg)
+    n_heads, asked = len(slopes), float(cfg.attn_config.alibi_bias_max)
+    wanted = build_mpt_alibi_tensor(n_heads, 2, asked).reshape(n_heads, 2).double()  # [-m_h, 0]
+    if torch.allclose(-wanted[:, 0], torch.tensor(slopes, dtype=torch.float64), rtol=1e-6, atol=0):
+        return CheckpointSlopes(slopes)
+    # MPT's slopes are 2^(-b * k / H') for k = 1..H' (H' the power of two >= H): the largest is 2^(-b / H')
+    used = -math.log2(max(slopes)) * 2 ** math.ceil(math.log2(n_heads))
+    note = (
+        f"config.json sets attn_config.alibi_bias_max = {asked:g}, but transformers' MptModel computes "
+        f"the slopes of alibi_bias_max = {used:.6g}; the slopes reported are the ones the model computes"
+    )
+    return CheckpointSlopes(slopes, note)
+
+
+def _t5_rows(folder: Path, eps, lengths, train_length: int) -> list[dict]:
+    from extrap.theory import analyse
+
+    rows = []
+    for t in t5_tables(folder):
+        spec = (
+            f"t5:num_buckets={t['num_buckets']},max_distance={t['max_distance']},"
+            f"bidirectional={str(t['bidirectional']).lower()}"
+        )
+        H = t["table"].shape[0]
+        for r in analyse(spec, H, {"table": t["table"]}, eps=eps, lengths=lengths, train_length=train_length):
+            params = {"table": t["table"][r.head].tolist()}
+            rows.append(
+                {"checkpoint": f"hf:{folder}", "part": t["part"], "layer": t["layer"], **r.to_dict(), "params": params}
+            )
+    return rows
+
+
+def _alibi_rows(folder: Path, cfg, eps, lengths, train_length: int) -> list[dict]:
+    from extrap.positional import alibi_slopes
+    from extrap.theory import analyse
+
+    found = alibi_checkpoint_slopes(folder, cfg)
+    slopes = found.slopes
+    H = len(slopes)
+    press = alibi_slopes(H)
+    values = {"slope": torch.tensor(slopes, dtype=torch.float64)}
+    rows = []
+    for r in analyse("alibi", H, values, eps=eps, lengths=lengths, train_length=train_length):
+        row = {"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict()}
+        row.update(slope=slopes[r.head], press_slope=press[r.head], params={"slope": slopes[r.head]})
+        if found.note:
+            row["slope_note"] = found.note
+        rows.append(row)
+    return rows
 
 
 def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = None) -> list[dict]:
-    """Per-head theory rows for an HF checkpoint's positional bias (T5 tables, BLOOM/MPT ALiBi)."""
-    from extrap.positional import alibi_slopes
+    """Per-head theory rows for an HF checkpoint's positional bias (T5 tables, BLOOM/MPT ALiBi).
+
+    ``train_length`` None: 512 for T5 (its pre-training input length), the config's
+    ``max_position_embeddings``/``max_seq_len`` for BLOOM/MPT (else 2048).  Each row's
+    ``params`` holds the head's parameters (T5: its bucket table; ALiBi: its slope).
+    """
     from extrap.theory import analyse
 
     folder = check_folder(path)
     cfg = read_hf_config(folder)
     mtype = str(getattr(cfg, "model_type", ""))
-    rows = []
     if mtype in T5_FAMILIES:
-        tl = train_length or 512
-        for t in t5_tables(folder):
-            spec = (
-                f"t5:num_buckets={t['num_buckets']},max_distance={t['max_distance']},"
-                f"bidirectional={str(t['bidirectional']).lower()}"
-            )
-            H = t["table"].shape[0]
-            for r in analyse(spec, H, {"table": t["table"]}, eps=eps, lengths=lengths, train_length=tl):
-                rows.append({"checkpoint": f"hf:{folder}", "part": t["part"], "layer": 0, **r.to_dict()})
-        return rows
+        return _t5_rows(folder, eps, lengths, train_length or T5_TRAIN_LENGTH)
     if mtype in ("bloom", "mpt"):
-        slopes = alibi_checkpoint_slopes(folder, cfg)
-        H = len(slopes)
         tl = train_length or int(
             getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "max_seq_len", None) or 2048
         )
-        press = alibi_slopes(H)
-        values = {"slope": torch.tensor(slopes, dtype=torch.float64)}
-        for r in analyse("alibi", H, values, eps=eps, lengths=lengths, train_length=tl):
-            rows.append(
-                {
-                    "checkpoint": f"hf:{folder}",
-                    "part": "decoder",
-                    "layer": None,
-                    **r.to_dict(),
-                    "slope": slopes[r.head],
-                    "press_slope": press[r.head],
-                }
-            )
-        return rows
+        return _alibi_rows(folder, cfg, eps, lengths, tl)
     if mtype in CAUSAL_FAMILIES:
         scheme = "rope" if CAUSAL_FAMILIES[mtype] == "rope" else "learned"
-        for r in analyse(scheme, 1, eps=eps):
-            rows.append({"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict()})
-        return rows
+        return [
+            {"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict()}
+            for r in analyse(scheme, 1, eps=eps)
+        ]
     raise ExtrapError(f"not supported: {architecture(cfg)}")
 
 
@@ -121,5 +201,6 @@ def plot_t5_tables(path, out_dir) -> list[Path]:
         ax.set_ylabel("head")
         ax.set_title(f"T5 {t['part']} relative attention bias")
         fig.colorbar(im, ax=ax, label="bias added to the logit")
-        files += save_figure(fig, out_dir, f"t5_{t['part']}_buckets")
+        layer = f"_L{t['layer']}" if t["layer"] else ""
+        files += save_figure(fig, out_dir, f"t5_{t['part']}{layer}_buckets")
     return files

@@ -21,22 +21,75 @@ original training length:
   So rotations with wavelength < trunc_wavelength are untouched, slower ones
   become one fixed slow rotation ρ or none at all.  A factor != 1 first
   divides θ by s, as Giraffe's code does.
+* ``llama3``: Llama 3.1's frequency scaling (Meta's Llama 3.1 release; the rule of
+  transformers' ``_compute_llama3_parameters``), in wavelengths λ_i = 2π/θ_i:
+  λ_i > L/low_freq_factor -> θ_i/s, λ_i < L/high_freq_factor -> θ_i unchanged, and in
+  between the blend (1-γ) θ_i/s + γ θ_i with γ = (L/λ_i - low)/(high - low).
+  Llama 3.1 used s = 8, low = 1, high = 4, L = 8192.
 
 inv_freq is computed in float32 with HF's own expressions, so linear / dynamic /
-YaRN agree with ``transformers.modeling_rope_utils`` bit for bit.
+YaRN / llama3 agree with ``transformers.modeling_rope_utils`` bit for bit.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from extrap.errors import ExtrapError
 
-SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated")
+SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3")
 """Values of the ``scaling`` option, i.e. the ``kind`` of :func:`rope_frequencies`."""
+
+
+@dataclass(frozen=True)
+class RopeRequest:
+    """A RoPE re-scaling asked for at inference (``--rope TEXT --factor F``).
+
+    ``TEXT`` is ``KIND[:key=value,...]``, one of extrap's scalings with that scaling's
+    options (``llama3:low_freq_factor=1,high_freq_factor=4``), or ``hf:TYPE[:key=value,...]``,
+    transformers' own implementation with its ``rope_parameters`` keys (hf: models only).
+    The factor is given on its own (default 1).  Option values stay strings here: the
+    registry (extrap's kinds) or the HF adapter (hf: types) converts and checks them.
+    """
+
+    kind: str
+    factor: float = 1.0
+    options: dict[str, str] = field(default_factory=dict)
+    hf: bool = False
+
+    @property
+    def name(self) -> str:
+        return ("hf:" if self.hf else "") + self.kind
+
+    @classmethod
+    def parse(cls, text: str, factor: float | None = None) -> RopeRequest:
+        """``KIND[:key=value,...]`` or ``hf:TYPE[:key=value,...]`` with its factor; ExtrapError in one line."""
+        text = str(text).strip()
+        hf = text.startswith("hf:")
+        kind, _, rest = (text[3:] if hf else text).partition(":")
+        kind = kind.strip()
+        if not kind:
+            raise ExtrapError(
+                f"RoPE scaling {text!r} names no kind: give KIND[:key=value,...] or hf:TYPE[:key=value,...]"
+            )
+        options: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in rest.split(","))):
+            key, eq, value = (s.strip() for s in part.partition("="))
+            if not eq or not key.isidentifier() or not value:
+                raise ExtrapError(f"RoPE scaling {text!r}: option {part!r} must be written key=value")
+            if key in options:
+                raise ExtrapError(f"RoPE scaling {text!r}: option {key} is given twice")
+            options[key] = value
+        if "factor" in options:
+            raise ExtrapError(f"RoPE scaling {text!r}: the factor is given on its own (--factor F), not as an option")
+        factor = 1.0 if factor is None else float(factor)
+        if not (factor > 0 and math.isfinite(factor)):
+            raise ExtrapError(f"RoPE factor must be a positive number, got {factor}")
+        return cls(kind=kind, factor=factor, options=options, hf=hf)
 
 
 def _check(kind: str, head_dim: int, factor: float, original_max_position: int) -> None:
@@ -50,6 +103,14 @@ def _check(kind: str, head_dim: int, factor: float, original_max_position: int) 
         raise ExtrapError(f"RoPE scaling factor must be > 0, got {factor}")
     if not original_max_position or original_max_position <= 0:
         raise ExtrapError(f"original_max_position must be a positive length, got {original_max_position}")
+
+
+def check_llama3(low_freq_factor: float, high_freq_factor: float) -> None:
+    """Llama 3.1's bounds: 0 < low_freq_factor < high_freq_factor (else the blend divides by zero)."""
+    if not 0 < low_freq_factor < high_freq_factor:
+        raise ExtrapError(
+            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and {high_freq_factor}"
+        )
 
 
 def default_inv_freq(
@@ -83,6 +144,8 @@ def rope_frequencies(
     trunc_wavelength: float | None = None,
     trunc_a: float = 1 / 8,
     trunc_rho: float = 1 / 16,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
     device=None,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[Tensor, float]:
@@ -103,6 +166,8 @@ def rope_frequencies(
         trunc_wavelength: truncated basis: b = 2π / trunc_wavelength (None: L).
         trunc_a, trunc_rho: truncated basis: a = trunc_a·b and ρ = trunc_rho·b
             (Giraffe's reference code: a = b/8, ρ = b/16).
+        low_freq_factor, high_freq_factor: llama3: wavelengths above L/low are
+            divided by s, below L/high kept (Llama 3.1: 1 and 4).
         dtype: float32 (HF-identical) or float64.
 
     Returns:
@@ -116,6 +181,8 @@ def rope_frequencies(
             d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate, device, dtype
         )
     theta = default_inv_freq(d, _ntk_base(kind, d, base, factor, L, seq_len), device=device, dtype=dtype)
+    if kind == "llama3":
+        return llama3_inv_freq(theta, factor, L, low_freq_factor, high_freq_factor), 1.0
     return _interpolate(kind, theta, factor, L, alpha, beta, trunc_wavelength, trunc_a, trunc_rho), 1.0
 
 
@@ -173,6 +240,23 @@ def _truncated(
     return torch.where(theta < a, torch.zeros_like(theta), out)  # ... and the bottom case
 
 
+def llama3_inv_freq(
+    theta: Tensor, factor: float, original_max_position: int, low_freq_factor: float, high_freq_factor: float
+) -> Tensor:
+    """Llama 3.1's frequency scaling of θ (any shape): by wavelength, divided by s, kept, or blended.
+
+    Meta's Llama 3.1 release, the rule of transformers' ``_compute_llama3_parameters``
+    (module docstring); written here from that definition.
+    """
+    check_llama3(low_freq_factor, high_freq_factor)
+    L = original_max_position
+    wavelength = 2 * math.pi / theta  # λ_i = 2π/θ_i
+    gamma = (L / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)  # L/λ_i: rotations over L
+    blended = (1 - gamma) * theta / factor + gamma * theta  # between L/high and L/low: smooth blend
+    out = torch.where(wavelength > L / low_freq_factor, theta / factor, blended)  # long wavelengths: θ_i/s
+    return torch.where(wavelength < L / high_freq_factor, theta, out)  # short wavelengths: θ_i unchanged
+
+
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     # Peng et al. 2023 (YaRN) Eq. 22: sqrt(1/t) = 0.1 ln(s) + 1; 1 for s <= 1 (as HF)
     if scale <= 1:
@@ -210,4 +294,4 @@ def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, ms
     return inv_freq, attention_factor
 
 
-__all__ = ["SCALINGS", "default_inv_freq", "rope_frequencies"]
+__all__ = ["SCALINGS", "RopeRequest", "check_llama3", "default_inv_freq", "llama3_inv_freq", "rope_frequencies"]

@@ -4,13 +4,14 @@ One definition each, used by the model, the plots and the analysis:
 
 * :func:`rope_frequencies` (defined in :mod:`extrap.positional.rope_scaling`) -- the
   rotary frequencies ``inv_freq`` (θ_i) for plain RoPE and every interpolation (PI,
-  NTK-aware, dynamic NTK, NTK-by-parts, YaRN, truncated basis), plus the attention
-  factor that multiplies cos and sin.
+  NTK-aware, dynamic NTK, NTK-by-parts, YaRN, truncated basis, Llama 3.1), plus the
+  attention factor that multiplies cos and sin.
 * :func:`apply_rotary` -- rotate a query or key tensor by its positions, and
   :func:`apply_xpos` -- xPos: RoPE plus the per-dimension exponential scaling
   (both defined in :mod:`extrap.positional.rotation`).
 * the registry schemes ``rope`` and ``xpos``, whose :meth:`Rotary.rotate` the
-  model calls with ``(q, k, positions)``.
+  model calls with ``(q, k, positions)``; :meth:`Rotary.rescaled` is the same scheme
+  with an interpolation chosen at inference (``--rope KIND --factor F``).
 
 Layout: the NeoX / Hugging Face "rotate-half" convention.  Dimension ``i`` of the
 first half of a head is paired with dimension ``i + D/2`` and both rotate with
@@ -19,8 +20,8 @@ attention scores up to a fixed permutation of the head dimensions, which the
 learned projections absorb; rotate-half makes HF parity exact (tests/test_rotary.py).
 
 Numerics follow HF: inv_freq is computed in float32 with HF's own expressions (so
-linear / dynamic / YaRN agree with ``transformers.modeling_rope_utils`` bit for
-bit), angles ``position * θ_i`` are formed in float32 (float64 when the inputs are
+linear / dynamic / YaRN / llama3 agree with ``transformers.modeling_rope_utils`` bit
+for bit), angles ``position * θ_i`` are formed in float32 (float64 when the inputs are
 float64), and cos/sin are cast to the input dtype at the end.
 """
 
@@ -35,7 +36,7 @@ from torch import Tensor
 from extrap.errors import ExtrapError
 from extrap.positional.base import EmbeddingScheme, Option
 from extrap.positional.registry import register
-from extrap.positional.rope_scaling import SCALINGS, default_inv_freq, rope_frequencies
+from extrap.positional.rope_scaling import SCALINGS, check_llama3, default_inv_freq, rope_frequencies
 from extrap.positional.rotation import (
     apply_rotary,
     apply_xpos,
@@ -49,7 +50,7 @@ from extrap.positional.rotation import (
 # Options that only mean something for some scalings (a typo-guard: setting them
 # elsewhere raises instead of being silently ignored).
 _ONLY_FOR = {
-    "factor": ("linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated"),
+    "factor": ("linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3"),
     "beta_fast": ("yarn",),
     "beta_slow": ("yarn",),
     "attention_factor": ("yarn",),
@@ -61,8 +62,10 @@ _ONLY_FOR = {
     "trunc_wavelength": ("truncated",),
     "trunc_a": ("truncated",),
     "trunc_rho": ("truncated",),
+    "low_freq_factor": ("llama3",),
+    "high_freq_factor": ("llama3",),
 }
-_NEEDS_ORIGINAL = ("dynamic", "ntk-by-parts", "yarn")
+_NEEDS_ORIGINAL = ("dynamic", "ntk-by-parts", "yarn", "llama3")
 
 
 # ---------------------------------------------------------------------------
@@ -83,10 +86,11 @@ class Rotary(EmbeddingScheme):
 
     name = "rope"
     kind = "rotary"
-    summary = "rotary position embedding; scaling= PI, NTK, dynamic NTK, NTK-by-parts, YaRN, truncated basis"
+    summary = "rotary position embedding; scaling= PI, NTK, dynamic NTK, NTK-by-parts, YaRN, truncated basis, Llama 3.1"
     reference = (
         "Su et al. 2021 (RoFormer); PI: Chen et al. 2023; NTK/NTK-by-parts: bloc97 2023; dynamic: "
-        "emozilla 2023; YaRN: Peng et al. 2023; truncated basis: Pal et al. 2023 (survey 002 §3.2.1, §4.1)"
+        "emozilla 2023; YaRN: Peng et al. 2023; truncated basis: Pal et al. 2023 (survey 002 §3.2.1, §4.1); "
+        "llama3: Meta's Llama 3.1 frequency scaling"
     )
     OPTIONS = (
         Option("base", float, 10000.0, "RoPE base b (rope_theta)", lambda b: b > 1, "must be > 1"),
@@ -103,7 +107,7 @@ class Rotary(EmbeddingScheme):
             "original_max_position",
             int,
             None,
-            "L, the training length (needed by dynamic, ntk-by-parts, yarn; default wavelength of truncated)",
+            "L, the training length (needed by dynamic, ntk-by-parts, yarn, llama3; default wavelength of truncated)",
             _pos,
             "must be > 0",
         ),
@@ -159,6 +163,22 @@ class Rotary(EmbeddingScheme):
             lambda r: r >= 0,
             "must be >= 0",
         ),
+        Option(
+            "low_freq_factor",
+            float,
+            1.0,
+            "llama3: wavelengths above L/low_freq_factor are divided by factor (Llama 3.1: 1)",
+            _pos,
+            "must be > 0",
+        ),
+        Option(
+            "high_freq_factor",
+            float,
+            4.0,
+            "llama3: wavelengths below L/high_freq_factor are kept (Llama 3.1: 4)",
+            _pos,
+            "must be > 0",
+        ),
     )
     _CACHE_SIZE = 64
 
@@ -179,6 +199,8 @@ class Rotary(EmbeddingScheme):
             )
         if o["scaling"] == "ntk-by-parts" and not o["alpha"] < o["beta"]:
             raise ExtrapError(f"{self.name}: ntk-by-parts needs alpha < beta")
+        if o["scaling"] == "llama3":
+            check_llama3(o["low_freq_factor"], o["high_freq_factor"])
         self._cache: dict[tuple, tuple[Tensor, float]] = {}
 
     def with_train_length(self, length: int) -> Rotary:
@@ -187,6 +209,32 @@ class Rotary(EmbeddingScheme):
             return self
         opts = {k: v for k, v in self.opts.items() if v is not None}
         opts["original_max_position"] = int(length)
+        return type(self)(**opts)
+
+    def rescaled(self, scaling: str, factor: float, original_max_position: int, options: dict | None = None) -> Rotary:
+        """This scheme read with an interpolation at inference: its base (and xPos decay) kept, θ from ``scaling``.
+
+        ``original_max_position`` is L (a run's training length); ``options`` are the
+        scaling's own options (``beta_fast``, ``low_freq_factor``, ..., or
+        ``original_max_position`` to override L), as values or spec strings.
+        """
+        if scaling not in SCALINGS or scaling == "none":
+            kinds = ", ".join(s for s in SCALINGS if s != "none")
+            raise ExtrapError(f"RoPE scaling must be one of {kinds}, got {scaling!r}")
+        if self.opts["scaling"] != "none":
+            raise ExtrapError(
+                f"{self.spec} already interpolates (scaling={self.opts['scaling']}); it is not rescaled twice"
+            )
+        allowed = sorted(k for k, kinds in _ONLY_FOR.items() if scaling in kinds and k != "factor")
+        unknown = sorted(set(options or {}) - {*allowed, "original_max_position"})
+        if unknown:
+            raise ExtrapError(
+                f"RoPE scaling {scaling}: {', '.join(unknown)} is not one of its options "
+                f"({', '.join([*allowed, 'original_max_position'])}; the factor is given apart)"
+            )
+        opts = {k: v for k, v in self.opts.items() if v is not None}
+        opts.update(scaling=scaling, factor=factor, original_max_position=original_max_position)
+        opts.update(options or {})  # original_max_position among them overrides L
         return type(self)(**opts)
 
     # ---- frequencies -----------------------------------------------------------
@@ -221,6 +269,8 @@ class Rotary(EmbeddingScheme):
                 trunc_wavelength=o["trunc_wavelength"],
                 trunc_a=o["trunc_a"],
                 trunc_rho=o["trunc_rho"],
+                low_freq_factor=o["low_freq_factor"],
+                high_freq_factor=o["high_freq_factor"],
                 device=device,
                 dtype=dtype,
             )

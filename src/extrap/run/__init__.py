@@ -34,16 +34,18 @@ def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
 
     ``hf:PATH`` loads a local Hugging Face checkpoint instead (:func:`extrap.hf.load_hf`;
     ``hf_options``: dtype, rope, factor, train_length, corpus); device None: cpu for
-    project runs, cuda (bfloat16) when available for hf: models.
+    project runs, cuda (bfloat16) when available for hf: models.  ``rope`` and ``factor``
+    also re-scale a run trained with a rotary PE (:func:`open_run`); the others are for hf: only.
     """
     hf_options = {k: v for k, v in hf_options.items() if v is not None}
     if is_hf(source):
         from extrap.hf import load_hf
 
         return load_hf(source, device=device, **hf_options)
+    rope = {k: hf_options.pop(k) for k in ("rope", "factor") if k in hf_options}
     if hf_options:
         raise ExtrapError(f"{', '.join(sorted(hf_options))}: only for hf: models")
-    return open_run(source, device)
+    return open_run(source, device, **rope)
 
 
 __all__ = [

@@ -4,12 +4,15 @@ Reads the run layout of :mod:`.directory` (``config.json`` with a ``model`` sect
 and ``n_head``; the latest checkpoint's ``model.safetensors``; bias parameters stored as
 ``blocks.<i>.attn.bias_params.<name>``) and, more loosely, any directory with a config.json
 naming the scheme and head count next to ``*.safetensors`` files (a foreign export).
+:func:`read_checkpoint_bias` adds the run's training length; :func:`head_values` gives one
+head's parameter values as plain numbers.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -65,3 +68,46 @@ def read_bias_parameters(path: str | Path) -> tuple[str, int, StoredParams]:
     if not stored:
         raise ExtrapError(f"{run_dir.path}: no tensors named like the {scheme.spec} parameters {sorted(names)}")
     return spec, heads, dict(sorted(stored.items(), key=lambda kv: _natural(kv[0])))
+
+
+@dataclass(frozen=True)
+class BiasParameters:
+    """A run's positional scheme, head count, stored bias parameters per layer and training length."""
+
+    spec: str
+    heads: int
+    layers: StoredParams  # {layer: {name: stored tensor}}, raw for positive parameters
+    train_length: int | None  # the run's training length (None: a foreign export that does not say)
+
+
+def read_checkpoint_bias(path: str | Path) -> BiasParameters:
+    """:func:`read_bias_parameters` and the training length (``Run.train_length``) of the run in ``path``.
+
+    A run written by ``extrap train`` has it in its typed config; a foreign export may give a
+    ``train_length`` in any section of its config.json.
+    """
+    spec, heads, layers = read_bias_parameters(path)
+    run_dir = RunDir(path)
+    try:
+        train_length = run_dir.read_config().train_length
+    except (ExtrapError, TypeError, ValueError, KeyError):  # not extrap's own layout
+        cfg = run_dir.read_config_dict()
+        sections = [cfg] + [v for v in cfg.values() if isinstance(v, dict)]
+        found = [s["train_length"] for s in sections if isinstance(s.get("train_length"), int)]
+        train_length = found[0] if found and found[0] > 0 else None
+    return BiasParameters(spec, heads, layers, train_length)
+
+
+def head_values(values: Mapping[str, torch.Tensor], head: int | None) -> dict:
+    """One head's parameter values as floats (a parameter with a vector per head: a list).
+
+    A parameter shared by the heads (first dimension 1) gives its one value to every head;
+    ``head`` None gives every head's values (nested lists).
+    """
+    out = {}
+    for name, v in values.items():
+        v = torch.as_tensor(v).detach().double()
+        if head is not None and v.dim() > 0:
+            v = v[min(head, v.shape[0] - 1)]
+        out[name] = v.tolist()
+    return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -48,6 +48,7 @@ class TrainedRun:
     config: RunConfig
     path: Path
     step: int
+    rope: dict | None = None  # RoPE re-scaling applied at load (kind, factor, original_max_position, pe)
 
     def __iter__(self):  # model, tokenizer, config = extrap.load(run_dir)
         return iter((self.model, self.tokenizer, self.config))
@@ -58,7 +59,8 @@ class TrainedRun:
 
     @property
     def pe(self) -> str:
-        return self.config.pe
+        """The PE the model runs: the trained one, or its re-scaled spec under ``rope``."""
+        return self.rope["pe"] if self.rope else self.config.pe
 
     @property
     def train_length(self) -> int:
@@ -106,11 +108,18 @@ class TrainedRun:
         self.model.cfg.attn_backend = name
 
     def provenance(self) -> dict:
-        return run_metadata(self.seed, self.corpus_hash)
+        return {**run_metadata(self.seed, self.corpus_hash), **({"rope": self.rope} if self.rope else {})}
 
 
-def open_run(path: str | Path, device: str | None = None) -> TrainedRun:
-    """The run in directory ``path`` at its latest checkpoint, on ``device`` (default cpu)."""
+def open_run(
+    path: str | Path, device: str | None = None, rope: str | None = None, factor: float | None = None
+) -> TrainedRun:
+    """The run in directory ``path`` at its latest checkpoint, on ``device`` (default cpu).
+
+    ``rope`` (``KIND[:key=value,...]``, see :class:`~extrap.positional.rope_scaling.RopeRequest`)
+    and ``factor``: evaluate a rotary run with that interpolation, its L being the run's L_tr
+    (:func:`rescaled_model_config`).
+    """
     from extrap.data import load_tokenizer
     from extrap.model import GPT
 
@@ -122,12 +131,51 @@ def open_run(path: str | Path, device: str | None = None) -> TrainedRun:
     ckpt = run_dir.latest()
     if ckpt is None:
         raise ExtrapError(f"{run_dir.path} has no checkpoint yet (train it, or resume it)")
-    model = GPT(config.model)
+    model_cfg, rope_info = rescaled_model_config(config, run_dir.path, rope, factor)
+    model = GPT(model_cfg)
     load_model_weights(model, run_dir, ckpt)
     model.to(device or "cpu").eval()
     return TrainedRun(
-        model=model, tokenizer=load_tokenizer(run_dir.path), config=config, path=run_dir.path, step=ckpt.step
+        model=model,
+        tokenizer=load_tokenizer(run_dir.path),
+        config=config,
+        path=run_dir.path,
+        step=ckpt.step,
+        rope=rope_info,
     )
+
+
+def rescaled_model_config(config: RunConfig, path, rope, factor: float | None):
+    """``(model config, rope record)``: the run's model config with its rotary PE re-scaled by ``rope``.
+
+    The registry builds the scaled scheme (:meth:`extrap.positional.rotary.Rotary.rescaled`), so the
+    model runs the one rotary definition with ``original_max_position`` = the run's L_tr unless the
+    request sets it.  ``rope``: the request's text, a :class:`RopeRequest` (its own factor), or None:
+    the config is returned as it is and the record is None.
+    """
+    from extrap import positional
+    from extrap.positional.rope_scaling import RopeRequest
+
+    if rope is None:
+        if factor is not None:
+            raise ExtrapError("a RoPE factor needs a RoPE scaling (rope)")
+        return config.model, None
+    req = rope if isinstance(rope, RopeRequest) else RopeRequest.parse(rope, factor)
+    if req.hf:
+        raise ExtrapError(f"RoPE {req.name} is transformers' implementation, for hf: models; give the kind without hf:")
+    scheme = positional.get(config.pe)
+    if not scheme.rotates:
+        raise ExtrapError(f"RoPE re-scaling needs a run trained with a rotary PE (rope, xpos); {path} uses {config.pe}")
+    scaled = scheme.rescaled(req.kind, req.factor, config.train_length, req.options)
+    info = {
+        "rope": req.kind,
+        "factor": req.factor,
+        "original_max_position": scaled.opts["original_max_position"],
+        **({"options": dict(req.options)} if req.options else {}),
+        "trained_pe": config.pe,
+        "pe": scaled.spec,
+    }
+    return replace(config.model, pe=scaled.spec), info
 
 
 def changed_settings(saved: RunConfig, model_cfg, train_cfg, ignore: tuple[str, ...] = ()) -> dict[str, list[str]]:

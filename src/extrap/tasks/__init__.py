@@ -8,7 +8,8 @@ exact-match accuracy by length and by answer depth (lost in the middle)::
     report = score_task(model, tokenizer, "passkey", [128, 256, 512], n=50)
 
 ``extrap train --task passkey`` trains on the task (:class:`TaskSampler`), and
-``extrap task score RUN_DIR`` / ``extrap task sample`` are the command line.
+``extrap task score RUN_DIR`` / ``extrap task sample`` are the command line.  T5
+(``hf:PATH``) is scored through its encoder and decoder (:mod:`extrap.tasks.seq2seq`).
 """
 
 from extrap.tasks.continuations import score_candidates, score_continuations
@@ -19,6 +20,7 @@ from extrap.tasks.line_task import line
 from extrap.tasks.passkey_task import passkey
 from extrap.tasks.sampler import IGNORE_INDEX, TaskSampler
 from extrap.tasks.score import METHODS, parse_temperature, score_task, task_examples
+from extrap.tasks.seq2seq import seq2seq_candidates, seq2seq_continuations
 from extrap.tasks.topic_task import topic
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "score_candidates",
     "score_continuations",
     "score_task",
+    "seq2seq_candidates",
+    "seq2seq_continuations",
     "task_examples",
     "topic",
 ]

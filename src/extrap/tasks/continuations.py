@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from extrap.lm import ExtrapLM, model_device
 
 
-def _summary(rows: torch.Tensor, cont: list[int]) -> dict:
+def continuation_summary(rows: torch.Tensor, cont: list[int]) -> dict:
     """Log-likelihood, greedy match and greedy prediction of ``cont`` from its log-prob rows (T, V)."""
     tgt = torch.tensor(cont, dtype=torch.long)
     arg = rows.argmax(-1)
@@ -41,7 +41,7 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
         logits = model(x.to(device), last=width - start).logits.float()
         logp = F.log_softmax(logits, dim=-1).cpu()
         for i, (p, c) in enumerate(chunk):
-            out.append(_summary(logp[i, len(p) - 1 - start : len(p) - 1 - start + len(c)], c))
+            out.append(continuation_summary(logp[i, len(p) - 1 - start : len(p) - 1 - start + len(c)], c))
     return out
 
 
@@ -66,4 +66,4 @@ def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[d
     for t in range(T - 1):
         rows.append(model.step(tok[:, t : t + 1], len(prompt) + t, cache)[:, -1])
     logp = F.log_softmax(torch.stack(rows, 1).float(), dim=-1).cpu()  # (N, T, V)
-    return [_summary(logp[i, : len(c)], c) for i, c in enumerate(conts)]
+    return [continuation_summary(logp[i, : len(c)], c) for i, c in enumerate(conts)]

@@ -17,6 +17,11 @@ Two methods (``method=``):
   the model's KV cache of the prompt), so ranking costs about as much as greedy
   scoring.
 
+An encoder-decoder model (T5, ``is_encoder_decoder``) reads the prompt with its
+encoder and scores the same target or candidates with its decoder, teacher-forced
+from its start token (:mod:`extrap.tasks.seq2seq`); the two methods are otherwise
+unchanged.
+
 Examples at each length are stratified over ``buckets`` equal depth buckets
 (example ``i`` asks for a depth in bucket ``i mod buckets``), and accuracy is
 reported per length, per realised-depth bucket (the lost-in-the-middle
@@ -26,22 +31,21 @@ breakdown of 004 Table 9) and overall.
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.lm import ExtrapLM
 from extrap.lm import temperature as temperature_ctx
 from extrap.tasks.continuations import score_candidates, score_continuations
 from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of
 from extrap.tasks.generators import check_task, make_example, needs_filler
+from extrap.tasks.seq2seq import seq2seq_candidates, seq2seq_continuations
 
 METHODS = ("greedy", "rank")
 log = logging.getLogger(__name__)
@@ -50,20 +54,16 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------
 # temperature
 # ---------------------------------------------------------------------------
-def parse_temperature(value: Any) -> float | str | None:
-    """None / "none" -> None; "auto" or "auto:MODE" (an extrap.align mode); or a positive finite float."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
-        return None
-    if isinstance(value, str) and value.strip().lower().split(":")[0] == "auto":
-        spec = value.strip().lower()
-        return "auto" if spec in ("auto", "auto:pmax") else spec
-    try:
-        tau = float(value)
-    except (TypeError, ValueError):
-        raise ExtrapError(f"temperature must be auto, auto:MODE, none or a positive number, got {value!r}") from None
-    if not (tau > 0 and math.isfinite(tau)):
-        raise ExtrapError(f"temperature must be a positive finite number, got {value!r}")
-    return tau
+def parse_temperature(value: Any) -> float | list[float] | str | None:
+    """None / "none" -> None; a positive finite τ; one τ per layer (a list, or "1.1,1.2,...");
+    or "auto", "auto:MODE", "auto:per-layer", "auto:MODE:per-layer" (``extrap.align`` modes; "auto:pmax"
+    reads as "auto").  See :func:`extrap.align.parse_temperature_spec`."""
+    from extrap.align import parse_temperature_spec
+
+    spec = parse_temperature_spec(value)
+    if spec.kind == "auto" and spec.mode == "pmax":
+        spec = replace(spec, mode=None)
+    return spec.value()
 
 
 def _auto_temperature(align, spec: str, model, train_length: int, length: int, prompts: list[list[int]]):
@@ -71,13 +71,19 @@ def _auto_temperature(align, spec: str, model, train_length: int, length: int, p
 
     The prompts are concatenated into one token stream; its windows of L_ex and
     of L_tr give the attention statistics to align (labels are never read).
+    ``auto:per-layer`` gives one τ per layer.
     """
-    mode = spec.split(":", 1)[1] if ":" in spec else "pmax"
+    parsed = align.parse_temperature_spec(spec)
     ids = [t for p in prompts for t in p]
     while len(ids) < 2 * length:
         ids += ids
     tau = align.aligned_temperature(
-        model, torch.tensor(ids, dtype=torch.long), int(train_length), int(length), mode=mode
+        model,
+        torch.tensor(ids, dtype=torch.long),
+        int(train_length),
+        int(length),
+        mode=parsed.mode or "pmax",
+        per_layer=parsed.per_layer,
     )
     if isinstance(tau, torch.Tensor):
         tau = tau.tolist()
@@ -136,11 +142,16 @@ def score_task(
 
     ``filler``: a corpus spec, Corpus or Filler for the haystack text (default
     ``stdlib``; its ``split``).  ``temperature``: None (leave the model as it
-    is), a τ applied with ``model.set_temperature``, or ``"auto"`` /
-    ``"auto:MODE"``: per length, ``extrap.align.aligned_temperature`` (004
-    Algorithm 1, mode ``pmax`` by default) on that length's task prompts, which
-    needs ``train_length`` (L_tr).  The model's temperatures are restored
+    is), a τ or one τ per layer (a list) applied with ``model.set_temperature``,
+    or ``"auto"`` / ``"auto:MODE"`` / ``"auto:per-layer"``: per length,
+    ``extrap.align.aligned_temperature`` (004 Algorithm 1, mode ``pmax`` by
+    default; one τ per layer with ``per-layer``) on that length's task prompts,
+    which needs ``train_length`` (L_tr).  The model's temperatures are restored
     afterwards.  ``progress``: one INFO log line per length.
+
+    An encoder-decoder ``model`` (``is_encoder_decoder``, e.g. :class:`extrap.hf.t5_run.T5Model`)
+    reads the prompt with its encoder and scores the answer with its decoder
+    (:mod:`extrap.tasks.seq2seq`); its temperature is its encoder's.
 
     Returns ``{"task", "method", "n", "seed", "buckets", "tokenizer",
     "temperature", "accuracy", "results": [per length], "by_depth": [...]}``;
@@ -150,10 +161,16 @@ def score_task(
     one record per example under ``"examples"``.
     """
     lengths = _check_request(model, tokenizer, task, lengths, n, method, buckets, batch)
+    if getattr(model, "is_encoder_decoder", False) and not getattr(model, "has_decoder", True):
+        raise ExtrapError("this encoder-decoder model was loaded without its decoder: task scoring needs one")
     tau = parse_temperature(temperature)
     align = _auto_align(tau, train_length)
-    if tau is not None and not isinstance(model, ExtrapLM):
+    if tau is not None and not _has_temperature(model):
         raise ExtrapError("this model has no per-layer temperature; score it without one")
+    if isinstance(tau, list):
+        from extrap.align import check_layer_taus
+
+        check_layer_taus(tau, model.shape.n_layer)  # before any example is built
     fill = get_filler(filler, split) if needs_filler(task) else None
     job = _Scoring(model, tokenizer, task, n, seed, method, tau, align, train_length, buckets, batch, fill)
     total_bk = _buckets(buckets)
@@ -175,8 +192,8 @@ class _Scoring:
     n: int
     seed: int
     method: str
-    tau: float | str | None
-    align: Any  # extrap.align when tau is "auto[:MODE]", else None
+    tau: float | list[float] | str | None
+    align: Any  # extrap.align when tau is "auto[:MODE][:per-layer]", else None
     train_length: int | None
     buckets: int
     batch: int
@@ -187,11 +204,8 @@ def _score_lengths(job: _Scoring, lengths: list[int], total_bk: list[dict], reco
     """Every length in eval mode at the requested temperature; the model's mode and temperatures are restored."""
     model, tau = job.model, job.tau
     results = []
-    restore = (
-        temperature_ctx(model, tau if isinstance(tau, float) else None)
-        if isinstance(model, ExtrapLM)
-        else nullcontext()
-    )
+    fixed = None if isinstance(tau, str) else tau  # auto: each length sets its own
+    restore = temperature_ctx(model, fixed) if _has_temperature(model) else nullcontext()
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()
@@ -260,13 +274,17 @@ def _check_request(model, tokenizer, task, lengths, n, method, buckets, batch) -
     return lengths
 
 
+def _has_temperature(model) -> bool:
+    """Whether ``model`` has per-layer softmax temperatures (``temperatures`` / ``set_temperature``)."""
+    return hasattr(model, "temperatures") and hasattr(model, "set_temperature")
+
+
 def _auto_align(tau, train_length):
-    """extrap.align for ``temperature="auto[:MODE]"`` (checked), else None."""
+    """extrap.align for ``temperature="auto[:MODE][:per-layer]"`` (checked by parse_temperature), else None."""
     if not isinstance(tau, str):
         return None
     from extrap import align
 
-    align.check_mode(tau.split(":", 1)[1] if ":" in tau else "pmax")
     if train_length is None:
         raise ExtrapError("temperature auto needs the training length (train_length=L_tr)")
     return align
@@ -321,14 +339,16 @@ def _score_length(job: _Scoring, L: int, total_bk: list[dict], records: list[dic
 
 def _predict(model, tokenizer, examples, prompts, method, batch) -> list[tuple[bool, str]]:
     """(correct, prediction text) per example."""
+    seq2seq = getattr(model, "is_encoder_decoder", False)
     if method == "greedy":
         pairs = [(p, tokenizer.encode(ex["target"])) for ex, p in zip(examples, prompts)]
-        scored = score_continuations(model, pairs, batch)
+        scored = (seq2seq_continuations if seq2seq else score_continuations)(model, pairs, batch)
         return [(s["greedy"], tokenizer.decode(s["prediction"]).strip()) for s in scored]
     out = []
     for ex, p in zip(examples, prompts):
         cands = ex["candidates"]
-        ll = [r["loglik"] for r in score_candidates(model, p, [tokenizer.encode(f" {c}\n") for c in cands])]
+        conts = [tokenizer.encode(f" {c}\n") for c in cands]
+        ll = [r["loglik"] for r in (seq2seq_candidates if seq2seq else score_candidates)(model, p, conts)]
         best = max(range(len(cands)), key=lambda i: ll[i])
         truth = cands.index(ex["answer"])
         ok = all(ll[truth] > ll[i] for i in range(len(cands)) if i != truth)
