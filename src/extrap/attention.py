@@ -13,7 +13,7 @@ Shapes (torchtune style): q, k, v are (B, H, L, Dh); positions are (L,) or (B, L
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -304,65 +304,6 @@ def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: i
         if record:
             kept.append((k0, p))
     return torch.cat(outs, dim=2), (kept if record else None)
-
-
-@dataclass
-class LayerCache:
-    """Keys and values of one attention layer for decoding, with the positions of the cached keys."""
-
-    window: int | None = None  # keep the keys of at most this many tokens (None: all)
-    keys: torch.Tensor | None = None  # (B, H, C, Dh)
-    values: torch.Tensor | None = None
-    positions: torch.Tensor | None = None  # (C,)
-
-    def extend(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
-        """Keys, values and key positions that the new tokens attend to: the cached ones, then theirs.
-
-        The cache then keeps the last ``window`` of them: a rolling cache costs O(W) per token (003 App. B).
-        """
-        if self.keys is not None:
-            k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
-            positions = torch.cat([self.positions, positions])
-        W = self.window
-        self.keys, self.values, self.positions = (
-            (k, v, positions) if W is None else (k[:, :, -W:], v[:, :, -W:], positions[-W:])
-        )
-        return k, v, positions
-
-    def expand(self, n: int) -> None:
-        """A cache of one sequence shared by ``n`` continuations (views, no copy)."""
-        self.keys = self.keys.expand(n, -1, -1, -1)
-        self.values = self.values.expand(n, -1, -1, -1)
-
-
-@dataclass
-class KVCache:
-    """One :class:`LayerCache` per layer; ``window`` makes it a rolling cache of that many tokens."""
-
-    window: int | None = None
-    layers: list[LayerCache] = field(default_factory=list)
-
-    def layer(self, i: int) -> LayerCache:
-        while len(self.layers) <= i:
-            self.layers.append(LayerCache(self.window))
-        return self.layers[i]
-
-    def expand(self, n: int) -> None:
-        for c in self.layers:
-            c.expand(n)
-
-
-def attend_cached(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
-    """New queries q (B, H, T, Dh) against all keys k, v (B, H, C, Dh) of a KV cache, the new ones last.
-
-    ``ctx`` holds the positions of the C keys; query a is the key at C - T + a.  Returns (B, H, T, Dh).
-    """
-    tau = float(temperature)
-    C, T = k.shape[2], q.shape[2]
-    mask = bias_block(ctx, C - T, C, 0, C, q.dtype) / tau
-    if mask.dim() == 3:
-        mask = mask.unsqueeze(0)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / (math.sqrt(q.shape[-1]) * tau))
 
 
 def dense_probs(blocks: list, length: int) -> torch.Tensor:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from extrap.attention import KVCache, LayerCache
 from extrap.errors import ExtrapError
+from extrap.kv_cache import KVCache, LayerCache
 from extrap.lm import ExtrapLM
 
 

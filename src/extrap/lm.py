@@ -125,6 +125,11 @@ class ExtrapLM(Protocol):
         -inf where masked.  softmax of these is the layer's attention."""
         ...
 
+    def attention_rows(self, idx: torch.Tensor, rows: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
+        """(layer, (B, H, R, L)) exact attention probabilities of the query rows ``rows`` only, layer by layer
+        (ExtrapError where the model cannot give them)."""
+        ...
+
     def bias_values(self) -> list[dict[str, torch.Tensor]] | None:
         """Each layer's bias parameter values, (H, ...) each; None without a bias RPE."""
         ...

@@ -26,8 +26,9 @@ import torch
 import torch.nn as nn
 
 from extrap import positional
-from extrap.attention import BiasContext, KVCache, LayerCache, attend, attend_cached, toeplitz_table
+from extrap.attention import BiasContext, attend, bias_block, toeplitz_table
 from extrap.errors import ExtrapError
+from extrap.kv_cache import KVCache, LayerCache, attend_cached
 from extrap.lm import Blocks, ModelShape, Output, check_temperatures
 
 
@@ -92,8 +93,14 @@ class Attention(nn.Module):
     def bias_values(self) -> dict[str, torch.Tensor]:
         return self.scheme.values(dict(self.bias_params), self.cfg.n_head)
 
-    def bias_context(self, positions, window=None, dtype=torch.float32, device="cpu", table_cache=None) -> BiasContext:
-        """Everything the attention needs to add r(i - j) for these positions (see attention.py)."""
+    def bias_context(
+        self, positions, window=None, dtype=torch.float32, device="cpu", table_cache=None, own_tables=False
+    ) -> BiasContext:
+        """Everything the attention needs to add r(i - j) for these positions (see attention.py).
+
+        ``table_cache`` keeps r(t) tables by (span, dtype, device): shared across layers only for
+        parameter-free schemes, or this layer's own (``own_tables``, a KV cache) for any scheme.
+        """
         ctx = BiasContext(scheme=None, values={}, positions=positions, window=window, contiguous=_is_arange(positions))
         if not self.scheme.adds_bias:
             return ctx
@@ -103,8 +110,9 @@ class Attention(nn.Module):
             span = int(positions.max() - positions.min()) if positions.numel() else 0
             if window is not None:
                 span = min(span, window - 1)
-            if table_cache is not None and not any(p.requires_grad for p in self.bias_params.values()):
-                key = (span, dtype, device)  # parameter-free schemes: share one table across layers
+            shareable = own_tables or not any(p.requires_grad for p in self.bias_params.values())
+            if table_cache is not None and shareable:
+                key = (span, dtype, device)
                 if key not in table_cache:
                     table_cache[key] = toeplitz_table(self.scheme, ctx.values, span, dtype, device)
                 ctx.table = table_cache[key]
@@ -116,6 +124,21 @@ class Attention(nn.Module):
                 ctx.table = toeplitz_table(self.scheme, ctx.values, rows - 1, dtype, device)
                 ctx.toeplitz_rows = rows
         return ctx
+
+    def row_probs(self, x, positions, rows: Sequence[int]) -> torch.Tensor:
+        """Exact attention probabilities of the query rows ``rows`` over all keys: (B, H, R, L), 0 = masked.
+
+        Only these R rows are computed, each from its own bias row, so a long sequence is fine.
+        """
+        q, k, _ = self.heads(x, positions)
+        ctx = self.bias_context(positions, None, x.dtype, x.device)
+        tau, L = float(self.temperature), x.shape[1]
+        out = x.new_zeros(x.shape[0], self.cfg.n_head, len(rows), L)
+        for a, r in enumerate(rows):
+            s = (q[:, :, r : r + 1] @ k[:, :, : r + 1].transpose(-1, -2)) / math.sqrt(self.cfg.head_dim)
+            s = s + bias_block(ctx, r, r + 1, 0, r + 1, x.dtype)  # (H or 1, 1, r + 1) broadcasts over B
+            out[:, :, a : a + 1, : r + 1] = torch.softmax(s / tau, dim=-1)
+        return out
 
     def heads(self, x, positions):
         """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme."""
@@ -150,7 +173,7 @@ class Attention(nn.Module):
                 window = cache.window if window is None else min(window, cache.window)
             if cache.keys is not None:  # new tokens against the cached keys
                 k, v, key_positions = cache.extend(k, v, positions)
-                ctx = self.bias_context(key_positions, window, x.dtype, x.device)
+                ctx = self.bias_context(key_positions, window, x.dtype, x.device, cache.tables, own_tables=True)
                 y = attend_cached(q, k, v, ctx, self.temperature)
                 return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
             cache.extend(k, v, positions)  # the first tokens: an ordinary causal pass, block by block
@@ -334,6 +357,18 @@ class GPT(nn.Module):
         """Pre-softmax logits (q·k / sqrt(Dh) + r) / τ of one layer: query blocks (B, H, Lq, Lk), -inf = masked."""
         *_, (_, blocks) = self._probe(idx, int(layer), logits=True)
         return [b for _, b in blocks]
+
+    @torch.no_grad()
+    def attention_rows(self, idx: torch.Tensor, rows: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
+        """(layer, (B, H, R, L) exact probabilities of the query rows ``rows``), layer by layer.
+
+        Holds R rows, never (L, L): this is how the mass that a window drops is measured at long L.
+        """
+        positions = self.default_positions(idx.shape[1], idx.device)
+        x, table_cache = self.embed(idx, positions), {}
+        for layer, blk in enumerate(self.blocks):
+            yield layer, blk.attn.row_probs(blk.ln1(x), positions, rows)
+            x, _ = blk(x, positions, table_cache=table_cache)
 
     def bias_values(self) -> list[dict[str, torch.Tensor]] | None:
         if not self.scheme.adds_bias:

@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prep.add_argument("--tokenizer", default="bytes", help="'bytes' or 'bpe:V' (V >= 257); default: bytes")
     prep.add_argument("--cache", default=None, help="cache folder (default: $EXTRAP_CACHE or ~/.cache/extrap)")
     prep.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    prep.add_argument("--csv", metavar="PATH", help="also write one CSV row per split to PATH (atomically)")
     prep.set_defaults(func=cmd_prepare)
 
 
@@ -66,6 +67,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from extrap.data import SPLITS
 
     s = prepare(args.name, args.tokenizer, args.cache)
+    if args.csv:
+        from extrap.tabular import corpus_table, write_csv
+
+        write_csv(args.csv, corpus_table(s))
     if args.json:
         print(json.dumps(s, indent=2))
         return 0

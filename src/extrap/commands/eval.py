@@ -30,14 +30,55 @@ def register(sub) -> None:
         "--protocol", default="nonoverlapping", choices=PROTOCOLS, help="nonoverlapping | sliding | last-token"
     )
     p.add_argument("--stride", type=types.positive_int, help="sliding stride (default L_ex/2)")
-    p.add_argument("--targets", type=types.positive_int, default=64, help="last-token: number of target tokens")
+    p.add_argument(
+        "--targets", type=types.positive_int, default=256, help="last-token: number of target tokens (default 256)"
+    )
     p.add_argument(
         "--tokens",
         type=types.length,
-        help="nonoverlapping, sliding: tokens scored at every length, at least the longest length (default: it)",
+        help="nonoverlapping, sliding: tokens scored at every length, at least the longest length "
+        "(default: 65,536, or the whole split if shorter, and at least the longest length)",
     )
     types.add_split(p)
-    p.add_argument("--window", default="none", help="auto | none | W: attention window used at evaluation")
+    _add_window_arguments(p)
+    p.add_argument(
+        "--file",
+        help="score this UTF-8 text file as one sequence (streamed with --window; lengths and protocol do not apply)",
+    )
+    p.add_argument("--delta", type=types.positive_float, default=0.02, help="δ of 000 Definition 0.1")
+    p.add_argument("--batch", type=types.positive_int, default=8)
+    p.add_argument(
+        "--backend",
+        choices=("auto", "blocked", "flex"),
+        help="attention: auto | blocked | flex (flex on CPU compiles once per length)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=types.temperature_spec,
+        default=None,
+        help="softmax temperature (004): TAU | TAU_1,...,TAU_R (one per layer) | auto (the aligned τ for each "
+        "L_ex, see --align-mode) | auto:per-layer (one aligned τ per layer) | auto:MODE",
+    )
+    p.add_argument(
+        "--align-mode",
+        default="pmax",
+        dest="align_mode",
+        help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)",
+    )
+    types.add_hf_arguments(p)
+    p.add_argument("--out", help="also write the JSON result to this file (atomically)")
+    p.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _add_window_arguments(p) -> None:
+    p.add_argument(
+        "--window",
+        default="none",
+        help="auto | none | W: attend to the W most recent keys; windowed lengths stream through a rolling "
+        "KV cache, so memory depends on W, not on the length",
+    )
     p.add_argument(
         "--eps",
         type=types.fraction,
@@ -50,28 +91,6 @@ def register(sub) -> None:
         dest="cache_window",
         help="rolling KV cache of W tokens (003 Appendix B); same as --window W",
     )
-    p.add_argument("--delta", type=types.positive_float, default=0.02, help="δ of 000 Definition 0.1")
-    p.add_argument("--batch", type=types.positive_int, default=8)
-    p.add_argument(
-        "--backend",
-        choices=("auto", "blocked", "flex"),
-        help="attention: auto | blocked | flex (flex on CPU compiles once per length)",
-    )
-    p.add_argument(
-        "--temperature",
-        default=None,
-        help="softmax temperature (004): auto (the aligned τ for each L_ex, see --align-mode) | TAU",
-    )
-    p.add_argument(
-        "--align-mode",
-        default="pmax",
-        dest="align_mode",
-        help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)",
-    )
-    types.add_hf_arguments(p)
-    p.add_argument("--out", help="also write the JSON result to this file (atomically)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
 
 
 def _check(args) -> None:
@@ -85,11 +104,53 @@ def _check(args) -> None:
         raise ExtrapError(f"--stride {args.stride} is longer than the shortest length {min(args.lengths)}")
 
 
+def _score_file(args, window: str) -> int:
+    from extrap.evaluate.score import score_file_run
+
+    report = score_file_run(
+        args.run,
+        args.file,
+        window,
+        args.eps,
+        progress=not args.json or sys.stderr.isatty(),
+        hf_options=types.hf_options(args),
+    )
+    _emit(args, report, _print_file)
+    return 0
+
+
+def _print_file(r: dict) -> None:
+    se = f" ± {r['loss_stderr']:.4f}" if r["loss_stderr"] is not None else ""
+    print(f"{r['run']}  file={r['file']}  " + _window_line(r["window"]))
+    print(f"{r['tokens']} tokens: loss {r['loss']:.4f}{se}, ppl {r['ppl']:.3f} ({r['seconds']:.1f} s)")
+    for line in _error_lines(r["window"]):
+        print(line)
+
+
+def _emit(args, report: dict, table) -> None:
+    text = json.dumps(report, indent=2, allow_nan=False)  # strict JSON: no NaN or Infinity
+    if args.out:
+        from extrap.io import atomic_write_text
+
+        atomic_write_text(args.out, text + "\n")
+    if args.csv:
+        from extrap.tabular import eval_table, write_csv
+
+        write_csv(args.csv, eval_table(report))
+    if args.json:
+        print(text)
+    else:
+        table(report)
+    sys.stdout.flush()
+
+
 def run(args) -> int:
     from extrap.evaluate import evaluate_run
 
     _check(args)
     window = args.window if args.cache_window is None else str(args.cache_window)
+    if args.file:
+        return _score_file(args, window)
     report = evaluate_run(
         args.run,
         lengths=args.lengths,
@@ -109,16 +170,7 @@ def run(args) -> int:
         corpus=getattr(args, "corpus", None),
         hf_options=types.hf_options(args),
     )
-    text = json.dumps(report, indent=2, allow_nan=False)  # strict JSON: no NaN or Infinity
-    if args.out:
-        from extrap.io import atomic_write_text
-
-        atomic_write_text(args.out, text + "\n")
-    if args.json:
-        print(text)
-    else:
-        _print_table(report)
-    sys.stdout.flush()
+    _emit(args, report, _print_table)
     return 0
 
 
@@ -144,10 +196,37 @@ def _result_line(r: dict) -> str:
         change = 100 * r["window_rel_diff"]
         extra = f"  (exact ppl {r['exact_ppl']:.3f} on the same tokens, window changes ppl by {change:.4f}%)"
     extra += f"  τ={_tau_text(r['temperature'])}" if "temperature" in r else ""
+    se = f"{r['loss_stderr']:.4f}" if r.get("loss_stderr") is not None else "-"
     return (
-        f"{r['length']:>7} {r['loss']:>8.4f} {r['ppl']:>9.3f} {r['bits_per_token']:>9.4f} {r['tokens']:>8} "
+        f"{r['length']:>7} {r['loss']:>8.4f} {se:>7} {r['ppl']:>9.3f} {r['bits_per_token']:>9.4f} {r['tokens']:>8} "
         f"{r['seconds']:>7.2f} {str(r['window'] or '-'):>7}{extra}"
     )
+
+
+def _error_lines(w: dict) -> list[str]:
+    """The window's theory bound and measured effect (``window.error``), in words."""
+    if "error" not in w:
+        return []
+    b, m = w["error"]["bound"], w["error"]["measured"]
+    if b["worst_tail"] is not None:
+        chose = f", chosen as TRF(eps={b['eps']:g}, {b['reduce']})" if b.get("eps") is not None else ""
+        lines = [
+            f"window bound (000 Eq. 22): beyond W={b['window']} every head keeps at most "
+            f"{b['worst_tail']:.3g} of its bias mass B (worst: {b['where']}){chose}"
+        ]
+    else:
+        lines = [f"window bound: none ({b['reason']})"]
+    if m["rel_diff"] is not None:
+        mass = ""
+        if m["dropped_mass_max"] is not None:
+            mass = f"; attention mass dropped on {m['rows']} sampled rows: max {m['dropped_mass_max']:.3g}"
+        lines.append(
+            f"window measured at L={m['length']}: exact ppl {m['exact_ppl']:.4f}, windowed {m['window_ppl']:.4f}, "
+            f"relative difference {m['rel_diff']:.3g}{mass}"
+        )
+    if m.get("note"):
+        lines.append(f"window measurement: {m['note']}")
+    return lines
 
 
 def _print_table(report: dict) -> None:
@@ -155,12 +234,17 @@ def _print_table(report: dict) -> None:
         f"{report['run']}  protocol={report['protocol']}  L_tr={report['train_length']}  "
         + _window_line(report["window"])
     )
-    print(f"{'L_ex':>7} {'loss':>8} {'ppl':>9} {'bits/tok':>9} {'tokens':>8} {'sec':>7} {'window':>7}")
+    print(f"{'L_ex':>7} {'loss':>8} {'± se':>7} {'ppl':>9} {'bits/tok':>9} {'tokens':>8} {'sec':>7} {'window':>7}")
     for r in report["results"]:
         print(_result_line(r))
+    for line in _error_lines(report["window"]):
+        print(line)
     v, worst = report["extrapolates"], report["worst_ratio"]
     word = {True: "extrapolates", False: "does not extrapolate"}.get(v) or f"no verdict ({report['verdict_reason']})"
+    se = report.get("worst_ratio_stderr")
     print(
         f"verdict (000 Def. 0.1, δ={report['delta']}): {word}"
         + (f"; worst |Δppl|/ppl = {worst:.4f}" if worst is not None else "")
+        + (f" ± {1.96 * se:.4f} (95%)" if se is not None else "")
+        + (f"; {report['noise']}" if report.get("within_noise") else "")
     )

@@ -15,6 +15,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.evaluate.protocols import PROTOCOLS, LengthResult, check_settings, evaluate
 from extrap.evaluate.verdict import verdict
+from extrap.evaluate.window_error import window_error
 from extrap.memory import check_fits
 from extrap.run import Run, eval_stream
 from extrap.theory.receptive import WINDOW_AUTO_TRF
@@ -22,6 +23,10 @@ from extrap.theory.receptive import WINDOW_AUTO_TRF
 log = logging.getLogger(__name__)
 
 WINDOW_CHECK_MAX = 8192  # the exact-attention comparison of a windowed length runs up to this length
+# Scored tokens per length by default: byte-level losses spread about 2 nats per token, and neighbours
+# correlate, so 2^16 tokens keep the standard error of a loss near 0.01 nats, half of δ = 0.02.
+DEFAULT_TOKENS = 2**16
+DEFAULT_TARGETS = 256  # last-token targets by default: the verdict compares them paired, target by target
 
 
 def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[int], int | None] | None, dict]:
@@ -89,23 +94,28 @@ def resolve_temperature(
     per_layer: bool = False,
     max_length: int | None = None,
 ):
-    """None (τ untouched), a fixed τ, or ``auto`` (004: the aligned τ for each L_ex).
+    """None (τ untouched), a fixed τ, one τ per layer, or ``auto`` (004: the aligned τ for each L_ex).
 
-    ``auto`` calls :func:`extrap.align.aligned_temperature` with ``mode`` on ``segments`` segments of
-    the evaluation stream (only its attention is read); τ = 1 for L_ex <= L_tr.  Returns
+    ``spec``: what :func:`extrap.align.parse_temperature_spec` reads: None / "none", a τ, one τ per
+    layer (a list, or "1.1,1.2,..."; its length must be the model's layer count), "auto",
+    "auto:per-layer" (Algorithm 1 layer by layer: one aligned τ per layer at each L_ex) or
+    "auto:MODE" (a mode named in ``spec`` takes precedence over ``mode``).  ``auto`` calls
+    :func:`extrap.align.aligned_temperature` on ``segments`` segments of the evaluation stream (only
+    its attention is read); τ = 1 (every layer's, per layer) for L_ex <= L_tr.  Returns
     (temperature_for or None, info for the report).
     """
-    if spec in (None, "", "none"):
-        return None, {"mode": "none"}
     from extrap import align
 
-    if spec != "auto":
-        try:
-            tau = float(spec)
-        except (TypeError, ValueError):
-            raise ExtrapError(f"temperature must be auto, none or a positive number, got {spec!r}") from None
-        tau = align.check_tau(tau)
+    parsed = align.parse_temperature_spec(spec)
+    if parsed.kind == "none":
+        return None, {"mode": "none"}
+    if parsed.kind == "fixed":
+        tau = parsed.tau
         return (lambda L: tau), {"mode": "fixed", "tau": tau}
+    if parsed.kind == "layers":
+        taus = align.check_layer_taus(parsed.tau, run.model.shape.n_layer)
+        return (lambda L: list(taus)), {"mode": "fixed", "per_layer": True, "tau": taus}
+    mode, per_layer = parsed.mode or mode, per_layer or parsed.per_layer
     align.check_mode(mode)
     if per_layer and mode not in align.SEARCH_MODES:
         raise ExtrapError(f"per-layer temperatures need the pmax or entropy alignment mode, not {mode}")
@@ -146,6 +156,13 @@ def _starting(length: int) -> None:
     log.info("  L_ex=%s: evaluating...", length)
 
 
+def _bar(length: int, total: int):
+    """A tqdm bar on stderr for the tokens of one length: tokens/s and ETA."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"L_ex={length}", unit="tok", unit_scale=True, leave=False, mininterval=1.0)
+
+
 def _check_memory(run: Run, lengths: list[int], protocol: str, tokens, targets: int, batch: int) -> None:
     """Refuse a length whose hidden states and logits alone cannot fit, before anything runs (a lower bound:
     B rows x L positions x (d per layer boundary x 8 + the logits of every scored position), fp32)."""
@@ -158,7 +175,16 @@ def _check_memory(run: Run, lengths: list[int], protocol: str, tokens, targets: 
 
 
 def _show(r: LengthResult) -> None:
-    log.info("  L_ex=%s: %s", r.length, f"ppl {r.ppl:.3f} ({r.seconds:.1f} s)" if not r.error else r.error)
+    if r.error:
+        log.info("  L_ex=%s: %s", r.length, r.error)
+        return
+    se = f" ± {r.stderr:.4f}" if r.stderr is not None else ""
+    log.info("  L_ex=%s: loss %.4f%s, ppl %.3f (%.1f s)", r.length, r.loss, se, r.ppl, r.seconds)
+
+
+def default_tokens(lengths: list[int], available: int) -> int:
+    """Scored tokens at every length: DEFAULT_TOKENS (fewer if the stream is shorter), at least the longest length."""
+    return max(max(lengths), min(DEFAULT_TOKENS, available - 1))
 
 
 def evaluate_run(
@@ -166,7 +192,7 @@ def evaluate_run(
     lengths=None,
     protocol="nonoverlapping",
     stride=None,
-    targets=64,
+    targets=DEFAULT_TARGETS,
     tokens=None,
     split="validation",
     window="none",
@@ -187,40 +213,67 @@ def evaluate_run(
 ) -> dict:
     """Evaluate a run (a directory, ``hf:PATH`` or a loaded :class:`Run`); returns the JSON-ready report.
 
+    ``tokens``: scored tokens at every length (nonoverlapping, sliding); default
+    :data:`DEFAULT_TOKENS`, or the whole split if shorter, and at least the longest length.
+    ``window``: "none", W or "auto"; a windowed length is streamed through a rolling KV cache
+    (memory set by W, not by L), and the report's ``window.error`` states the theory's bound and
+    the measured effect (:mod:`extrap.evaluate.window_error`).
     ``temperature``: None, a τ, or "auto" (004 attention alignment by ``align_mode``; the τ
     used at each length is recorded in its result and under "temperature" in the report).
     ``corpus`` and ``hf_options`` are for hf: models; an extrap run reads its training corpus.
+    ``progress``: log each length and show a bar of tokens/s and ETA on stderr.
     """
     if protocol not in PROTOCOLS:
         raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
     if lengths is not None and not (lengths := list(lengths)):  # None: the default lengths
         raise ExtrapError("no lengths to evaluate: the list of lengths is empty")
-    if run is None:
-        run = None if isinstance(source, (str, Path)) else source
-    run = _open(source, run, corpus, hf_options, backend)
-    L_tr = run.train_length  # always evaluated: the reference of the verdict
-    lengths = sorted({*(lengths if lengths is not None else [L_tr * 2**k for k in range(5)]), L_tr})
+    run = _open(source, run or (None if isinstance(source, (str, Path)) else source), corpus, hf_options, backend)
+    lengths = _with_reference(lengths, run.train_length)
     check_settings(lengths, protocol, tokens, stride, targets)  # before the stream, τ search and window
     _check_memory(run, lengths, protocol, tokens, targets, batch)
     window_for, window_info = resolve_window(run, window, eps)
     need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
     stream = eval_stream(run, split, need)
+    if tokens is None and protocol != "last-token":
+        tokens = default_tokens(lengths, stream.numel())
     temperature_for, temperature_info = resolve_temperature(
         run, temperature, stream, lengths, align_mode, align_segments, align_per_layer, align_max_length
     )
     settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch, exact_check_max=exact_check_max)
-    settings.update(window_for=window_for, temperature_for=temperature_for, on_result=_show if progress else None)
-    settings.update(on_start=_starting if progress else None)
+    settings.update(window_for=window_for, temperature_for=temperature_for, **_progress(progress))
     results = evaluate(run.model, stream, lengths, protocol, **settings)
     report = _report(run, protocol, split, delta, window_info, results)
+    report["window"] = _window_with_error(run, stream, lengths, window_for, window_info, progress)
     if temperature is not None:
         report["temperature"] = _temperature_report(temperature_info)
     return report
 
 
+def _with_reference(lengths: list[int] | None, L_tr: int) -> list[int]:
+    """The lengths to evaluate, sorted, always with L_tr (the verdict's reference); default L_tr * 2^k, k < 5."""
+    return sorted({*(lengths if lengths is not None else [L_tr * 2**k for k in range(5)]), L_tr})
+
+
+def _progress(on: bool) -> dict:
+    """The callbacks of :func:`evaluate` that log each length and draw its bar (none when ``on`` is false)."""
+    return dict(on_result=_show, on_start=_starting, progress=_bar) if on else {}
+
+
+def _window_with_error(run: Run, stream, lengths: list[int], window_for, info: dict, progress: bool) -> dict:
+    """``info`` plus, when a window applied at some length, its bound and measured effect."""
+    windows = [(L, window_for(L)) for L in lengths] if window_for else []
+    applied = [(L, W) for L, W in windows if W is not None]
+    if not applied:
+        return info
+    longest, W = applied[-1]
+    if progress:
+        log.info("  window W=%s: measuring its effect against exact attention...", W)
+    return {**info, "error": window_error(run.model, stream, W, longest, info)}
+
+
 def _report(run: Run, protocol: str, split: str, delta: float, window_info: dict, results: list) -> dict:
     """The JSON-ready report of :func:`evaluate_run` (schema in the README's ``extrap eval`` section)."""
-    v = verdict(results, run.train_length, delta)
+    v = verdict(results, run.train_length, delta, independent=protocol == "last-token")
     return {
         "run": str(run.path),
         "pe": run.pe,
@@ -230,7 +283,10 @@ def _report(run: Run, protocol: str, split: str, delta: float, window_info: dict
         "delta": delta,
         "extrapolates": v.extrapolates,
         "worst_ratio": v.worst_ratio,
+        "worst_ratio_stderr": v.worst_stderr,
         "verdict_reason": v.reason,
+        "within_noise": v.within_noise,
+        "noise": v.noise,
         "window": window_info,
         "results": [r.to_dict() for r in results],
         "step": run.step,

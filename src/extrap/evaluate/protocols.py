@@ -17,96 +17,47 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from extrap.errors import ExtrapError
+from extrap.evaluate.result import LengthResult
+from extrap.evaluate.stats import stderr
+from extrap.evaluate.streaming import cone, token_nll
 from extrap.lm import temperature
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 
 
-@dataclass
-class LengthResult:
-    length: int
-    loss: float  # mean negative log-likelihood per scored token, nats (NaN when ``error`` is set)
-    tokens: int  # scored tokens
-    seconds: float
-    window: int | None = None
-    error: str | None = None
-    exact_loss: float | None = None  # the same tokens with exact attention, when a window was used
-    temperature: float | list | None = None  # softmax τ used at this length (004), when one was set
-    exact_error: str | None = None  # why the exact-attention comparison could not be made
-
-    @property
-    def ppl(self) -> float:
-        return math.exp(self.loss) if math.isfinite(self.loss) else math.inf
-
-    def to_dict(self) -> dict:
-        """JSON-ready and strict: a failed length has null loss, ppl and bits, and its ``error``."""
-        ok = self.error is None and math.isfinite(self.loss)
-        return {
-            "length": self.length,
-            "loss": self.loss if ok else None,
-            "ppl": self.ppl if ok else None,
-            "bits_per_token": self.loss / math.log(2) if ok else None,
-            "tokens": self.tokens,
-            "seconds": self.seconds,
-            "window": self.window,
-            **({"temperature": self.temperature} if self.temperature is not None else {}),
-            **({"error": self.error} if self.error else {}),
-            **(self._window_cost() if ok else {}),
-        }
-
-    def _window_cost(self) -> dict:
-        """exact_ppl and window_rel_diff = |ppl - exact ppl| / exact ppl, both on the same scored tokens."""
-        if self.exact_error is not None:
-            return {"exact_ppl": None, "window_rel_diff": None, "exact_error": self.exact_error}
-        if self.exact_loss is None:
-            return {}
-        exact = math.exp(self.exact_loss)
-        return {"exact_ppl": exact, "window_rel_diff": abs(self.ppl - exact) / exact}
-
-
-def _nll_sum(model, x: torch.Tensor, y: torch.Tensor, window: int | None, score_last: int | None) -> torch.Tensor:
-    """Sum of -log p(y) over the scored positions of each row of x (B, L)."""
-    out = model(x, window=window, last=score_last)
-    logits = out.logits.float()
-    yy = y if score_last is None else y[:, -score_last:]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yy.reshape(-1), reduction="sum")
-
-
 @torch.no_grad()
-def eval_nonoverlapping(model, stream: torch.Tensor, length: int, tokens: int, window=None, batch: int = 8):
-    """Chunks of ``length`` from the first ``tokens`` + 1 tokens of the stream."""
+def eval_nonoverlapping(model, stream, length: int, tokens: int, window=None, batch: int = 8, on_tokens=None):
+    """Chunks of ``length`` from the first ``tokens`` + 1 tokens of the stream: per-token losses in stream order."""
     n_chunks = tokens // length
     if n_chunks < 1:
         raise ExtrapError(f"nonoverlapping: {tokens} tokens hold no chunk of length {length}; evaluate more tokens")
-    total, count = 0.0, 0
+    out = []
     for c0 in range(0, n_chunks, batch):
         rows = range(c0, min(n_chunks, c0 + batch))
         seg = torch.stack([stream[r * length : (r + 1) * length + 1] for r in rows]).long()
-        total += float(_nll_sum(model, seg[:, :-1], seg[:, 1:], window, None))
-        count += seg.shape[0] * length
-    return total / count, count
+        out.append(token_nll(model, seg[:, :-1], seg[:, 1:], window, None, on_tokens=on_tokens).reshape(-1))
+    return torch.cat(out)
 
 
 @torch.no_grad()
-def eval_sliding(model, stream: torch.Tensor, length: int, tokens: int, stride: int, window=None, batch: int = 8):
+def eval_sliding(model, stream, length: int, tokens: int, stride: int, window=None, batch: int = 8, on_tokens=None):
     """Windows of ``length`` moved by ``stride`` over ``tokens`` tokens; each token scored exactly once."""
     if not 1 <= stride <= length:
         raise ExtrapError(f"sliding: stride must be in [1, L_ex={length}], got {stride}")
     if tokens < length:
         raise ExtrapError(f"sliding: {tokens} tokens are fewer than L_ex={length}; evaluate more tokens")
-    total = float(_nll_sum(model, stream[None, :length].long(), stream[None, 1 : length + 1].long(), window, None))
-    count = length
+    first = stream[None, : length + 1].long()
+    out = [token_nll(model, first[:, :-1], first[:, 1:], window, None, on_tokens=on_tokens).reshape(-1)]
     starts = list(range(stride, tokens - length + 1, stride))
     for b0 in range(0, len(starts), batch):
         seg = torch.stack([stream[s : s + length + 1] for s in starts[b0 : b0 + batch]]).long()
-        total += float(_nll_sum(model, seg[:, :-1], seg[:, 1:], window, stride))
-        count += seg.shape[0] * stride
-    return total / count, count
+        out.append(token_nll(model, seg[:, :-1], seg[:, 1:], window, stride, on_tokens=on_tokens).reshape(-1))
+    return torch.cat(out)
 
 
 def last_token_targets(stream_len: int, max_length: int, n: int) -> list[int]:
@@ -122,17 +73,17 @@ def last_token_targets(stream_len: int, max_length: int, n: int) -> list[int]:
 
 
 @torch.no_grad()
-def eval_last_token(model, stream: torch.Tensor, length: int, targets: list[int], window=None, batch: int = 8):
-    """Score only stream[p] for each p in ``targets``, from the L_ex - 1 tokens before it."""
-    total = 0.0
+def eval_last_token(model, stream, length: int, targets: list[int], window=None, batch: int = 8, on_tokens=None):
+    """Score only stream[p] for each p in ``targets``, from the L_ex - 1 tokens before it: one loss per target."""
+    if length < 2:  # L_ex = 1: no context at all; a prediction from an empty prefix is undefined
+        raise ExtrapError("last-token: L_ex must be >= 2")
+    out = []
     for b0 in range(0, len(targets), batch):
         ps = targets[b0 : b0 + batch]
         ctx = torch.stack([stream[p - length + 1 : p] for p in ps]).long()  # (B, L_ex - 1)
-        y = torch.stack([stream[p : p + 1] for p in ps]).long()  # (B, 1)
-        if ctx.shape[1] == 0:  # L_ex = 1: no context at all; predict from an empty prefix is undefined
-            raise ExtrapError("last-token: L_ex must be >= 2")
-        total += float(_nll_sum(model, ctx, y, window, 1))
-    return total / len(targets), len(targets)
+        y = torch.stack([stream[p - length + 2 : p + 1] for p in ps]).long()  # (B, L_ex - 1): the last is scored
+        out.append(token_nll(model, ctx, y, window, 1, on_tokens=on_tokens).reshape(-1))
+    return torch.cat(out)
 
 
 def check_settings(
@@ -174,6 +125,7 @@ def evaluate(
     batch: int = 8,
     temperature_for: Callable[[int], float | list | None] | None = None,
     exact_check_max: int = 0,
+    progress: Callable[[int, int], Any] | None = None,
 ) -> list[LengthResult]:
     """Evaluate at every length; a length that fails is recorded and the rest are kept.
 
@@ -181,6 +133,7 @@ def evaluate(
     while evaluating L (None: leave it); the model's previous τ is restored at the end.
     ``exact_check_max``: where a window was used at a length up to this, the same tokens
     (chunks, windows or targets) are scored again with exact attention (``exact_loss``).
+    ``progress(L, total)``: a bar (``update(n)``, ``close()``) told of every processed token.
     """
     check_settings(lengths, protocol, tokens, stride, targets)
     lengths = sorted(set(lengths))
@@ -190,25 +143,61 @@ def evaluate(
         raise ExtrapError(
             f"the evaluation stream has {stream.numel():,} tokens; {protocol} at these settings needs {need:,}"
         )
-    tgt = last_token_targets(stream.numel(), max(lengths), targets) if protocol == "last-token" else None
-
-    def score(L: int, window: int | None) -> tuple[float, int]:
-        if protocol == "nonoverlapping":
-            return eval_nonoverlapping(model, stream, L, tokens, window, batch)
-        if protocol == "sliding":
-            return eval_sliding(model, stream, L, tokens, stride or max(1, L // 2), window, batch)
-        return eval_last_token(model, stream, L, tgt, window, batch)
-
+    plan = Plan(model, stream, protocol, tokens, stride, targets, batch, max(lengths))
     results = []
     model.eval()
     with temperature(model):  # every length may set its own τ; the model's τ is restored afterwards
         for L in lengths:
             if on_start:
                 on_start(L)
-            results.append(_evaluate_length(model, score, L, window_for, temperature_for, exact_check_max))
+            results.append(_evaluate_length(plan, L, window_for, temperature_for, exact_check_max, progress))
             if on_result:
                 on_result(results[-1])
     return results
+
+
+@dataclass
+class Plan:
+    """One protocol's settings over one stream: what :func:`evaluate` scores at every length."""
+
+    model: Any
+    stream: torch.Tensor
+    protocol: str
+    tokens: int
+    stride: int | None
+    targets: int
+    batch: int
+    longest: int  # the longest L_ex: every last-token target has that much context
+
+    def __post_init__(self):
+        last = self.protocol == "last-token"
+        self.target_positions = last_token_targets(self.stream.numel(), self.longest, self.targets) if last else None
+
+    def stride_at(self, L: int) -> int:
+        return self.stride or max(1, L // 2)
+
+    def score(self, L: int, window: int | None, on_tokens=None) -> torch.Tensor:
+        """Per-token losses at L_ex = L, in stream order."""
+        m, st, b = self.model, self.stream, self.batch
+        if self.protocol == "nonoverlapping":
+            return eval_nonoverlapping(m, st, L, self.tokens, window, b, on_tokens)
+        if self.protocol == "sliding":
+            return eval_sliding(m, st, L, self.tokens, self.stride_at(L), window, b, on_tokens)
+        return eval_last_token(m, st, L, self.target_positions, window, b, on_tokens)
+
+    def work(self, L: int, window: int | None) -> int:
+        """Tokens run through the model at L (with a window, only the cone of the scored ones)."""
+        reach = cone(self.model.shape.n_layer, window) if window is not None else None
+
+        def ran(T: int, scored: int) -> int:
+            return T if reach is None else min(T, scored + reach)
+
+        if self.protocol == "nonoverlapping":
+            return (self.tokens // L) * L
+        if self.protocol == "sliding":
+            s = self.stride_at(L)
+            return L + len(range(s, self.tokens - L + 1, s)) * ran(L, s)
+        return self.targets * ran(L - 1, 1)
 
 
 _FAILURES = (RuntimeError, MemoryError, ExtrapError)  # what one length may raise without stopping the others
@@ -218,7 +207,16 @@ def _failure(e: BaseException) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0][:200]
 
 
-def _evaluate_length(model, score, L, window_for, temperature_for, exact_check_max: int) -> LengthResult:
+def _score(plan: Plan, L: int, window: int | None, progress) -> torch.Tensor:
+    bar = progress(L, plan.work(L, window)) if progress else None
+    try:
+        return plan.score(L, window, bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+
+
+def _evaluate_length(plan: Plan, L, window_for, temperature_for, exact_check_max: int, progress) -> LengthResult:
     """One length of :func:`evaluate`, under ``temperature_for(L)`` when given.
 
     A failure (out of memory at a long length, positions past a learned table, a non-finite
@@ -227,23 +225,26 @@ def _evaluate_length(model, score, L, window_for, temperature_for, exact_check_m
     window = window_for(L) if window_for else None
     tau = temperature_for(L) if temperature_for else None
     if tau is not None:
-        model.set_temperature(tau)
+        plan.model.set_temperature(tau)
     t0 = time.perf_counter()
     try:
-        loss, n = score(L, window)
+        nll = _score(plan, L, window, progress)
     except _FAILURES as e:
         return LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=_failure(e), temperature=tau)
-    res = LengthResult(L, loss, n, time.perf_counter() - t0, window, temperature=tau)
+    loss = float(nll.double().mean())
+    se = stderr(nll, independent=plan.protocol == "last-token")
+    res = LengthResult(L, loss, nll.numel(), time.perf_counter() - t0, window, temperature=tau, stderr=se, nll=nll)
     if not math.isfinite(loss):
         res.error = f"the loss is not finite ({loss})"
     elif window is not None and L <= exact_check_max:
         try:  # the same scored tokens, only without the window
-            exact, n_exact = score(L, None)
+            exact = _score(plan, L, None, progress)
         except _FAILURES as e:
             res.exact_error = f"exact attention failed: {_failure(e)}"
         else:
-            if math.isfinite(exact) and n_exact == n:
-                res.exact_loss = exact
+            exact_loss = float(exact.double().mean())
+            if math.isfinite(exact_loss) and exact.numel() == nll.numel():
+                res.exact_loss = exact_loss
             else:
-                res.exact_error = f"exact attention gave a loss of {exact} on {n_exact} tokens"
+                res.exact_error = f"exact attention gave a loss of {exact_loss} on {exact.numel()} tokens"
     return res

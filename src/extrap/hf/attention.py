@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from extrap.errors import ExtrapError
 from extrap.hf.common import WINDOW_CHUNK
 
 
@@ -40,11 +41,11 @@ def window_attention(
 ):
     """Causal attention over the ``module._extrap_window`` most recent keys, block by block of queries.
 
-    An ``AttentionInterface`` function: query (B, H, L, D), key/value (B, H_kv, L, D); returns
-    (B, L, H, D) and no weights, like HF's eager attention.  transformers builds no mask for an
-    implementation it does not know (``attention_mask`` is None): the causal band is made here, per
-    block, so memory is O(B·H·WINDOW_CHUNK·(W + WINDOW_CHUNK)).  A config's own ``sliding_window``
-    (Mistral, Qwen) still applies.
+    An ``AttentionInterface`` function: query (B, H, Lq, D), key/value (B, H_kv, Lk, D) with the Lq
+    queries the last Lq keys (Lk > Lq when a KV cache holds earlier tokens); returns (B, Lq, H, D)
+    and no weights, like HF's eager attention.  transformers builds no mask for an implementation it
+    does not know (``attention_mask`` is None): the causal band is made here, per block, so memory is
+    O(B·H·WINDOW_CHUNK·(W + WINDOW_CHUNK)).  A config's own ``sliding_window`` (Mistral, Qwen) still applies.
     """
     W = module._extrap_window
     if sliding_window:
@@ -54,17 +55,17 @@ def window_attention(
     rep = query.shape[1] // key.shape[1]  # grouped-query attention: each key/value head serves `rep` heads
     if rep > 1:
         key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
-    L = query.shape[2]
+    L, offset = query.shape[2], key.shape[2] - query.shape[2]  # query a is key offset + a
     out = []
     for q0 in range(0, L, WINDOW_CHUNK):
         q1 = min(L, q0 + WINDOW_CHUNK)
-        k0 = max(0, q0 - W + 1)
-        s = (query[:, :, q0:q1] @ key[:, :, k0:q1].transpose(-1, -2)) * scaling
-        t = torch.arange(q0, q1, device=s.device)[:, None] - torch.arange(k0, q1, device=s.device)[None]
+        k0, k1 = max(0, offset + q0 - W + 1), offset + q1
+        s = (query[:, :, q0:q1] @ key[:, :, k0:k1].transpose(-1, -2)) * scaling
+        t = torch.arange(offset + q0, k1, device=s.device)[:, None] - torch.arange(k0, k1, device=s.device)[None]
         s = s.masked_fill((t < 0) | (t >= W), -math.inf)  # t: distance from query to key
         p = torch.softmax(s, dim=-1, dtype=torch.float32).to(value.dtype)
         p = nn.functional.dropout(p, p=dropout, training=module.training)
-        out.append(p @ value[:, :, k0:q1])
+        out.append(p @ value[:, :, k0:k1])
     return torch.cat(out, 2).transpose(1, 2).contiguous(), None
 
 
@@ -104,6 +105,26 @@ class SoftmaxTap(TorchFunctionMode):
             self.logits = args[0].detach()
             raise StopForward
         return func(*args, **(kwargs or {}))
+
+
+def tap_softmax_input(hf_model, module: nn.Module, forward, L: int, where: str) -> torch.Tensor:
+    """The input of the first softmax inside ``module`` while ``forward()`` runs eagerly: (B, H, L, L) float.
+
+    The forward pass stops there (later layers are not run); entries eager attention masked are -inf.
+    """
+    tap = SoftmaxTap()
+    hook = module.register_forward_pre_hook(lambda *_: setattr(tap, "active", True))
+    try:
+        with attn_implementation(hf_model, "eager"), tap:
+            forward()
+    except StopForward:
+        pass
+    finally:
+        hook.remove()
+    s = tap.logits
+    if s is None or s.dim() != 4 or s.shape[-2:] != (L, L):
+        raise ExtrapError(f"not supported: no (L, L) attention logits found in {where}")
+    return s.float().masked_fill(s <= torch.finfo(s.dtype).min / 2, -math.inf)
 
 
 def is_arange(positions: torch.Tensor) -> bool:

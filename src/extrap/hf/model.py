@@ -12,11 +12,10 @@ from torch import nn
 
 from extrap.errors import ExtrapError
 from extrap.hf.attention import (
-    SoftmaxTap,
-    StopForward,
     attn_implementation,
     eager_attention_pre_hook,
     is_arange,
+    tap_softmax_input,
     window_attention,
 )
 from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, require_transformers
@@ -24,14 +23,24 @@ from extrap.lm import Blocks, ModelShape, Output, check_temperatures
 
 
 class HFCache:
-    """The HF model's own KV cache (``past_key_values``) and the number of tokens it holds."""
+    """The HF model's own KV cache (``past_key_values``), the position of its next token, and its window.
 
-    def __init__(self):
-        self.past, self.length = None, 0
+    With a window W it is a rolling cache: after every step each layer keeps the keys and values of
+    its last W tokens only (003 Appendix B), and positions stay absolute.
+    """
+
+    def __init__(self, window: int | None = None):
+        self.past, self.length, self.window = None, 0, window
 
     def expand(self, n: int) -> None:
         """A cache of one sequence shared by ``n`` continuations."""
         self.past.batch_repeat_interleave(n)
+
+    def roll(self) -> None:
+        """Keep the last ``window`` tokens of every layer."""
+        for layer in getattr(self.past, "layers", None) or []:
+            if getattr(layer, "keys", None) is not None and layer.keys.dim() == 4:
+                layer.keys, layer.values = layer.keys[:, :, -self.window :], layer.values[:, :, -self.window :]
 
 
 def _first_attr(c, *names):
@@ -171,21 +180,47 @@ class HFModel(nn.Module):
     # ---- KV cache ---------------------------------------------------------------
     def new_cache(self, window: int | None = None) -> HFCache:
         if window is not None:
-            raise ExtrapError("a rolling KV cache is not available for hf: models")
-        return HFCache()
+            if int(window) < 1:
+                raise ExtrapError(f"cache window must be >= 1, got {window}")
+            if self.family in EAGER_FAMILIES:
+                raise ExtrapError(f"a rolling KV cache is not available for {self.family} (hand-written attention)")
+            transformers = require_transformers()
+            if not hasattr(transformers.DynamicCache(), "layers"):
+                raise ExtrapError("a rolling KV cache needs transformers >= 4.56 (DynamicCache.layers)")
+        return HFCache(window)
 
     @torch.no_grad()
     def step(self, idx: torch.Tensor, start: int, cache: HFCache) -> torch.Tensor:
-        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache."""
+        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache.
+
+        A new cache may start at any position (absolute position ids); later steps continue from its end.
+        """
+        if cache.past is None and cache.length == 0 and start:
+            if not self._pos_ids:
+                raise ExtrapError(f"{self.family}: a cache that starts at position {start} needs position ids")
+            cache.length = start
         if start != cache.length:
             raise ExtrapError(f"hf: models continue from the end of their cache (position {cache.length}, got {start})")
         B, T = idx.shape
+        if cache.past is None:
+            cache.past = require_transformers().DynamicCache()
         kw = {"input_ids": idx, "past_key_values": cache.past, "use_cache": True}
         if self._pos_ids:
             kw["position_ids"] = torch.arange(start, start + T, device=idx.device)[None].expand(B, -1)
-        out = self.hf(**kw)
+        if cache.window is None:
+            out = self.hf(**kw)
+        else:
+            with self._window(cache.window):
+                out = self.hf(**kw)
         cache.past, cache.length = out.past_key_values, start + T
+        if cache.window is not None:
+            cache.roll()
         return out.logits
+
+    @torch.no_grad()
+    def attention_rows(self, idx: torch.Tensor, rows: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
+        raise ExtrapError("per-row attention probabilities are not available for hf: models")
+        yield  # a generator, like GPT.attention_rows
 
     # ---- probes -----------------------------------------------------------------
     @torch.no_grad()
@@ -209,21 +244,12 @@ class HFModel(nn.Module):
         L = idx.shape[1]
         if L > PROBS_MAX_LENGTH:
             raise ExtrapError(f"attention logits of hf: models only up to L={PROBS_MAX_LENGTH}")
-        tap = SoftmaxTap()
-        hook = self.attn_modules[layer].register_forward_pre_hook(lambda *_: setattr(tap, "active", True))
-        try:
-            with attn_implementation(self.hf, "eager"), tap:
-                self.hf(input_ids=idx, use_cache=False)
-        except StopForward:
-            pass
-        finally:
-            hook.remove()
-        s = tap.logits
-        if s is None or s.dim() != 4 or s.shape[-2:] != (L, L):
-            raise ExtrapError(f"not supported: no (L, L) attention logits found in layer {layer} of {self.family}")
-        # eager masks fill (or add) finfo(dtype).min; the causal part is also set explicitly (fp16 scores)
-        masked = (s <= torch.finfo(s.dtype).min / 2) | torch.ones(L, L, dtype=torch.bool, device=s.device).triu(1)
-        return [s.float().masked_fill(masked, -math.inf)]
+        where = f"layer {layer} of {self.family}"
+        s = tap_softmax_input(
+            self.hf, self.attn_modules[layer], lambda: self.hf(input_ids=idx, use_cache=False), L, where
+        )
+        # the causal part is also set explicitly: fp16 eager masks may add a finite minimum
+        return [s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=s.device).triu(1), -math.inf)]
 
     def bias_values(self) -> None:
         return None  # the family's own bias (ALiBi slopes): see extrap.hf.theory

@@ -13,7 +13,7 @@ import torch
 
 from extrap.errors import ExtrapError
 
-EVAL_SPLITS = ("validation", "test")
+EVAL_SPLITS = ("validation", "test", "heldout")  # heldout: validation then test (extrap.data.streams)
 
 
 @runtime_checkable

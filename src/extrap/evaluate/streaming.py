@@ -1,0 +1,102 @@
+"""Per-token losses of a model, whole or streamed through a rolling KV cache.
+
+With a window of W keys per layer (``--window``), a sequence of any length is scored in chunks of
+queries: every layer keeps the keys and values of its last W tokens (003 Appendix B), so memory
+depends on W and the chunk, never on the length L.  Each layer only looks W - 1 tokens back, so
+after n_layer layers a position depends on at most n_layer (W - 1) tokens before it (the *cone*):
+scored positions that start deep inside a row need only that much of the row before them, at
+their absolute positions, and the result is the same as the whole windowed forward pass.
+
+Shapes: x and y are (B, T) token ids with y = x shifted by one; scores are (B, S) for the last
+S = ``score_last`` (default T) positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+CHUNK = 1024  # queries per streamed step, at most
+LOGITS_BUDGET = 2**24  # logits (B, chunk, V) per step, at most, in elements (64 MiB in fp32)
+MIN_CHUNK = 16
+
+
+def cone(n_layer: int, window: int) -> int:
+    """How far back the output of the last layer can depend on the input, with a window of W keys."""
+    return n_layer * (window - 1)
+
+
+def chunk_size(rows: int, vocab: int, chunk: int | None = None) -> int:
+    """Queries per step: ``chunk`` when given, else the largest that keeps the logits within budget."""
+    if chunk is not None:
+        return max(1, int(chunk))
+    return max(MIN_CHUNK, min(CHUNK, LOGITS_BUDGET // max(1, rows * vocab)))
+
+
+def _nll(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """-log p(y): logits (B, S, V), y (B, S) -> (B, S) in float32."""
+    B, S, V = logits.shape
+    return F.cross_entropy(logits.reshape(-1, V).float(), y.reshape(-1), reduction="none").view(B, S)
+
+
+def token_nll(
+    model,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    window: int | None = None,
+    score_last: int | None = None,
+    chunk: int | None = None,
+    on_tokens: Callable[[int], None] | None = None,
+) -> torch.Tensor:
+    """-log p(y) at the scored positions of each row, (B, S).
+
+    ``window`` None: one whole forward pass with exact attention.  A window W: the rows are
+    streamed (:func:`stream_nll`).  ``on_tokens(n)`` is told how many tokens were just processed.
+    """
+    if window is None:
+        out = model(x, window=None, last=score_last)
+        s = y if score_last is None else y[:, -score_last:]
+        if on_tokens:
+            on_tokens(x.numel())
+        return _nll(out.logits, s)
+    return stream_nll(model, x, y, window, score_last, chunk, on_tokens)
+
+
+@torch.no_grad()
+def stream_nll(
+    model,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    window: int,
+    score_last: int | None = None,
+    chunk: int | None = None,
+    on_tokens: Callable[[int], None] | None = None,
+) -> torch.Tensor:
+    """:func:`token_nll` with a window of W keys, chunk by chunk through a rolling KV cache of W tokens.
+
+    Only the cone of the scored positions is run: tokens more than n_layer (W - 1) before the first
+    scored one cannot change its output.  Positions stay absolute (the model's ``step(idx, start)``).
+    """
+    B, T = x.shape
+    first = T - (score_last if score_last is not None else T)
+    start = max(0, first - cone(model.shape.n_layer, window))
+    step = chunk_size(B, model.shape.vocab_size, chunk)
+    cache = model.new_cache(window)
+    scores = []
+    for s in range(start, T, step):
+        e = min(T, s + step)
+        logits = model.step(x[:, s:e], s, cache)
+        if e > first:
+            lo = max(s, first)
+            scores.append(_nll(logits[:, lo - s :], y[:, lo:e]))
+        if on_tokens:
+            on_tokens(B * (e - s))
+    return torch.cat(scores, dim=1)
+
+
+def stream_file_nll(model, tokens: torch.Tensor, window: int, chunk: int | None = None, on_tokens=None):
+    """Per-token -log p of a whole token stream (N,) as one sequence: (N - 1,), streamed with window W."""
+    seq = tokens.long().view(1, -1)
+    return stream_nll(model, seq[:, :-1], seq[:, 1:], window, None, chunk, on_tokens)[0]

@@ -1,0 +1,128 @@
+"""What a window W costs, stated twice: the theory's bound and a measurement.
+
+* **Bound** (000 Theorem 0.4, Eq. 22): for a Toeplitz bias whose series B = Σ_t e^{r(t)}
+  converges, the keys W or more tokens back carry the bias weight Σ_{t>=W} e^{r(t)}; as a
+  fraction of B that is at most ε for every head when W = TRF(ε) (max over layers and heads).
+  It bounds the bias weight, not the attention of a trained model, whose q·k also counts.
+* **Measurement**: at the longest length where exact attention is affordable (at most
+  ``MEASURE_MAX``), the same tokens are scored with and without the window (the relative
+  PPL difference), and the exact attention probabilities of sampled query rows give the mass
+  that the window drops (the probability on keys W or more tokens back), per layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from extrap.attention import toeplitz_table
+from extrap.errors import ExtrapError
+from extrap.evaluate.streaming import token_nll
+
+MEASURE_MAX = 32768  # exact attention is measured up to this length
+SAMPLED_ROWS = 16  # query rows whose exact attention is read
+
+
+@dataclass
+class WindowBound:
+    """The bias weight beyond W as a fraction of each head's series sum B (000 Eq. 22)."""
+
+    window: int
+    worst_tail: float | None  # max over layers and heads of Σ_{t>=W} e^{r(t)} / B; None: no bound
+    where: str | None = None  # the head with that tail
+    eps: float | None = None  # the ε whose TRF chose W (window auto), which bounds every tail
+    reduce: str | None = None
+    reason: str | None = None  # why there is no bound
+
+
+@dataclass
+class WindowMeasure:
+    """Exact against windowed attention on the same tokens, at one length."""
+
+    length: int
+    exact_ppl: float | None = None
+    window_ppl: float | None = None
+    rel_diff: float | None = None  # |window ppl - exact ppl| / exact ppl
+    dropped_mass: list[float] = field(default_factory=list)  # per layer: mean over sampled rows and heads
+    dropped_mass_max: float | None = None  # max over layers, sampled rows and heads
+    rows: int = 0
+    note: str | None = None  # what could not be measured, and why
+
+
+def _tails(scheme, values: dict, W: int) -> list[float | None]:
+    """Σ_{t>=W} e^{r(t)} / B per head of one layer: B from the theory engine, the head of the sum in float64."""
+    from extrap.theory import analyse
+
+    H = next(iter(values.values())).shape[0] if values else 1
+    results = analyse(scheme, H, values, eps=(1e-3,), lengths=())
+    head_sums = toeplitz_table(scheme, values, W - 1, torch.float64, "cpu").exp().sum(dim=-1)  # (H or 1,)
+    out = []
+    for h, r in enumerate(results):
+        if r.verdict != "converges" or r.series_sum is None:
+            out.append(None)
+            continue
+        B = float(r.series_sum)
+        out.append(max(0.0, 1.0 - float(head_sums[min(h, head_sums.numel() - 1)]) / B))
+    return out
+
+
+def theory_bound(model, W: int, eps: float | None = None, reduce: str | None = None) -> WindowBound:
+    """The bound for a window of W keys on ``model``'s own (trained) bias, layer by layer and head by head."""
+    scheme = model.scheme
+    if scheme is None or not scheme.is_toeplitz:
+        why = "no Toeplitz bias to bound (the model's positions are not a bias RPE of extrap's registry)"
+        return WindowBound(W, None, eps=eps, reduce=reduce, reason=why)
+    worst, where = -1.0, None
+    for layer, values in enumerate(model.bias_values() or [{}]):
+        for head, tail in enumerate(_tails(scheme, {k: v.double().cpu() for k, v in values.items()}, W)):
+            if tail is None:
+                return WindowBound(W, None, eps=eps, reduce=reduce, reason=f"layer {layer} head {head} diverges")
+            if tail > worst:
+                worst, where = tail, f"layer {layer} head {head}"
+    return WindowBound(W, worst, where, eps, reduce)
+
+
+def _dropped(model, seq: torch.Tensor, W: int, rows: list[int]) -> tuple[list[float], float]:
+    """Per layer, the mean (and overall the max) probability that sampled rows put W or more keys back."""
+    means, top = [], 0.0
+    for _, probs in model.attention_rows(seq, rows):  # (1, H, R, L)
+        far = torch.stack([probs[:, :, a, : r - W + 1].sum(-1) for a, r in enumerate(rows)], dim=-1)  # (1, H, R)
+        means.append(float(far.mean()))
+        top = max(top, float(far.max()))
+    return means, top
+
+
+@torch.no_grad()
+def measure(model, stream: torch.Tensor, W: int, length: int, rows: int = SAMPLED_ROWS) -> WindowMeasure:
+    """Score the first ``length`` + 1 tokens of ``stream`` exactly and with the window; read sampled rows."""
+    seq = stream[: length + 1].long().view(1, -1)
+    x, y = seq[:, :-1], seq[:, 1:]
+    out = WindowMeasure(length)
+    try:
+        exact = float(token_nll(model, x, y, None).double().mean())
+        windowed = float(token_nll(model, x, y, W).double().mean())
+    except (RuntimeError, MemoryError, ExtrapError) as e:
+        out.note = f"exact attention failed at L={length}: {str(e).splitlines()[0][:160]}"
+        return out
+    out.exact_ppl, out.window_ppl = math.exp(exact), math.exp(windowed)
+    out.rel_diff = abs(out.window_ppl - out.exact_ppl) / out.exact_ppl
+    picked = sorted({int(r) for r in torch.linspace(W, length - 1, rows).round().tolist()}) if W < length else []
+    if not picked:
+        out.note = f"W = {W} covers L = {length}: nothing is dropped"
+        return out
+    try:
+        out.dropped_mass, out.dropped_mass_max = _dropped(model, x, W, picked)
+        out.rows = len(picked)
+    except ExtrapError as e:
+        out.note = f"dropped attention mass not measured: {e}"
+    return out
+
+
+def window_error(model, stream: torch.Tensor, W: int, longest: int, window_info: dict) -> dict:
+    """The bound and the measurement for a window W, JSON-ready (``window.error`` of ``extrap eval``)."""
+    bound = theory_bound(model, W, window_info.get("trf_eps"), window_info.get("trf_reduce"))
+    L = min(MEASURE_MAX, longest, stream.numel() - 1)
+    measured = measure(model, stream, W, L)
+    return {"bound": asdict(bound), "measured": asdict(measured)}
