@@ -12,7 +12,6 @@ Conventions (distance t = i - j >= 0, n = t + 1, bias added to logits) are pinne
 from extrap.positional import bias, fixed, formula  # noqa: F401  (register the bias RPEs first: registry order)
 from extrap.positional.base import BiasRPE, EmbeddingScheme, Option, Param, Scheme
 from extrap.positional.bias import alibi_slopes, t5_bucket
-from extrap.positional.conventions import T
 from extrap.positional.registry import REGISTRY, get, register
 
 # isort: split
@@ -21,6 +20,15 @@ from extrap.positional import absolute, rotary  # noqa: F401  (then APE, RoPE an
 
 def names() -> list[str]:
     return sorted(REGISTRY)
+
+
+def __getattr__(name: str):
+    """``T``, the sympy distance symbol, built on first use: listing the registry needs no sympy."""
+    if name == "T":
+        from extrap.positional import conventions
+
+        return conventions.T
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

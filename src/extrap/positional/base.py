@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import sympy
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.positional import ops
-from extrap.positional.conventions import T
+from extrap.positional import conventions, ops
+
+if TYPE_CHECKING:
+    import sympy
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ class BiasRPE(Scheme):
 
     def symbolic(self, head: int, values: dict[str, torch.Tensor], t: sympy.Symbol | None = None):
         """Sympy: r(t) for one head as an exact expression in the symbol ``t``."""
-        t = t if t is not None else T
+        t = t if t is not None else conventions.T
         return self.fn(ops.SYMPY, t, self.head_values(values, head))
 
     def scalar(self, t, head: int, values: dict[str, torch.Tensor]):
@@ -255,6 +256,8 @@ class BiasRPE(Scheme):
 
 def _exact(x: float):
     """A float as an exact sympy number, simplified when it is a short decimal (0.5 -> 1/2)."""
+    import sympy  # here, not at the top: the registry loads without sympy
+
     if x == math.inf:
         return sympy.oo
     if x == -math.inf:
@@ -275,3 +278,10 @@ class EmbeddingScheme(Scheme):
     @property
     def rotates(self) -> bool:
         return self.kind == "rotary"
+
+
+def __getattr__(name: str):
+    """``T`` (re-exported from :mod:`extrap.positional.conventions`, built on first use)."""
+    if name == "T":
+        return conventions.T
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ backend.  Nothing else in extrap re-implements these formulas.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -209,36 +210,66 @@ def t5_bucket(t, bidirectional: bool, num_buckets: int, max_distance: int, xp=No
 
     The arithmetic follows T5's float32 reference step by step (log of
     ``t / max_exact`` in float32, then truncation), so buckets agree exactly.
-    On the sympy backend it returns the same rule as an exact expression.
+    A bidirectional table gives past keys (t >= 0) its first half and future keys
+    (t < 0) its second half.  On the sympy backend it returns the same rule as a
+    step function of t (a Piecewise), its steps where the float32 arithmetic puts them.
     """
     from extrap.positional import ops
 
     xp = xp or ops.TORCH
     if xp is ops.MPMATH:  # a numeric index: compute it exactly as the torch path does
         return int(t5_bucket(torch.tensor([int(t)]), bidirectional, num_buckets, max_distance)[0])
+    if xp is not ops.TORCH:
+        return _t5_bucket_piecewise(t, bidirectional, num_buckets, max_distance)
     nb = num_buckets
-    if xp is ops.TORCH:
-        rel = -t.long()  # T5's relative_position = memory - query = j - i
-        ret = torch.zeros_like(rel)
-        if bidirectional:
-            nb //= 2
-            ret = ret + (rel > 0).long() * nb
-            rel = rel.abs()
-        else:
-            rel = -torch.minimum(rel, torch.zeros_like(rel))
-        max_exact = nb // 2
-        is_small = rel < max_exact
-        large = max_exact + (
-            torch.log(rel.float() / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact)
-        ).to(torch.long)
-        large = torch.minimum(large, torch.full_like(large, nb - 1))
-        return ret + torch.where(is_small, rel, large)
-    # sympy, causal only (the theory engine studies the causal decoder)
+    rel = -t.long()  # T5's relative_position = memory - query = j - i
+    ret = torch.zeros_like(rel)
+    if bidirectional:
+        nb //= 2
+        ret = ret + (rel > 0).long() * nb
+        rel = rel.abs()
+    else:
+        rel = -torch.minimum(rel, torch.zeros_like(rel))
     max_exact = nb // 2
-    large = max_exact + xp.floor(
-        xp.log(t / xp.const(max_exact, t)) / xp.log(xp.ratio(max_distance, max_exact)) * (nb - max_exact)
+    is_small = rel < max_exact
+    # Raffel et al. 2020 (T5): buckets log-spaced between max_exact and max_distance
+    large = max_exact + (torch.log(rel.float() / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact)).to(
+        torch.long
     )
-    return xp.where(t < max_exact, t, xp.minimum(large, nb - 1))
+    large = torch.minimum(large, torch.full_like(large, nb - 1))
+    return ret + torch.where(is_small, rel, large)
+
+
+@functools.lru_cache(maxsize=64)
+def t5_bucket_steps(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[tuple[int, int], ...]:
+    """((first distance, bucket), ...) for past keys t >= 0, in order of t: every bucket they reach
+    and the smallest t that reaches it.  The last one holds for every larger t."""
+    past = num_buckets // 2 if bidirectional else num_buckets
+    if max_distance <= past // 2:  # T5's log buckets would run backwards from max_exact = past // 2
+        raise ExtrapError(f"t5: max_distance {max_distance} must exceed the exact-bucket range {past // 2}")
+    wanted = torch.arange(1, past)
+    lo = torch.zeros_like(wanted)  # bucket(lo) < wanted
+    hi = torch.full_like(wanted, max_distance)  # bucket(hi) >= wanted: from max_distance on, the last bucket
+    while bool((hi - lo > 1).any()):  # bisection on the nondecreasing bucket(t), all buckets at once
+        mid = (lo + hi) // 2
+        reached = t5_bucket(mid, bidirectional, num_buckets, max_distance) >= wanted
+        hi, lo = torch.where(reached, mid, hi), torch.where(reached, lo, mid)
+    starts = sorted(set(hi.tolist()))
+    buckets = t5_bucket(torch.tensor(starts), bidirectional, num_buckets, max_distance).tolist()
+    return ((0, 0), *zip(starts, buckets))
+
+
+def _t5_bucket_piecewise(t, bidirectional: bool, num_buckets: int, max_distance: int):
+    """The bucket of a symbolic distance t: a sympy Piecewise with integer steps."""
+    import sympy
+
+    steps = t5_bucket_steps(bidirectional, num_buckets, max_distance)
+    past = [(b, t < nxt) for (_, b), (nxt, _) in zip(steps, steps[1:])] + [(steps[-1][1], True)]
+    if not bidirectional:  # a future key (t < 0) falls in bucket 0, as t = 0 does
+        return sympy.Piecewise(*past)
+    half = num_buckets // 2  # future keys: the second half of the table, at the same |t|
+    future = [(half + b, t <= -s) for s, b in reversed(steps) if s > 0]
+    return sympy.Piecewise(*future, *past)
 
 
 @register
@@ -272,11 +303,12 @@ class T5(BiasRPE):
     def fn(self, xp, t, p, i=None):
         o = self.opts
         bucket = t5_bucket(t, o["bidirectional"], o["num_buckets"], o["max_distance"], xp)
-        if xp.name == "torch":
+        if xp.name != "sympy":
             return xp.lookup(p["table"], bucket)
-        # beyond max_distance every distance shares the last bucket: make that tail explicit
-        last = xp.lookup(p["table"], o["num_buckets"] - 1)
-        return xp.where(t >= o["max_distance"], last, xp.lookup(p["table"], bucket))
+        # past keys from the last step on share one bucket (the last of the past half): that tail first
+        start, last = t5_bucket_steps(o["bidirectional"], o["num_buckets"], o["max_distance"])[-1]
+        steps = bucket.func(*[(xp.lookup(p["table"], b), cond) for b, cond in bucket.args])
+        return xp.where(t >= start, xp.lookup(p["table"], last), steps)
 
 
 # ---------------------------------------------------------------------------

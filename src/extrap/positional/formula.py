@@ -23,14 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import mpmath
-import sympy
 import torch
-from sympy.core.evalf import PrecisionExhausted
 
 from extrap.errors import ExtrapError
-from extrap.positional import ops
+from extrap.positional import conventions, ops
 from extrap.positional.base import BiasRPE, Option
-from extrap.positional.conventions import T, n_from_t
+from extrap.positional.conventions import n_from_t
 
 MAX_LENGTH = 400
 VARIABLES = ("t", "n")
@@ -64,6 +62,8 @@ class Const:
 
     def mpf(self):
         """The value at mpmath's working precision (computed once per precision)."""
+        import sympy
+
         prec = mpmath.mp.prec
         if prec not in self._mp:
             self._mp[prec] = mpmath.mpf(sympy.Float(self.exact.evalf(mpmath.mp.dps + 5), mpmath.mp.dps + 5)._mpf_)
@@ -71,6 +71,8 @@ class Const:
 
 
 def number(value: int | float, text: str) -> Const:
+    import sympy  # here, not at the top: the registry loads without sympy
+
     if isinstance(value, float):
         if not math.isfinite(value):
             raise Refused(f"{text} is not a finite number")
@@ -80,12 +82,17 @@ def number(value: int | float, text: str) -> Const:
 
 def _digits(exact) -> float:
     """Decimal digits of the largest numerator or denominator in ``exact``."""
+    import sympy
+
     bits = max((max(abs(r.p).bit_length(), r.q.bit_length()) for r in exact.atoms(sympy.Rational)), default=0)
     return bits * math.log10(2)
 
 
 def _checked(exact, text: str) -> Const:
     """``exact`` with its float value, refused unless it is a real number within float64's range."""
+    import sympy
+    from sympy.core.evalf import PrecisionExhausted
+
     if exact.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
         raise Refused(f"{text} is undefined")
     if _digits(exact) > MAX_DIGITS:
@@ -120,14 +127,16 @@ def fold_binop(kind: type, a: Const, b: Const, text: str) -> Const:
     return _checked(_BINOPS[kind](ops.SYMPY, a.exact, b.exact), text)
 
 
-_EXACT = {"log": sympy.log, "exp": sympy.exp, "sqrt": sympy.sqrt, "cos": sympy.cos, "sin": sympy.sin}
-_EXACT |= {"abs": sympy.Abs, "min": sympy.Min, "max": sympy.Max}
+_EXACT = {"log": "log", "exp": "exp", "sqrt": "sqrt", "cos": "cos", "sin": "sin"}  # function -> sympy's name
+_EXACT |= {"abs": "Abs", "min": "Min", "max": "Max"}
 
 
 def fold_call(fname: str, args: list[Const], text: str) -> Const:
     if fname == "log" and args[0].exact == 0:
         raise Refused(f"{text} is -infinity")
-    return _checked(_EXACT[fname](*(a.exact for a in args)), text)
+    import sympy
+
+    return _checked(getattr(sympy, _EXACT[fname])(*(a.exact for a in args)), text)
 
 
 class Node:
@@ -206,6 +215,8 @@ class _Builder:
         if node.id == "n":
             return Node(lambda xp, t: n_from_t(t))
         if node.id in CONSTANTS:
+            import sympy
+
             exact = sympy.pi if CONSTANTS[node.id] == "pi" else sympy.E
             return _constant(Const(exact, float(exact)))
         raise ExtrapError(f"formula refused: unknown name '{node.id}' (use t, n, pi, e and {', '.join(FUNCTIONS)})")
@@ -300,11 +311,13 @@ def _check_distances(node: Node, expr: str) -> None:
 
 def _check_symbolic(node: Node, expr: str) -> None:
     """The exact form must exist and be real (a complex formula has no softmax weight)."""
+    import sympy
+
     from extrap.theory.timeout import TimeLimit, time_limit
 
     try:
         with time_limit(CHECK_SECONDS, required=False):
-            value = sympy.sympify(node(ops.SYMPY, T))
+            value = sympy.sympify(node(ops.SYMPY, conventions.T))
             undefined = value.has(sympy.zoo, sympy.nan)
             real = None if undefined else value.is_extended_real
     except TimeLimit:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import mpmath
-import sympy
 import torch
 
 
@@ -90,27 +89,30 @@ class _Sympy:
     """Exact symbolic evaluation for one head: parameters arrive as per-head scalars."""
 
     name = "sympy"
-    inf = sympy.oo
-    pi = sympy.pi
+    # sympy's names for inf, pi, log, ...: looked up on first use, so the registry loads without sympy
+    ALIASES = {"inf": "oo", "pi": "pi", "log": "log", "exp": "exp", "cos": "cos", "sin": "sin", "sqrt": "sqrt",
+               "floor": "floor", "abs": "Abs", "minimum": "Min", "maximum": "Max"}  # fmt: skip
 
-    log = staticmethod(sympy.log)
-    exp = staticmethod(sympy.exp)
-    cos = staticmethod(sympy.cos)
-    sin = staticmethod(sympy.sin)
-    sqrt = staticmethod(sympy.sqrt)
-    floor = staticmethod(sympy.floor)
-    abs = staticmethod(sympy.Abs)
+    def __getattr__(self, name: str):
+        if name not in _Sympy.ALIASES:
+            raise AttributeError(f"the sympy backend has no {name!r}")
+        import sympy
+
+        value = getattr(sympy, _Sympy.ALIASES[name])
+        setattr(self, name, value)  # an instance attribute: found directly from now on
+        return value
 
     @staticmethod
     def softplus(x):
+        import sympy
+
         return sympy.log(1 + sympy.exp(x))
 
     @staticmethod
     def where(cond, a, b):
-        return sympy.Piecewise((a, cond), (b, True))
+        import sympy
 
-    minimum = staticmethod(sympy.Min)
-    maximum = staticmethod(sympy.Max)
+        return sympy.Piecewise((a, cond), (b, True))
 
     @staticmethod
     def per_head(v, like):
@@ -118,6 +120,8 @@ class _Sympy:
 
     @staticmethod
     def lookup(table, index):
+        import sympy
+
         index = sympy.sympify(index)
         if index.is_Integer:
             return table[int(index)]
@@ -125,12 +129,16 @@ class _Sympy:
 
     @staticmethod
     def const(x, like):
+        import sympy
+
         if isinstance(x, float):  # the shortest decimal that round-trips, as an exact rational
             return sympy.Rational(repr(x)) if math.isfinite(x) else sympy.sympify(x)
         return sympy.sympify(x)
 
     @staticmethod
     def ratio(num, den):
+        import sympy
+
         return sympy.Rational(num, den)
 
     @staticmethod
@@ -139,6 +147,8 @@ class _Sympy:
 
     @staticmethod
     def add_all(terms):
+        import sympy
+
         return sympy.Add(*terms)  # one n-ary sum: Python's sum() is quadratic on sympy terms
 
     @staticmethod

@@ -10,6 +10,7 @@ tail, ``scalar`` for exact terms, ``bias`` for vectorised partial sums in
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -17,12 +18,17 @@ from pathlib import Path
 
 import mpmath
 import sympy
+import sympy.assumptions.wrapper  # noqa: F401  sympy imports these three on first use (a relation on an
+import sympy.codegen.ast  # noqa: F401  assumed symbol, a lambdify, a sum of many terms): here they load
+import sympy.tensor.tensor  # noqa: F401  with the engine instead of in the middle of an analysis
 import torch
 
 from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
+from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
-from extrap.theory import timeout
+from extrap.theory import forms, timeout
+from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, classify, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
@@ -54,6 +60,24 @@ def clear_cache() -> None:
     """Forget cached analyses (benchmarks measure cold runs)."""
     _CACHE.clear()
     _SERIES.clear()
+    forms.clear()
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    """No cyclic garbage collection while the engine runs (reference counting still frees its objects).
+
+    sympy allocates thousands of short-lived objects per head; with torch and sympy loaded, a full
+    collection they trigger scans every live object of the process (~0.1 s), several times the
+    analysis itself.  The collector runs again as usual once the analysis returns.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager
@@ -106,12 +130,19 @@ def analyse(
     chosen = list(range(num_heads)) if heads is None else [int(h) for h in heads]
     if any(not 0 <= h < num_heads for h in chosen):
         raise ExtrapError(f"heads must lie in 0..{num_heads - 1}, got {chosen}")
-    results = []
-    for head in chosen:
-        key = (type(scheme).__name__, scheme.spec, _head_key(values, head), eps)
-        if key not in _CACHE:
-            _CACHE[key] = _analyse_head(scheme, head, values, eps)
-        results.append(replace(_CACHE[key], head=head, notes=dict(_CACHE[key].notes)))
+    with _cyclic_gc_paused():
+        results = []
+        for head in chosen:
+            key = (type(scheme).__name__, scheme.spec, _head_key(values, head), eps)
+            if key not in _CACHE:
+                _CACHE[key] = _analyse_head(scheme, head, values, eps)
+            results.append(replace(_CACHE[key], head=head, notes=dict(_CACHE[key].notes)))
+        _add_numerics(scheme, values, results, lengths, train_length, chosen)
+    return results
+
+
+def _add_numerics(scheme, values, results: list[HeadResult], lengths, train_length: int, chosen: list[int]) -> None:
+    """Partial sums, dilution and evidence (:mod:`extrap.theory.numerics`); a failure nulls them with the reason."""
     try:
         with _torch_single_thread(), timeout.time_limit(NUMERICS_TIMEOUT, required=False):
             add_numerics(scheme, values, results, lengths, train_length, chosen)
@@ -120,7 +151,6 @@ def analyse(
         for r in results:
             r.dilution = r.evidence = None
             r.notes["dilution"] = f"partial sums not computed: {why}"
-    return results
 
 
 def not_applicable_reason(scheme: Scheme) -> str | None:
@@ -188,7 +218,7 @@ def _verdict(scheme: BiasRPE, head: int, values) -> Verdict:
     """The symbolic verdict; a form too large or too odd for the tests is inconclusive, with the reason."""
     try:
         with timeout.time_limit(SYMBOLIC_TIMEOUT, required=False):
-            return classify(scheme.symbolic(head, values))
+            return classify(forms.head_form(scheme, values, head))
     except ExtrapError:
         raise
     except TimeLimit as e:
@@ -201,7 +231,9 @@ def _verdict(scheme: BiasRPE, head: int, values) -> Verdict:
 def _sum_series(res: HeadResult, scheme: BiasRPE, head: int, values, v: Verdict, eps: tuple) -> list[str]:
     """Set B and the TRFs of ``res`` from the head's series; returns why any TRF stays null."""
     with time_limit(SERIES_TIMEOUT, required=False):
-        series = Series(_numeric_r(scheme, head, values), None if v.finite else v.expr, v.cutoff or 0, fast=v.fast)
+        r, cutoff = _numeric_r(scheme, head, values), v.cutoff or 0
+        series = None if v.finite else closed_series(r, v.expr, cutoff, v.fast)
+        series = series or Series(r, None if v.finite else v.expr, cutoff, fast=v.fast)
         notes = []
         for x in eps:
             try:
@@ -218,9 +250,14 @@ def _numeric_r(scheme: BiasRPE, head: int, values) -> Callable:
     float64 bias tells a masked distance (r = -inf, weight 0) from an infinite weight; any
     other value has no exact evaluation, so the series is not summed."""
 
+    hv = {  # the head's parameters once (as ``scheme.scalar`` reads them), not once per distance
+        k: (mpmath.mpf(v) if not isinstance(v, list) else [mpmath.mpf(e) for e in v])
+        for k, v in scheme.head_values(values, head, exact=False).items()
+    }
+
     def r(k):
         try:
-            return scheme.scalar(k, head, values)
+            return scheme.fn(ops.MPMATH, mpmath.mpf(k), hv)
         except (ZeroDivisionError, OverflowError) as e:
             row = scheme.bias(torch.tensor([float(k)], dtype=torch.float64), values)
             x = float(row[min(head, row.shape[0] - 1), 0])

@@ -31,6 +31,7 @@ from extrap.theory.scale import (
     as_sympy,
     is_zero,
     log_scale,
+    mentions,
     mono_max,
     sign,
 )
@@ -226,7 +227,7 @@ def expand(expr, t) -> Expansion:
 
 @lru_cache(maxsize=4096)
 def _expand(e, t) -> Expansion:
-    if not e.has(t):
+    if not mentions(e, t):
         if not (e.is_extended_real is not False and e.is_finite is not False):
             raise GiveUp(f"constant {e} is not a finite real")
         if e.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
@@ -246,7 +247,7 @@ def _expand(e, t) -> Expansion:
         return out
     if e.is_Pow:
         base, k = e.args
-        if not k.has(t):
+        if not mentions(k, t):
             return _pow(_expand(base, t), k)
         return _exp(_expand(k * sympy.log(base), t))  # b^k = exp(k ln b)
     if isinstance(e, sympy.exp):

@@ -27,6 +27,7 @@ import sympy
 from extrap.positional.conventions import T, n_from_t
 from extrap.theory import asymptotics as asy
 from extrap.theory.eventual import Undecided, eventual
+from extrap.theory.scale import contains, mentions
 from extrap.theory.timeout import TimeLimit, time_limit
 
 VERDICTS = ("converges", "diverges", "not-applicable", "inconclusive")
@@ -85,7 +86,7 @@ def classify(r, t=T, timeout: float = 2.0) -> Verdict:
             finite=True,
             fast=True,
         )
-    if ev.has(sympy.nan, sympy.zoo) or ev == sympy.oo:
+    if contains(ev, (type(sympy.nan), type(sympy.zoo))) or ev == sympy.oo:
         return Verdict("diverges", "nth-term", "r(t) is +oo or undefined for all large t", expr=ev, cutoff=cutoff)
     try:
         v = _classify_expansion(ev, t)
@@ -260,10 +261,10 @@ def oscillation_mean(expr, t):
     """
     mean = []
     for term in sympy.Add.make_args(sympy.sympify(expr)):
-        if not term.has(t):
+        if not mentions(term, t):
             mean.append(term)
             continue
-        dependent = [a for a in sympy.Mul.make_args(term) if a.has(t)]
+        dependent = [a for a in sympy.Mul.make_args(term) if mentions(a, t)]
         if len(dependent) != 1 or not isinstance(dependent[0], (sympy.sin, sympy.cos)):
             return None
         if not _linear(dependent[0].args[0], t):
@@ -273,11 +274,11 @@ def oscillation_mean(expr, t):
 
 def _linear(arg, t) -> bool:
     """arg = a + w*t with w a nonzero constant."""
-    dependent = [a for a in sympy.Add.make_args(arg) if a.has(t)]
+    dependent = [a for a in sympy.Add.make_args(arg) if mentions(a, t)]
     if len(dependent) != 1:
         return False
     factors = sympy.Mul.make_args(dependent[0])
-    return sum(1 for f in factors if f == t) == 1 and all(f == t or not f.has(t) for f in factors)
+    return sum(1 for f in factors if f == t) == 1 and all(f == t or not mentions(f, t) for f in factors)
 
 
 # ---------------------------------------------------------------------------

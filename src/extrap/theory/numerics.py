@@ -21,6 +21,7 @@ from extrap.positional import get as get_scheme
 from extrap.positional.base import Scheme
 from extrap.theory.convergence import fmt
 from extrap.theory.results import HeadResult
+from extrap.theory.scale import contains
 
 EVIDENCE_LENGTHS = (10**3, 10**4, 10**5, 10**6)  # partial sums reported when no test decides
 SCAN = 8192  # distances scanned (torch) for the largest weight of a head
@@ -168,7 +169,7 @@ def _tail_weight(r: HeadResult, rmax: float) -> None:
     if v.expr is not None and v.expr.is_number:
         how = "settles at"
     else:
-        how = "oscillates around" if v.expr is None or v.expr.has(sympy.sin, sympy.cos) else "tends to"
+        how = "oscillates around" if v.expr is None or contains(v.expr, (sympy.sin, sympy.cos)) else "tends to"
     r.explanation += (
         f"; r(t) {how} {fmt(v.tail_level)}, so far-away tokens keep weight "
         f"~exp({fmt(v.tail_level)}) = {_show(level)} "

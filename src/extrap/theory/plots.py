@@ -1,8 +1,8 @@
 """Figures of the theory engine (matplotlib, Agg canvas; every function writes PNG + SVG).
 
 * :func:`heatmap`: exp(r(i - j)) over query i and key j (000 Fig. 7).
-* :func:`trf_curves`: TRF(eps) normalised by its value at the smallest eps, eps on a
-  log axis (000 Fig. 6).
+* :func:`trf_curves`: TRF n(eps) in tokens against eps, log axes (000 Fig. 6; optionally
+  divided by one constant common to all curves, which keeps their order).
 * :func:`partial_sums_plot`: S(L) = sum_{t<L} b_t against L (convergent series flatten
   out at B, divergent ones keep growing).
 
@@ -26,8 +26,28 @@ from extrap.positional.base import BiasRPE, Scheme
 from extrap.positional.conventions import distance
 from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, partial_sums, resolve
 
+HEATMAP_CMAP = "viridis"  # perceptually uniform: brightness rises with the value
 PLOT_MAX = 1e250  # largest S(L) drawn: the axis margins must stay within float64
 DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
+
+
+LINESTYLES = ("-", "--", ":", "-.")  # after the 10 colours of the default cycle, the next curves change style
+
+
+def curve_style(k: int) -> dict:
+    """Colour and line style of the k-th curve of a figure: no two of the first 40 curves share both."""
+    return {"color": f"C{k % 10}", "ls": LINESTYLES[(k // 10) % len(LINESTYLES)]}
+
+
+def luminance(rgba) -> float:
+    """Relative luminance of an sRGB colour (ITU-R BT.709 weights on linearised channels, WCAG 2.x)."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def weight_direction(cmap) -> str:
+    """ "brighter" when the colormap's colour for the highest value is lighter than for the lowest, else "darker"."""
+    return "brighter" if luminance(cmap(1.0)) > luminance(cmap(0.0)) else "darker"
 
 
 def heatmap(
@@ -64,8 +84,9 @@ def heatmap(
     own = ax is None
     fig = new_figure(5.2, 4.6) if own else ax.figure
     ax = fig.add_subplot() if own else ax
-    im = ax.imshow(w, cmap="viridis", origin="upper", interpolation="nearest")
-    fig.colorbar(im, ax=ax, label=label if own else None, shrink=1.0 if own else 0.8)
+    im = ax.imshow(w, cmap=HEATMAP_CMAP, origin="upper", interpolation="nearest")
+    bar = fig.colorbar(im, ax=ax, shrink=1.0 if own else 0.8)
+    bar.set_label(f"{label}, {weight_direction(im.cmap)} = more weight", fontsize=None if own else 6)
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
     ax.set_title(f"{scheme.spec}, head {head}")
@@ -78,44 +99,62 @@ def trf_curves(
     schemes: Sequence[Scheme | str],
     out_dir: str | Path | None = None,
     eps_grid: Iterable[float] = DEFAULT_EPS_GRID,
-    head: int = 0,
+    head: int | None = 0,
     num_heads: int = 8,
-    normalise: bool = True,
+    normalise: bool = False,
     stem: str = "trf_curves",
     ax=None,
 ) -> list[Path]:
-    """TRF(eps) of each convergent scheme's head, divided by TRF at the smallest eps (000 Fig. 6).
+    """TRF n(ε) (000 Eq. 22) of each convergent scheme against ε, on log axes with ε decreasing to the right.
 
-    With ``ax`` it draws on those axes and saves nothing.
+    ``head``: one head, or None for the widest head at each ε (the largest n(ε) over heads).
+    ``normalise``: divide every curve by one common constant, the largest n(ε) drawn (000 Fig. 6
+    normalises for display); one constant for all curves keeps their order, so a scheme whose
+    TRF is larger is drawn higher at every ε.  With ``ax`` it draws on those axes and saves nothing.
     """
     eps_grid = sorted(set(float(e) for e in eps_grid), reverse=True)
     own = ax is None
     fig = new_figure() if own else ax.figure
     ax = fig.add_subplot() if own else ax
-    skipped = []
-    for s in schemes:
-        scheme = resolve(s)
-        res = analyse(scheme, num_heads, eps=eps_grid, heads=None if not_applicable_reason(scheme) else [head])
-        r = res[0]
-        pts = [(e, r.trf.get(eps_key(e))) for e in eps_grid]
-        pts = [(e, n) for e, n in pts if n]
-        if r.verdict != "converges" or not pts:
-            skipped.append(scheme.spec)
-            continue
-        ref = pts[-1][1] if normalise else 1
-        ax.plot([e for e, _ in pts], [n / ref for _, n in pts], marker="o", ms=3, label=scheme.spec)
+    curves, skipped = trf_points(schemes, eps_grid, head, num_heads)
+    top = max((n for _, pts in curves for _, n in pts), default=1)
+    scale = top if normalise else 1
+    for k, (label, pts) in enumerate(curves):
+        ax.plot([e for e, _ in pts], [n / scale for _, n in pts], marker="o", ms=3, label=label, **curve_style(k))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.invert_xaxis()
-    ax.set_xlabel("eps")
-    ax.set_ylabel("TRF(eps) / TRF(eps_min)" if normalise else "TRF(eps)")
-    title = f"Theoretical receptive field (000 Eq. 22), head {head}"
+    ax.invert_xaxis()  # smaller ε (stricter) to the right, where the TRF is larger
+    ax.set_xlabel("ε (bias mass allowed beyond the receptive field)")
+    ax.set_ylabel(f"TRF n(ε) / {top:,} (the largest drawn)" if normalise else "TRF n(ε) (tokens)")
+    which = "widest head" if head is None else f"head {head}"
+    title = f"Theoretical receptive field (000 Eq. 22), {which}"
     if skipped:
         title += "\nnot convergent / no TRF: " + ", ".join(skipped)
     ax.set_title(title, fontsize=9)
     if ax.lines:
         ax.legend(fontsize=8)
     return save_figure(fig, out_dir, stem) if own else []
+
+
+def trf_points(
+    schemes: Sequence[Scheme | str], eps_grid: list[float], head: int | None, num_heads: int
+) -> tuple[list[tuple[str, list[tuple[float, int]]]], list[str]]:
+    """([(spec, [(ε, n(ε))])] of the convergent schemes, [specs skipped]); ``head`` None: widest head."""
+    curves, skipped = [], []
+    for s in schemes:
+        scheme = resolve(s)
+        heads = None if not_applicable_reason(scheme) or head is None else [head]
+        res = analyse(scheme, num_heads, eps=eps_grid, heads=heads)
+        pts = []
+        for e in eps_grid:
+            ns = [r.trf.get(eps_key(e)) for r in res]
+            if ns and all(n is not None for n in ns):
+                pts.append((e, max(ns)))
+        if any(r.verdict != "converges" for r in res) or not pts:
+            skipped.append(scheme.spec)
+        else:
+            curves.append((scheme.spec, pts))
+    return curves, skipped
 
 
 def partial_sums_plot(
@@ -141,7 +180,7 @@ def partial_sums_plot(
         if not shown.all():
             beyond.append(scheme.spec)
         if shown.any():
-            ax.plot(np.array(lengths)[shown], row[shown], label=scheme.spec)
+            ax.plot(np.array(lengths)[shown], row[shown], label=scheme.spec, **curve_style(len(ax.lines)))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("L (distances summed)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import mpmath
+from numpy.polynomial.laguerre import laggauss
 
 from extrap.theory.errors import SeriesError
 
@@ -117,10 +118,8 @@ def _laguerre_rule(n: int):
     key = (n, mpmath.mp.prec)
     if key in _LAGUERRE_RULES:
         return _LAGUERRE_RULES[key]
-    import numpy as np
-
     nodes, weights = [], []
-    for y0 in np.polynomial.laguerre.laggauss(n)[0]:
+    for y0 in laggauss(n)[0]:
         y = mpmath.mpf(float(y0))
         for _ in range(6):  # Newton from the float roots: quadratic, 3 steps reach 50 digits
             l_prev, l_n = _laguerre_pair(n, y)

@@ -43,6 +43,30 @@ def sign(c) -> int:
     return 1 if v > 0 else -1
 
 
+def contains(expr, types) -> bool:
+    """Whether any node of ``expr`` is one of ``types``: one pass, cheaper than ``expr.has``."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, types):
+            return True
+        stack.extend(e.args)
+    return False
+
+
+def mentions(expr, t) -> bool:
+    """Whether the symbol ``t`` occurs in ``expr`` (``expr.has(t)`` without its pattern matching)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if e.is_Symbol:
+            if e == t:
+                return True
+        else:
+            stack.extend(e.args)
+    return False
+
+
 def is_zero(c) -> bool:
     return sign(c) == 0
 
