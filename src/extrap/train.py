@@ -9,11 +9,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -24,6 +22,7 @@ from extrap.errors import ExtrapError
 from extrap.io import run_metadata
 from extrap.memory import check_fits, training_step_bytes
 from extrap.model import GPT, ModelConfig
+from extrap.progress import StepProgress
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
 from extrap.run.lock import exclusive
 from extrap.version import __version__
@@ -246,8 +245,8 @@ def _logged_loss(s: _Session) -> float:
     return next((r["loss"] for r in s.run_dir.read_metrics() if r.get("step") == s.step), math.nan)
 
 
-def _record(s: _Session, loss: float, tps: float, writer, bar) -> None:
-    """Rank 0: metrics line, TensorBoard, progress bar, and a checkpoint when one is due."""
+def _record(s: _Session, loss: float, tps: float, writer, bar: StepProgress | None) -> None:
+    """Rank 0: metrics line, TensorBoard (when asked for), progress, and a checkpoint when one is due."""
     cfg = s.cfg
     if s.step % cfg.log_every == 0 or s.step == cfg.steps:
         s.run_dir.append_metrics({"step": s.step, "loss": loss, "lr": lr_at(s.step - 1, cfg), "tokens_per_s": tps})
@@ -255,8 +254,7 @@ def _record(s: _Session, loss: float, tps: float, writer, bar) -> None:
             writer.add_scalar("train/loss", loss, s.step)
             writer.add_scalar("train/tokens_per_s", tps, s.step)
     if bar is not None:
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tps:,.0f}")
+        bar.update(s.step, loss)
     if s.step % cfg.save_every == 0 or s.step == cfg.steps:
         s.run_dir.save_checkpoint(s.step, model_weights(s.model), s.state())
 
@@ -268,18 +266,23 @@ def train(
     resume: bool = False,
     progress: bool = True,
     stop_after: int | None = None,
+    tensorboard: bool = False,
 ) -> dict:
     """Train (or resume) a run; returns the final summary that is also written to final.json.
 
-    The process that writes the run (rank 0) holds the run directory's lock throughout: a second
-    writer stops at once, naming this one.
+    ``progress``: a bar when stderr is a terminal, else an INFO log line now and then
+    (:mod:`extrap.progress`).  ``tensorboard``: also write loss and tokens/s as TensorBoard
+    events to ``RUN_DIR/tb`` (needs the ``tensorboard`` package; ExtrapError before anything
+    is written when it is missing).  The process that writes the run (rank 0) holds the run
+    directory's lock throughout: a second writer stops at once, naming this one.
     """
+    writer_class = _summary_writer() if tensorboard else None
     rank, _ = _dist_info()
     with exclusive(run_dir) if rank == 0 else nullcontext():
-        return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after)
+        return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after, writer_class)
 
 
-def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after: int | None) -> dict:
+def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class) -> dict:
     s = _start(run_dir, model_cfg, train_cfg, resume)
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
@@ -290,11 +293,11 @@ def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, 
         )
     if s.rank == 0:
         s.run_dir.truncate_metrics(s.step)
-    writer = _tensorboard(s.run_dir.path) if s.rank == 0 else None
-    bar = _progress(train_cfg.steps, s.step, progress and s.rank == 0)
+    writer = writer_class(log_dir=str(s.run_dir.path / "tb")) if writer_class and s.rank == 0 else None
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if s.device.type == "cuda" else nullcontext()
     t_start, loss = time.perf_counter(), _logged_loss(s)
     ntok = train_cfg.batch_size * train_cfg.train_length * train_cfg.grad_accum * s.world
+    bar = StepProgress(train_cfg.steps, s.step, ntok) if progress and s.rank == 0 else None
     s.model.train()
     while s.step < train_cfg.steps and (stop_after is None or s.step < stop_after):
         t0 = time.perf_counter()
@@ -317,24 +320,12 @@ def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, 
     return summary
 
 
-def _progress(total: int, start: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        initial=start,
-        file=sys.stderr,
-        dynamic_ncols=True,
-        leave=False,
-        disable=not sys.stderr.isatty() and os.environ.get("EXTRAP_PROGRESS") != "1",
-    )
-
-
-def _tensorboard(run_dir: Path):
+def _summary_writer():
+    """TensorBoard's SummaryWriter class, or a one-line ExtrapError naming the extra to install."""
     try:
         from torch.utils.tensorboard import SummaryWriter
-    except Exception:  # tensorboard not installed: JSON lines only
-        return None
-    return SummaryWriter(log_dir=str(run_dir / "tb"))
+    except ImportError:
+        raise ExtrapError(
+            "TensorBoard logging needs the tensorboard package: pip install 'extrap[tensorboard]'"
+        ) from None
+    return SummaryWriter

@@ -62,6 +62,7 @@ def register(sub) -> None:
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--plot", metavar="DIR", help="write the cumulative gradient curves to DIR as PNG and SVG")
+    p.add_argument("--csv", metavar="PATH", help="also write one CSV row per run to PATH (atomically)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -152,6 +153,10 @@ def run(args) -> int:
     if args.plot:
         paths = plot_gradient_curves(report["runs"], args.plot)
         report["plots"] = [str(p) for p in paths]
+    if args.csv:
+        from extrap.tabular import erf_table, write_csv
+
+        write_csv(args.csv, erf_table(report))
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:

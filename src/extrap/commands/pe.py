@@ -10,6 +10,7 @@ def register(sub) -> None:
     psub = p.add_subparsers(dest="pe_command", required=True)
     ls = psub.add_parser("list", help="list every scheme with its kind, summary and reference")
     ls.add_argument("--json", action="store_true")
+    ls.add_argument("--csv", metavar="PATH", help="also write one CSV row per scheme to PATH (atomically)")
     ls.add_argument("--options", action="store_true", help="also list each scheme's options")
     ls.set_defaults(func=run_list)
 
@@ -39,6 +40,10 @@ def rows() -> list[dict]:
 
 def run_list(args) -> int:
     data = rows()
+    if args.csv:
+        from extrap.tabular import pe_table, write_csv
+
+        write_csv(args.csv, pe_table(data))
     if args.json:
         print(json.dumps({"schemes": data}, indent=2, default=str))
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
@@ -41,7 +42,16 @@ def register(sub) -> None:
     p.add_argument("--device", help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write loss and tokens/s as TensorBoard events to RUN_DIR/tb (pip install 'extrap[tensorboard]')",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final summary as JSON (progress then shows only on a terminal; warnings always)",
+    )
     p.set_defaults(func=run)
 
 
@@ -80,7 +90,11 @@ def run(args) -> int:
         backend = "nccl" if train_cfg.device != "cpu" and _cuda() else "gloo"
         dist.init_process_group(backend)
     try:
-        summary = train(args.out, model_cfg, train_cfg, resume=args.resume)
+        # progress: a bar on a terminal, else a log line every 30 s; --json keeps a non-terminal stderr quiet
+        progress = not args.json or sys.stderr.isatty()
+        summary = train(
+            args.out, model_cfg, train_cfg, resume=args.resume, progress=progress, tensorboard=args.tensorboard
+        )
     finally:
         if distributed:
             _shutdown_distributed()

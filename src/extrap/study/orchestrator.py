@@ -182,12 +182,14 @@ def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
 
 
 def finish(out: Path, results: StudyResults, t_start: float) -> StudyResults:
-    """Claims, results.json and report.html: the last step of every experiment."""
+    """Claims, results.json (and results.csv) and report.html: the last step of every experiment."""
     from extrap.report import compute_claims, write_report
+    from extrap.tabular import study_table, write_csv
 
     results.claims = compute_claims(results)
     results.seconds = time.perf_counter() - t_start
     save_results(results, out)
+    write_csv(out / "results.csv", study_table(results))  # the same records, one row each, for spreadsheets
     log.info("study: report -> %s", write_report(results, out))
     return results
 

@@ -1,0 +1,296 @@
+"""Flat tables of extrap's JSON reports, written as CSV for spreadsheets.
+
+Each ``*_table`` function turns one kind of report into a :class:`Table` with one row per
+natural record: an evaluation length, a theory head and eps, an ERF run, a study's
+evaluation point.  Columns are flat: a nested object becomes dotted column names
+(``closed_form.prop2``, ``dilution.4096``), a list of plain values (a per-layer τ, a
+confidence interval) one JSON cell, and null an empty cell; lists of objects (per-layer
+breakdowns, curves) stay in the JSON only.  Provenance (``extrap_version``, and ``seed``
+and ``corpus_hash`` where the report has them) leads every row, repeated, so a row copied
+elsewhere still says where it came from; ``command``, where recorded, is the last column.
+Numbers are written in Python's shortest round-trip form, so a cell reads back as exactly
+the JSON's number.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from extrap.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from extrap.results import StudyResults
+
+PROVENANCE = ("extrap_version", "seed", "corpus_hash")
+TRAILING = ("explanation", "command")  # long text: the last columns
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows as {column: value}; the columns are every row's keys in first-seen order."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        cols: dict[str, None] = {}
+        for row in self.rows:
+            cols.update(dict.fromkeys(row))
+        for name in TRAILING:
+            if name in cols:
+                cols[name] = cols.pop(name)
+        return list(cols)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        columns = self.columns
+        writer.writerow(columns)
+        for row in self.rows:
+            writer.writerow([cell(row.get(c)) for c in columns])
+        return buf.getvalue()
+
+
+def write_csv(path: str | os.PathLike, table: Table) -> None:
+    """Write ``table`` to ``path`` as CSV (UTF-8, header row), atomically."""
+    atomic_write_text(path, table.to_csv())
+
+
+def cell(value: Any) -> str:
+    """One CSV cell: empty for null, true/false, shortest round-trip numbers, JSON for a list."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def flat(record: Mapping, prefix: str = "", skip: Iterable[str] = ()) -> dict[str, Any]:
+    """``record`` with nested objects as dotted keys; lists of objects are left out."""
+    out: dict[str, Any] = {}
+    skip = set(skip)
+    for key, value in record.items():
+        if key in skip:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flat(value, name + ".") if value else {name: None})
+        elif isinstance(value, (list, tuple)) and not all(_plain(v) for v in value):
+            continue  # per-layer objects, curves of pairs: the JSON's
+        else:
+            out[name] = value
+    return out
+
+
+def provenance(report: Mapping) -> dict[str, Any]:
+    """The leading columns: extrap's version (this one when the report does not say), seed and corpus hash if known."""
+    from extrap.version import __version__
+
+    out = {"extrap_version": report.get("extrap_version") or __version__}
+    out.update({k: report[k] for k in PROVENANCE[1:] if report.get(k) is not None})
+    return out
+
+
+def _pick(report: Mapping, keys: Iterable[str]) -> dict[str, Any]:
+    return {k: report[k] for k in keys if k in report}
+
+
+def _command(report: Mapping) -> dict[str, Any]:
+    return _pick(report, ("command",))
+
+
+# ---------------------------------------------------------------------------
+# command reports
+# ---------------------------------------------------------------------------
+def eval_table(report: Mapping) -> Table:
+    """``extrap eval``: one row per evaluation length, the run and the verdict repeated on each.
+
+    ``--file`` scores one text as one sequence: its report is one row.
+    """
+    if "results" not in report:
+        return Table([{**provenance(report), **flat(report, skip=(*PROVENANCE, "command")), **_command(report)}])
+    run = _pick(report, ("run", "pe", "protocol", "split", "train_length", "step"))
+    verdict = _pick(report, ("delta", "extrapolates", "worst_ratio", "verdict_reason"))
+    window = flat(report.get("window") or {}, "window.")
+    rows = []
+    for r in report.get("results", []):
+        point = flat(r, skip=("ppl_ci95",))
+        ci = r.get("ppl_ci95") or [None, None]
+        point.update({"ppl_ci95_low": ci[0], "ppl_ci95_high": ci[1]})
+        rows.append({**provenance(report), **run, **point, **verdict, **window, **_command(report)})
+    return Table(rows)
+
+
+THEORY_FRONT = ("checkpoint", "part", "layer", "pe", "head", "verdict", "test", "series_sum")
+
+
+def theory_rows(result: Mapping) -> list[dict[str, Any]]:
+    """One theory result (a scheme's head, or a checkpoint's layer and head): one row per eps."""
+    front = _pick(result, THEORY_FRONT)
+    rest = flat(result, skip=(*THEORY_FRONT, "trf", "explanation", "evidence"))
+    trf = result.get("trf") or {None: None}  # no eps: one row all the same
+    tail = _pick(result, ("explanation",))
+    return [{**front, "eps": eps, "trf": n, **rest, **tail} for eps, n in trf.items()]
+
+
+def theory_table(results: Iterable[Mapping], meta: Mapping | None = None) -> Table:
+    """``extrap theory`` (PEs or ``--checkpoint``): one row per scheme or layer, head and eps."""
+    head = provenance(meta or {})
+    return Table([{**head, **row, **_command(meta or {})} for r in results for row in theory_rows(r)])
+
+
+def erf_table(report: Mapping) -> Table:
+    """``extrap erf``: one row per run, Spearman's ρ over the runs repeated on each."""
+    rho = flat(report.get("spearman") or {}, "spearman.")
+    rows = []
+    for r in report.get("runs", []):
+        values = flat(r, skip=(*PROVENANCE, "command", "grad_curve"))
+        rows.append({**provenance(r), **values, **rho, **_command(r)})
+    return Table(rows)
+
+
+def align_table(report: Mapping) -> Table:
+    """``extrap align``: one row per evaluation length (τ, closed forms, Algorithm 1, P_max and H)."""
+    run = _pick(report, ("run", "pe", "split", "step", "train_length", "mode", "per_layer", "segments"))
+    ref = flat(report.get("reference") or {}, "reference.")
+    rows = [{**provenance(report), **run, **flat(r), **ref} for r in report.get("lengths", [])]
+    return Table(rows)
+
+
+def task_table(report: Mapping) -> Table:
+    """``extrap task score``: one row per length, the accuracy per answer-depth bucket as columns."""
+    run = _pick(report, ("run", "pe", "task", "method", "train_length", "trained_on", "step", "tokenizer", "filler"))
+    rows = []
+    for r in report.get("results", []):
+        row = {**provenance(report), **run, **flat(r, skip=("by_depth", "details"))}
+        for b in r.get("by_depth", []):
+            row[f"accuracy_depth_{b['lo']:g}-{b['hi']:g}"] = b.get("accuracy")
+        rows.append({**row, **_command(report)})
+    return Table(rows)
+
+
+def corpus_table(summary: Mapping) -> Table:
+    """``extrap corpus prepare``: one row per split (bytes, tokens, files)."""
+    head = {**provenance({}), "corpus": summary.get("name"), "corpus_hash": summary.get("hash")}
+    head.update(_pick(summary, ("split_mode", "tokenizer", "vocab_size")))
+    rows = []
+    for split, tokens in (summary.get("tokens") or {}).items():
+        files = (summary.get("files") or {}).get(split)
+        rows.append({**head, "split": split, "bytes": summary["bytes"].get(split), "tokens": tokens, "files": files})
+    return Table(rows)
+
+
+def pe_table(schemes: Iterable[Mapping]) -> Table:
+    """``extrap pe list``: one row per scheme, its options as ``name=default`` pairs."""
+    rows = []
+    for s in schemes:
+        options = "; ".join(f"{k}={o.get('default')}" for k, o in (s.get("options") or {}).items())
+        rows.append({**provenance({}), **_pick(s, ("name", "kind", "summary", "reference")), "options": options})
+    return Table(rows)
+
+
+# ---------------------------------------------------------------------------
+# a study's results.csv
+# ---------------------------------------------------------------------------
+def study_table(results: StudyResults) -> Table:
+    """``results.csv``: one row per record of every section of ``results.json``; ``section`` says which."""
+    record = results.to_dict()
+    head = {**provenance(record), **_pick(record, ("experiment", "preset"))}
+    sections = (_runs, _theory, _eval, _erf, _spearman, _timing, _alignment, _claims, _failures)
+    return Table([{**head, **row, **_command(record)} for section in sections for row in section(results)])
+
+
+def _runs(res: StudyResults) -> list[dict]:
+    """One row per trained run: its loss, training time and size, and whether it learned."""
+    return [
+        {
+            "section": "run",
+            "pe": pe,
+            "run_dir": r.run_dir,
+            "final_loss": r.final_loss,
+            "train_seconds": r.seconds,
+            "n_params": r.params,
+            "learned": res.learned(pe),
+            "error": r.error,
+        }
+        for pe, r in res.runs.items()
+    ]
+
+
+def _theory(res: StudyResults) -> list[dict]:
+    return [{"section": "theory", **row} for r in res.theory for row in theory_rows(r.to_dict())]
+
+
+def _eval(res: StudyResults) -> list[dict]:
+    rows = []
+    for pe, by_protocol in res.eval.items():
+        for protocol, rep in by_protocol.items():
+            head = {"section": "eval", "pe": pe, "protocol": protocol}
+            verdict = {"extrapolates": rep.extrapolates, "worst_ratio": rep.worst_ratio}
+            points = [{"length": p.length, "ppl": p.ppl, "error": p.error or rep.error} for p in rep.results]
+            rows += [{**head, **point, **verdict} for point in points or [{"error": rep.error}]]
+    return rows
+
+
+def _erf(res: StudyResults) -> list[dict]:
+    return [{"section": "erf", "pe": pe, **flat(e.to_dict(), skip=("grad_curve",))} for pe, e in res.erf.items()]
+
+
+def _spearman(res: StudyResults) -> list[dict]:
+    sp = res.spearman
+    if sp is None:
+        return []
+    trf = {"trf_eps": sp.trf_eps, "trf_reduce": sp.trf_reduce, "trf_params": sp.params}
+    return [{"section": "spearman", "rho_grad": sp.grad, "rho_attn": sp.attn, "n_pes": sp.n, **trf}]
+
+
+def _timing(res: StudyResults) -> list[dict]:
+    if res.timing is None:
+        return []
+    t = res.timing
+    return [
+        {"section": "timing", "pe": t.pe, "method": r.method, "window": w, "seconds": s, "tokens": t.tokens}
+        for r in t.rows
+        for w, s in zip(t.window_sizes, r.seconds)
+    ]
+
+
+def _alignment(res: StudyResults) -> list[dict]:
+    """One row per task, model, setting (none or an alignment mode) and length."""
+    rows = []
+    for task, block in res.alignment.items():
+        for pe, m in block.models.items():
+            for setting in dict.fromkeys([*m.accuracy, *m.tau]):
+                for L in dict.fromkeys([*m.accuracy.get(setting, {}), *m.tau.get(setting, {})]):
+                    values = {
+                        "accuracy": m.accuracy.get(setting, {}).get(L),
+                        "rank_accuracy": (m.rank_accuracy or {}).get(setting, {}).get(L),
+                        "tau": m.tau.get(setting, {}).get(L),
+                        "tau_source": m.tau_source.get(setting, {}).get(L),
+                        "at_grid_edge": m.at_grid_edge.get(setting, {}).get(L),
+                    }
+                    key = {"section": "alignment", "task": task, "pe": pe, "setting": setting, "length": int(L)}
+                    rows.append({**key, "train_length": block.train_length, **values})
+    return rows
+
+
+def _claims(res: StudyResults) -> list[dict]:
+    return [{"section": "claim", **flat(c.to_dict())} for c in res.claims]
+
+
+def _failures(res: StudyResults) -> list[dict]:
+    return [{"section": "failure", "job": job, "error": str(why)} for job, why in res.failures.items()]
