@@ -127,6 +127,13 @@ def make_results():
         "eval": evals,
         "erf": erf,
         "spearman": {"grad": 0.8, "attn": 1.0, "n": 4},
+        "learning": {  # every model learned: loss at L_tr below 0.8 of the unigram entropy
+            "unigram_entropy": 4.5,
+            "unigram_tokens": 10**6,
+            "max_fraction": 0.8,
+            "protocol": "nonoverlapping",
+            "loss": {pe: math.log(PPL[pe][0] * 1.1) for pe in PES},
+        },
         "timing": {
             "window_sizes": [16, 32, 64, 128],
             "tokens": 2048,
@@ -273,8 +280,8 @@ def test_theory_plots_are_called_when_present(tmp_path, monkeypatch):
     figs = report.write_figures(typed(r), tmp_path, notes)
     assert set(figs) == {"heatmaps", "trf_curves"}
     assert [c[1] for c in calls if c[0] == "heatmap"] == ["type1", "type2", "example1"]
-    assert ("trf_curves", ("type1", "type2"), {"num_heads": 8}) in calls  # convergent PEs only
-    assert "extrap.theory.plots" in notes["trf_curves"] and "registry" not in notes["heatmaps"]
+    assert ("trf_curves", ("type1", "type2"), {"num_heads": 8, "head": None}) in calls  # convergent PEs only
+    assert "results.json" not in notes["trf_curves"] and "registry" not in notes["heatmaps"]  # not the fallback
 
 
 def test_learned_pe_heatmap_uses_the_trained_run(tmp_path, tiny_text):
@@ -474,6 +481,7 @@ def test_alibi_slope_claims_follow_003_table_1():
         "experiment": "alibi-slopes",
         "slopes": {"variants": variants},
         "eval": {"a": ev(True, 0.001), "b": ev(False, 0.2), "c": ev(True, 0.0), "d": ev(True, 0.01)},
+        "learning": {"unigram_entropy": 4.0, "max_fraction": 0.8, "loss": dict.fromkeys("abcd", 2.0)},
     }
     claims = {c.claim.split()[0]: c.ok for c in report.compute_claims(typed(r))}
     assert claims["Shifting"] is True  # mild shift extrapolates, extreme shift does not

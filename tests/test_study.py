@@ -40,6 +40,26 @@ def test_smoke_study_produces_every_section(smoke_study):
     assert json.dumps(load_results(out).to_dict(), sort_keys=True) == json.dumps(res, sort_keys=True)
 
 
+def test_smoke_study_writes_results_csv(smoke_study):
+    """results.csv beside results.json: its records one row each, the same numbers, provenance on every row."""
+    import csv
+
+    res = json.loads((smoke_study / "results.json").read_text())
+    with open(smoke_study / "results.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["seed"], r["corpus_hash"], r["extrap_version"]) for r in rows} == {
+        (str(res["seed"]), res["corpus_hash"], res["extrap_version"])
+    }
+    ppl = {(r["pe"], r["protocol"], int(r["length"])): float(r["ppl"]) for r in rows if r["section"] == "eval"}
+    by_pe = res["eval"].items()
+    assert ppl == {(pe, k, p["length"]): p["ppl"] for pe, by in by_pe for k, rep in by.items() for p in rep["results"]}
+    losses = {r["pe"]: float(r["final_loss"]) for r in rows if r["section"] == "run"}
+    assert losses == {pe: run["final_loss"] for pe, run in res["runs"].items()}
+    theory = [r for r in rows if r["section"] == "theory"]
+    assert len(theory) == sum(max(1, len(t["trf"])) for t in res["theory"])
+    assert [r["claim"] for r in rows if r["section"] == "claim"] == [c["claim"] for c in res["claims"]]
+
+
 def test_every_trf_says_how_it_was_taken(smoke_study):
     """The ERF section's TRF is the widest head's n(1e-3): the theory table's numbers, reduced by max."""
     res = json.loads((smoke_study / "results.json").read_text())
@@ -48,8 +68,11 @@ def test_every_trf_says_how_it_was_taken(smoke_study):
         heads.setdefault(row["pe"], []).append(row)
     for pe, entry in res["erf"].items():
         assert (entry["trf_eps"], entry["trf_reduce"]) == (1e-3, "max")
-        converge = all(r["verdict"] == "converges" for r in heads[pe])
-        assert entry["trf"] == (max(r["trf"]["0.001"] for r in heads[pe]) if converge else None), pe
+        trained = [r for r in heads[pe] if r.get("params") == "trained"]  # learned bias parameters: every layer
+        rows = trained or heads[pe]
+        assert entry["trf_params"] == ("trained" if trained else "initial"), pe
+        converge = all(r["verdict"] == "converges" for r in rows)
+        assert entry["trf"] == (max(r["trf"]["0.001"] for r in rows) if converge else None), pe
     assert (res["spearman"]["trf_eps"], res["spearman"]["trf_reduce"]) == (1e-3, "max")
 
 
@@ -71,13 +94,43 @@ def test_smoke_study_decides_its_claims(smoke_study):
         "TRF and ERF trends agree": ranked,
     }
     assert len(ranked) >= 3  # enough PEs with a finite TRF to rank
+    gate = res["learning"]  # did the models learn: loss at L_tr against the training tokens' unigram entropy
+    assert gate["unigram_entropy"] > 0 and set(gate["loss"]) == set(PES)
+    learned = {pe: loss <= gate["max_fraction"] * gate["unigram_entropy"] for pe, loss in gate["loss"].items()}
     for name, pes in named.items():
         c = claims[name]
         assert all(pe in c["evidence"] for pe in pes), c
+        timing = name.startswith("Sliding")  # inference cost: no training needed
+        if not timing and not any(learned[pe] for pe in pes):  # models that did not learn
+            assert c["ok"] is None and c["untested"] and "not tested: the models did not learn" in c["evidence"]
+            assert f"{gate['unigram_entropy']:.3g}" in c["evidence"], c  # the numbers behind it
+            continue
         if name == "TRF and ERF trends agree" and res["spearman"]["grad"] is res["spearman"]["attn"] is None:
             assert c["ok"] is None and "no correlation computed" in c["evidence"]  # every ERF equal: no ranking
             continue
         assert c["ok"] is not None, c  # the data exist, so the claim is decided either way
+
+
+def test_learned_scheme_is_analysed_at_its_trained_values(smoke_study):
+    """KERPLE's r1, r2 are trained: the theory has a row per layer and head beside the initial ones."""
+    import extrap
+    from extrap.theory import analyse
+
+    res = load_results(smoke_study)
+    run = extrap.load(res.run_path("kerple-log", smoke_study))
+    layers = run.model.bias_values()
+    rows = [r for r in res.theory_by_pe()["kerple-log"] if r.trained]
+    init = run.model.scheme.init_values(res.n_head)
+    assert [(r.layer, r.head) for r in rows] == [(k, h) for k in range(len(layers)) for h in range(res.n_head)]
+    for r in rows:
+        vals = {k: v.detach().double() for k, v in layers[r.layer].items()}
+        assert r.values == pytest.approx({k: float(v[r.head]) for k, v in vals.items()})
+        assert r.initial_values == {k: float(v[r.head]) for k, v in init.items()}
+        assert r.trf == analyse("kerple-log", res.n_head, vals, eps=[1e-3, 1e-6], lengths=(), heads=[r.head])[0].trf
+    entry = res.erf["kerple-log"]
+    assert entry.trf == max(r.trf["0.001"] for r in rows) and entry.trf_initial is not None
+    html = (smoke_study / "report.html").read_text()
+    assert "trained, layer 0" in html and "(initial 1.5)" in html and "TRF at initial parameters" in html
 
 
 def _refuse(*args, **kwargs):

@@ -186,8 +186,13 @@ def compare_trf_erf(runs: list, eps: float = ATTN_EPS, kind: str = "both", progr
 # plots
 # ---------------------------------------------------------------------------
 def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "grad_erf") -> list[Path]:
-    """Cumulative normalised gradient against tokens kept (003 Fig. 4 style), PNG + SVG."""
+    """Cumulative normalised gradient against tokens kept (003 Fig. 4 style), PNG + SVG.
+
+    One curve per run (colour, then line style after ten), its legend naming the run and its
+    gradient ERF in tokens; dotted: the threshold that defines the ERF, dashed: each L_tr.
+    """
     from extrap.plotting import new_figure, save_figure
+    from extrap.theory.plots import curve_style
 
     rows = [r for r in rows if r.get("grad_curve")]
     if not rows:
@@ -195,18 +200,22 @@ def plot_gradient_curves(rows: list[dict], out_dir: str | Path, name: str = "gra
     fig = new_figure(6.4, 4.2)
     ax = fig.add_subplot()
     pes = [r["pe"] for r in rows]
-    for r in rows:
-        k = range(1, len(r["grad_curve"]) + 1)
+    lengths = sorted({r["length"] for r in rows})
+    for k, r in enumerate(rows):
         name_ = r["pe"] if pes.count(r["pe"]) == 1 else f"{r['pe']} [{Path(r['run']).name}]"
-        ax.plot(k, r["grad_curve"], label=f"{name_} (ERF {r['grad_erf']:.1f})")
+        erf = f"{r['grad_erf']:.1f} tokens" if isinstance(r.get("grad_erf"), (int, float)) else "none"
+        at = f", L_ex {r['length']}" if len(lengths) > 1 else ""
+        curve = [math.nan if y is None else y for y in r["grad_curve"]]
+        ax.plot(range(1, len(curve) + 1), curve, label=f"{name_} (ERF {erf}{at})", **curve_style(k))
     thr = rows[0]["threshold"]
     ax.axhline(thr, color="grey", ls=":", lw=1)
     for L_tr in sorted({r["train_length"] for r in rows}):
         ax.axvline(L_tr, color="grey", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel("most recent context tokens kept (k)")
-    ax.set_ylabel("cumulative normalised gradient")
-    ax.set_title(f"Gradient ERF at L_ex = {rows[0]['length']} (dashed: L_tr, dotted: {thr})")
+    ax.set_ylabel("cumulative normalised gradient (fraction of the total)")
+    where = f"L_ex = {lengths[0]}" if len(lengths) == 1 else "L_ex per run"
+    ax.set_title(f"Gradient ERF at {where} (dashed: L_tr, dotted: threshold {thr})", fontsize=10)
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8)
     return save_figure(fig, out_dir, name)

@@ -8,9 +8,11 @@ of failing.
 * :func:`compute_claims` checks the papers' claims against our numbers (000 =
   Qin et al. 2024, 003 = Chi et al. 2023, 004 = Chi et al.'s attention alignment).
   A claim is ``True`` only when the data reproduce it, ``False`` when they contradict
-  it, ``None`` when the data needed are missing: nothing is forced.
+  it, ``None`` when the data needed are missing: nothing is forced.  Claims about trained
+  models use only the models that learned (:mod:`.gate`); when none did, the claim is
+  "not tested" with the losses and the unigram entropy.
 * :func:`write_figures` draws the analogues of 000 Figs. 3/4 (PPL vs length),
-  5 (ERF), 6 (normalised TRF curves), 7 (exp(RPE) heatmaps) and 003 Fig. 4
+  5 (ERF), 6 (TRF curves in tokens), 7 (exp(RPE) heatmaps) and 003 Fig. 4
   (cumulative normalised gradient) as PNG and SVG.
 * :func:`write_report` writes the figures and ``report.html`` (inline CSS, no
   external resources; images by relative path), rendered from ``templates/*.j2``.

@@ -1,15 +1,22 @@
 """The claims checklist: each paper claim judged ✔ / ✘ / – against the study's numbers.
 
 A claim is True only when the data reproduce it, False when they contradict it, None when
-the data it needs are missing: nothing is forced.
+the data it needs are missing: nothing is forced.  Claims about trained models are judged
+only on the models that learned (:mod:`.gate`); a claim none of whose models learned is
+"not tested" (``untested``), with the losses and the unigram entropy as evidence.  Claims
+about the formulas alone (TRF(Type2) < TRF(Type1)) and about inference cost do not depend
+on training.
 """
 
 from __future__ import annotations
 
 from extrap.report.alignment.claims import alignment_claims
+from extrap.report.gate import left_out_note, not_tested
+from extrap.report.gate import split as gate_split
 from extrap.report.lookup import eps_keys, pe_verdict, widest_head_trf
 from extrap.report.values import (
     PAPER_SLIDING_RELATIVE,
+    PARAMS_WORDS,
     SLIDING_SLOWER_FACTOR,
     SPEARMAN_MIN,
     SPEARMAN_MIN_N,
@@ -31,36 +38,46 @@ def verdict_text(results: StudyResults, pe: str) -> str:
 
 def claim_convergent(results: StudyResults) -> Claim:
     name, src = "Convergent RPEs extrapolate", "000 Theorem 0.4, Figs. 3/4"
-    conv = [pe for pe, rows in results.theory_by_pe().items() if rows and all(r.verdict == "converges" for r in rows)]
+    conv = [pe for pe, rows in results.model_theory().items() if rows and all(r.verdict == "converges" for r in rows)]
     judged = [pe for pe in conv if pe_verdict(results, pe)[0] is not None]
     unjudged = [pe for pe in conv if pe not in judged]
     if not judged:
         why = "no PE with a convergent series was evaluated" if conv else "no PE has a convergent verdict"
         return Claim(name, None, why, src)
-    ok = all(pe_verdict(results, pe)[0] for pe in judged)
-    ev = "; ".join(verdict_text(results, pe) for pe in judged)
+    gate = gate_split(results, judged)
+    if not gate.learned:
+        return Claim(name, None, not_tested(results, gate), src, untested=True)
+    ok = all(pe_verdict(results, pe)[0] for pe in gate.learned)
+    ev = "; ".join(verdict_text(results, pe) for pe in gate.learned)
     if unjudged:
         ev += f". Not evaluated: {', '.join(unjudged)}"
-    return Claim(name, ok, ev, src)
+    return Claim(name, ok, ev + left_out_note(results, gate), src)
 
 
 def claim_not_extrapolate(results: StudyResults, claim: str, names: list[str], source: str) -> Claim:
-    """Every PE in ``names`` must have extrapolates == False."""
+    """Every PE in ``names`` must have extrapolates == False (judged on models that learned)."""
     found = {n: match_spec(results.eval, n) for n in names}
-    verdicts = {n: pe_verdict(results, pe)[0] if pe else None for n, pe in found.items()}
-    parts = [verdict_text(results, pe) if pe else f"{n}: not evaluated" for n, pe in found.items()]
+    gate = gate_split(results, [pe for pe in found.values() if pe and pe_verdict(results, pe)[0] is not None])
+    verdicts = {n: pe_verdict(results, pe)[0] if pe in gate.learned else None for n, pe in found.items()}
+    parts = [
+        verdict_text(results, pe) if pe else f"{n}: not evaluated" for n, pe in found.items() if pe not in gate.left_out
+    ]
     if any(v is True for v in verdicts.values()):
         ok = False  # one counterexample is enough, whatever else is missing
     elif any(v is None for v in verdicts.values()):
         ok = None
     else:
         ok = True
-    return Claim(claim, ok, "; ".join(parts), source)
+    ev = "; ".join(parts)
+    if not gate.learned and gate.left_out:
+        return Claim(claim, None, "; ".join([not_tested(results, gate)] + parts), source, untested=True)
+    untested = True if ok is None and gate.left_out else None
+    return Claim(claim, ok, ev + left_out_note(results, gate), source, untested=untested)
 
 
 def claim_trf_types(results: StudyResults) -> Claim:
     name, src = "TRF(Type2) < TRF(Type1)", "000 Theorem 0.5, Fig. 6"
-    rows = results.theory_by_pe()
+    rows = {pe: [r for r in rs if not r.trained] for pe, rs in results.theory_by_pe().items()}  # the formulas
     t1, t2 = (rows.get(match_spec(rows, n) or "", []) for n in ("type1", "type2"))
     if not t1 or not t2:
         return Claim(name, None, "theory rows for type1 and type2 are both needed", src)
@@ -76,11 +93,14 @@ def claim_trf_types(results: StudyResults) -> Claim:
 def slope_claim(results: StudyResults, group: str, claim: str, source: str) -> Claim:
     """003 §4: within a group, the mildest variants extrapolate and the most extreme one does not."""
     variants = [v for v in (results.slopes.variants if results.slopes else []) if v.group == group]
-    seen = [(v.label, *pe_verdict(results, v.pe)[:2]) for v in variants]
+    seen = [(v.label, *pe_verdict(results, v.pe)[:2], v.pe) for v in variants]
     seen = [x for x in seen if x[1] is not None]
     if len(seen) < 2:
         return Claim(claim, None, "fewer than two variants evaluated", source)
-    evidence = "; ".join(f"{lab}: {'extrapolates' if ok else 'does not'} ({fmt(w, 3)})" for lab, ok, w in seen)
+    gate = gate_split(results, [x[3] for x in seen])
+    if gate.left_out:  # the claim compares the mildest with the most extreme: every one must have learned
+        return Claim(claim, None, not_tested(results, gate), source, untested=True)
+    evidence = "; ".join(f"{lab}: {'extrapolates' if ok else 'does not'} ({fmt(w, 3)})" for lab, ok, w, _ in seen)
     return Claim(claim, seen[0][1] is True and seen[-1][1] is False, evidence, source)
 
 
@@ -99,24 +119,43 @@ def slope_claims(results: StudyResults) -> list[Claim]:
     ]
 
 
+def learned_rho(results: StudyResults, pes: list[str]) -> tuple[float | None, float | None]:
+    """Spearman ρ of TRF against the gradient and the attention ERF over ``pes`` only."""
+    from extrap.erf import spearman
+
+    rows = [results.erf[pe] for pe in pes]
+    grad = spearman([num(e.trf) for e in rows], [num(e.grad_erf) for e in rows])
+    attn = [num(e.attn_erf) for e in rows]
+    return grad, spearman([num(e.trf) for e in rows], attn) if None not in attn else None
+
+
 def claim_spearman(results: StudyResults) -> Claim:
     name, src = "TRF and ERF trends agree", "000 Figs. 5-6"
     sp = results.spearman
     if sp is None:
         return Claim(name, None, "no TRF/ERF correlation section", src)
     grad, attn, n = num(sp.grad), num(sp.attn), sp.n
-    rho, kind = (grad, "gradient") if grad is not None else (attn, "attention")
     ranked = [pe for pe, e in results.erf.items() if num(e.trf) is not None and num(e.grad_erf) is not None]
+    gate = gate_split(results, ranked)
+    if ranked and not gate.learned:
+        return Claim(name, None, not_tested(results, gate), src, untested=True)
+    if gate.left_out:  # rank only the models that learned
+        ranked, n = gate.learned, len(gate.learned)
+        grad, attn = learned_rho(results, ranked) if n >= 2 else (None, None)
+    rho, kind = (grad, "gradient") if grad is not None else (attn, "attention")
     ev = (
         f"Spearman ρ(TRF, grad ERF) = {fmt(grad, 3)}, ρ(TRF, attn ERF) = {fmt(attn, 3)}, n = {fmt(n)} PEs"
         + (f" ({', '.join(ranked)})" if ranked else "")
-        + f"; TRF: {trf_setting(sp.trf_eps, sp.trf_reduce)}"
+        + f"; TRF: {trf_setting(sp.trf_eps, sp.trf_reduce)}, {PARAMS_WORDS[sp.params]}"
     )
+    note = left_out_note(results, gate)
     if rho is None:
-        return Claim(name, None, ev + " (no correlation computed)", src)
+        return Claim(name, None, ev + " (no correlation computed)" + note, src, untested=bool(note) or None)
     if not isinstance(n, int) or n < SPEARMAN_MIN_N:
-        return Claim(name, None, ev + f" (fewer than {SPEARMAN_MIN_N} PEs: too few to rank)", src)
-    return Claim(name, rho >= SPEARMAN_MIN, ev + f"; judged on the {kind} ERF, threshold ρ ≥ {SPEARMAN_MIN}", src)
+        why = f" (fewer than {SPEARMAN_MIN_N} PEs: too few to rank)"
+        return Claim(name, None, ev + why + note, src, untested=bool(note) or None)
+    ok = rho >= SPEARMAN_MIN
+    return Claim(name, ok, ev + f"; judged on the {kind} ERF, threshold ρ ≥ {SPEARMAN_MIN}" + note, src)
 
 
 def _mean(xs) -> float | None:

@@ -13,18 +13,29 @@ from extrap.plotting import new_figure, save_figure
 from extrap.report.alignment.figures import alignment_figure_plan
 from extrap.report.lookup import erf_table, slope_groups, slopes_protocol
 from extrap.report.shapes import heatmaps_figure, trf_curves_figure
-from extrap.report.values import PROTOCOLS, num, trf_setting
+from extrap.report.values import PARAMS_WORDS, PROTOCOLS, num, trf_setting
 from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
+from extrap.theory.plots import curve_style
 
 CAPTIONS = {
-    "ppl": "Perplexity vs evaluation length, protocol {protocol}; dashed line: training length "
+    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; dashed line: "
+    'training length L_tr. A PE marked "did not learn" has a loss at L_tr above the set fraction of the '
+    "unigram entropy (see Training runs): its flat curve says nothing about extrapolation "
     "(analogue of 000 Figs. 3/4).",
-    "trf_erf": "TRF ({setting}) beside gradient and attention ERF, each normalised by its maximum over PEs "
-    "(analogue of 000 Figs. 5-6).",
+    "trf_erf": "TRF ({setting}) beside gradient and attention ERF, in tokens, each measure divided by its own "
+    "largest value over the PEs: bars compare PEs within one measure, not the measures with each other{scale}. "
+    '"no TRF": the series diverges or the PE adds no bias; "did not learn": its ERFs measure an untrained '
+    "model. TRF from {params} (analogue of 000 Figs. 5-6).",
     "grad_curves": "Cumulative normalised gradient of the k most recent tokens when predicting the last "
     "token; dotted line: 0.99, dashed line: training length (analogue of 003 Fig. 4).",
-    "slopes": "ALiBi-slope experiment '{group}': perplexity vs length ({protocol}), cf. 003 Table 1.",
+    "slopes": "ALiBi-slope experiment '{group}': perplexity per token vs length in tokens ({protocol}), "
+    "dashed line: L_tr; cf. 003 Table 1.",
 }
+
+
+def pe_label(results: StudyResults, pe: str) -> str:
+    """A PE's name in a legend, marked when its model did not learn."""
+    return f"{pe} (did not learn)" if results.learned(pe) is False else pe
 
 
 def series(rep: EvalReport | None) -> tuple[list[int], list[float]]:
@@ -36,15 +47,15 @@ def series(rep: EvalReport | None) -> tuple[list[int], list[float]]:
 
 def ppl_axes(ax, curves: list[tuple[str, list[int], list[float]]], train_length, title: str) -> None:
     ys = [p for _, _, ps in curves for p in ps]
-    for label, xs, ps in curves:
-        ax.plot(xs, ps, marker="o", ms=3, label=label)
+    for k, (label, xs, ps) in enumerate(curves):
+        ax.plot(xs, ps, marker="o", ms=3, label=label, **curve_style(k))
     ax.set_xscale("log", base=2)
     if ys and min(ys) > 0 and max(ys) / min(ys) > 20:  # exploding PEs would flatten the rest
         ax.set_yscale("log")
     if isinstance(train_length, int):
         ax.axvline(train_length, color="grey", ls="--", lw=1)
     ax.set_xlabel("evaluation length L_ex (tokens)")
-    ax.set_ylabel("perplexity")
+    ax.set_ylabel("perplexity (per token)")
     ax.set_title(title)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
@@ -55,7 +66,7 @@ def ppl_figure(results: StudyResults, protocol: str):
     for pe in results.all_pes():
         xs, ps = series((results.eval.get(pe) or {}).get(protocol))
         if xs:
-            curves.append((pe, xs, ps))
+            curves.append((pe_label(results, pe), xs, ps))
     if not curves:
         return None
     fig = new_figure(6.4, 4.0)
@@ -69,6 +80,12 @@ def erf_trf_setting(results: StudyResults) -> str:
     return trf_setting(*settings.pop()) if len(settings) == 1 else "mixed settings: see the table"
 
 
+def erf_trf_params(results: StudyResults) -> str:
+    """Which parameter values the ERF section's TRFs come from, in words."""
+    params = {r.params for r in erf_table(results)}
+    return PARAMS_WORDS["trained"] if "trained" in params else PARAMS_WORDS["initial"]
+
+
 def trf_erf_figure(results: StudyResults, notes: dict):
     table = erf_table(results)
     metrics = [
@@ -78,7 +95,7 @@ def trf_erf_figure(results: StudyResults, notes: dict):
     ]
     if not table or not metrics:
         return None
-    fig = new_figure(max(6.4, 0.9 * len(table) + 2), 4.0)
+    fig = new_figure(max(6.4, 0.9 * len(table) + 2), 4.2)
     ax = fig.add_subplot()
     width = 0.8 / len(metrics)
     vals_all = []
@@ -87,13 +104,22 @@ def trf_erf_figure(results: StudyResults, notes: dict):
         ys = [(getattr(r, key) / top) if getattr(r, key) is not None else 0.0 for r in table]
         vals_all += [y for y in ys if y > 0]
         ax.bar([k + (m - (len(metrics) - 1) / 2) * width for k in range(len(table))], ys, width, label=label)
-    if vals_all and min(vals_all) < 0.01:  # a huge TRF (Type1 at small ε) would hide the rest
+    log = bool(vals_all) and min(vals_all) < 0.01  # a huge TRF (Type1 at small ε) would hide the rest
+    if log:
         ax.set_yscale("log")
-    ax.set_xticks(range(len(table)), [r.pe for r in table], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("value / max over PEs")
-    ax.set_title("TRF vs ERF")
+    ticks = [
+        r.pe + ("\nno TRF" if r.trf is None else "") + ("\ndid not learn" if results.learned(r.pe) is False else "")
+        for r in table
+    ]
+    ax.set_xticks(range(len(table)), ticks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("value / largest value of that measure")
+    ax.set_title("TRF vs ERF, each measure relative to its largest")
     ax.legend(fontsize=7)
-    notes["trf_erf"] = CAPTIONS["trf_erf"].format(setting=erf_trf_setting(results))
+    notes["trf_erf"] = CAPTIONS["trf_erf"].format(
+        setting=erf_trf_setting(results),
+        scale="; log scale" if log else "",
+        params=erf_trf_params(results),
+    )
     return fig
 
 
@@ -103,9 +129,10 @@ def grad_curves_figure(results: StudyResults):
         return None
     fig = new_figure(6.4, 4.0)
     ax = fig.add_subplot()
-    for pe, curve in curves:
+    for k, (pe, curve) in enumerate(curves):
         ys = [num(y) for y in curve]
-        ax.plot(range(1, len(ys) + 1), [y if y is not None else math.nan for y in ys], label=pe)
+        ys = [y if y is not None else math.nan for y in ys]
+        ax.plot(range(1, len(ys) + 1), ys, label=pe_label(results, pe), **curve_style(k))
     ax.set_xscale("log", base=2)
     ax.axhline(0.99, color="grey", ls=":", lw=1)
     if isinstance(results.train_length, int):
@@ -126,7 +153,8 @@ def slopes_figure(results: StudyResults, group: str, variants: list[SlopeVariant
     for v in variants:
         xs, ps = series((results.eval.get(v.pe) or {}).get(proto))
         if xs:
-            curves.append((v.label or v.pe, xs, ps))
+            mark = " (did not learn)" if results.learned(v.pe) is False else ""
+            curves.append(((v.label or v.pe) + mark, xs, ps))
     if not curves:
         return None
     fig = new_figure(6.4, 4.0)

@@ -48,12 +48,30 @@ class ErfRow:
     trf_reduce: str | None
     grad_erf: float | None
     attn_erf: float | None
+    params: str = "initial"  # the parameter values of ``trf``: "trained" or "initial"
+    trf_initial: float | None = None  # the TRF at the initial parameters, beside a trained one
+    trf_reason: str | None = None  # why ``trf`` is None
+
+
+def count(x) -> int | float | None:
+    """A number of tokens as the table prints it: an int stays exact, anything else as :func:`num`."""
+    return x if isinstance(x, int) and not isinstance(x, bool) else num(x)
 
 
 def erf_table(results: StudyResults) -> list[ErfRow]:
     """Per PE with receptive fields: its TRF (with how it was taken), gradient and attention ERF."""
     return [
-        ErfRow(pe, num(e.trf), e.trf_eps, e.trf_reduce, num(e.grad_erf), num(e.attn_erf))
+        ErfRow(
+            pe,
+            count(e.trf),
+            e.trf_eps,
+            e.trf_reduce,
+            num(e.grad_erf),
+            num(e.attn_erf),
+            e.params,
+            count(e.trf_initial),
+            e.trf_reason,
+        )
         for pe in results.all_pes()
         if (e := results.erf.get(pe)) is not None
     ]

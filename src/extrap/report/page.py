@@ -11,11 +11,16 @@ from extrap.report.alignment import alignment_context
 from extrap.report.alignment import missing as alignment_missing
 from extrap.report.claims import compute_claims
 from extrap.report.figures import write_figures
-from extrap.report.sections import extrapolation_context, runs_table
+from extrap.report.sections import extrapolation_context, learning_text, runs_table
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults
 
 STATUS = {True: ("✔", "ok"), False: ("✘", "bad"), None: ("–", "na")}
+UNTESTED = ("not tested", "na")  # the claim's models did not learn (report.gate)
+
+
+def status(claim: Claim) -> tuple[str, str]:
+    return UNTESTED if claim.untested and claim.ok is None else STATUS[claim.ok]
 
 
 @cache
@@ -101,9 +106,10 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
             meta=header(results),
             missing=missing,
             failures=sorted((results.failures or {}).items()),
-            claims=[(STATUS[c.ok], c) for c in claims],
+            claims=[(status(c), c) for c in claims],
             alignment=alignment,
             runs=runs_table(results),
+            learning=learning_text(results),
             body=body,
         )
     )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from extrap.report.figures import CAPTIONS, erf_trf_setting
+from extrap.report.figures import CAPTIONS, erf_trf_params, erf_trf_setting
 from extrap.report.lookup import eps_keys, erf_table, slope_groups, slopes_protocol
 from extrap.report.paper import PAPER_003_TABLE1
 from extrap.report.values import PAPER_SLIDING_RELATIVE, PROTOCOLS, fmt, num, trf_setting
 from extrap.report.view import Cell, Table, figure_ref, table
-from extrap.results import EvalReport, StudyResults, TheoryRow, slug
+from extrap.results import TRAINED, EvalReport, StudyResults, TheoryRow, slug
+
+LEARNED_WORDS = {True: "yes", False: "no: did not learn", None: "unknown"}
+PARAMS_SHORT = {"trained": "trained values, every layer", "initial": "initial parameters"}
 
 
 def heads_label(heads: list) -> str:
@@ -19,11 +22,26 @@ def heads_label(heads: list) -> str:
     return str(heads[0]) if len(heads) == 1 else f"{heads[0]}–{heads[-1]}"
 
 
+def params_label(r: TheoryRow) -> str:
+    return f"trained, layer {r.layer}" if r.trained else "initial"
+
+
+def values_label(r: TheoryRow) -> str:
+    """A head's parameter values, with the initial ones beside trained ones: "r1 1.49 (initial 1.5)"."""
+    init = r.initial_values or {}
+    parts = []
+    for k, v in (r.values or {}).items():
+        before = f" (initial {fmt(init[k], 4)})" if r.trained and k in init else ""
+        parts.append(f"{k} {fmt(v, 4)}{before}")
+    return ", ".join(parts) or "–"
+
+
 def collapse_heads(rows: list[TheoryRow], eps: list[str]) -> list[tuple[list, TheoryRow]]:
-    """Consecutive heads with identical verdict, test, B and TRFs become one row."""
+    """Consecutive heads with identical parameters, verdict, test, B and TRFs become one row."""
     groups: list[tuple[list, TheoryRow, tuple]] = []
     for r in rows:
-        key = (r.verdict, r.test, fmt(r.series_sum, 6), tuple(fmt(r.trf.get(e)) for e in eps))
+        key = (params_label(r), values_label(r), r.verdict, r.test, fmt(r.series_sum, 6))
+        key += tuple(fmt(r.trf.get(e)) for e in eps)
         if groups and groups[-1][2] == key:
             groups[-1][0].append(r.head)
         else:
@@ -35,13 +53,18 @@ def theory_table(results: StudyResults) -> Table | None:
     rows = results.theory_by_pe()
     if not rows:
         return None
-    eps = eps_keys([r for rs in rows.values() for r in rs])
-    headers = ["PE", "heads", "verdict", "test", "B = Σ exp(r(t))"] + [f"TRF ε={e}" for e in eps] + ["explanation"]
+    flat = [r for rs in rows.values() for r in rs]
+    eps = eps_keys(flat)
+    learned = any(r.params for r in flat)  # schemes with learned bias parameters: initial and trained rows
+    headers = ["PE"] + (["parameters", "values"] if learned else []) + ["heads", "verdict", "test"]
+    headers += ["B = Σ exp(r(t))"] + [f"TRF ε={e}" for e in eps] + ["explanation"]
     body = []
     for pe, rs in rows.items():
         for heads, r in collapse_heads(rs, eps):
             body.append(
-                [pe, heads_label(heads), r.verdict, r.test, fmt(r.series_sum, 6)]
+                [pe]
+                + ([params_label(r), values_label(r)] if learned else [])
+                + [heads_label(heads), r.verdict, r.test, fmt(r.series_sum, 6)]
                 + [r.trf.get(e) for e in eps]
                 + [" ".join(filter(None, (r.explanation, r.trf_note)))]
             )
@@ -51,8 +74,37 @@ def theory_table(results: StudyResults) -> Table | None:
 def runs_table(results: StudyResults) -> Table | None:
     if not results.runs:
         return None
-    body = [[pe, r.final_loss, r.seconds, r.params, r.run_dir] for pe, r in results.runs.items()]
-    return table(["PE", "final loss", "seconds", "parameters", "run folder"], body)
+    gate = results.learning
+    headers = ["PE", "final training loss"]
+    if gate is not None:
+        headers += [f"loss at L_tr ({gate.protocol or '–'})", "learned"]
+    headers += ["seconds", "parameters", "run folder"]
+    body = []
+    for pe, r in results.runs.items():
+        learned = [] if gate is None else [gate.loss.get(pe), LEARNED_WORDS[gate.learned(pe)]]
+        body.append([pe, r.final_loss, *learned, r.seconds, r.params, r.run_dir])
+    return table(headers, body)
+
+
+def learning_text(results: StudyResults) -> str | None:
+    """The gate's numbers in one sentence (None for results that do not record it)."""
+    g = results.learning
+    if g is None:
+        if results.experiment == "alignment" or not results.runs:
+            return None
+        return (
+            "These results record no unigram entropy of the training tokens (an earlier extrap): whether the "
+            "models learned is unknown, and the claims about trained models are not tested."
+        )
+    if g.threshold is None:
+        return f"Whether the models learned is unknown: {g.note or 'no unigram entropy recorded'}."
+    return (
+        f"Losses are in nats per token. Unigram entropy of the training tokens: {fmt(g.unigram_entropy, 4)} nats per "
+        f"token ({fmt(g.unigram_tokens)} tokens), the loss of a model that predicts token frequencies only. A model "
+        f"counts as trained when its {g.protocol} loss at L_tr is at most {fmt(g.max_fraction, 3)} × "
+        f"{fmt(g.unigram_entropy, 4)} = {fmt(g.threshold, 4)}; the claims about trained models are judged on those "
+        "only."
+    )
 
 
 def ppl_cell(rep: EvalReport, L: int) -> str | Cell:
@@ -89,20 +141,33 @@ def ppl_context(results: StudyResults, figures: dict, notes: dict) -> list[dict]
     ]
 
 
+def trf_cell(r) -> str | Cell:
+    """The TRF of an ERF row, or "–" with why there is none as hover text."""
+    if r.trf is None and r.trf_reason:
+        return Cell("–", r.trf_reason)
+    return fmt(r.trf)
+
+
 def erf_context(results: StudyResults, figures: dict, notes: dict) -> dict | None:
     rows = erf_table(results)
     if not rows:
         return None
     mixed = len({(r.trf_eps, r.trf_reduce) for r in rows}) > 1
-    headers = ["PE", "TRF"] + (["TRF taken as"] if mixed else []) + ["gradient ERF", "attention ERF"]
+    trained = any(r.params == TRAINED for r in rows)
+    headers = ["PE", "TRF"] + (["TRF taken as"] if mixed else [])
+    headers += (["TRF from", "TRF at initial parameters"] if trained else []) + ["gradient ERF", "attention ERF"]
     body = [
-        [r.pe, r.trf] + ([trf_setting(r.trf_eps, r.trf_reduce)] if mixed else []) + [r.grad_erf, r.attn_erf]
+        [r.pe, trf_cell(r)]
+        + ([trf_setting(r.trf_eps, r.trf_reduce)] if mixed else [])
+        + ([PARAMS_SHORT[r.params], r.trf_initial if r.params == TRAINED else "same"] if trained else [])
+        + [r.grad_erf, r.attn_erf]
         for r in rows
     ]
     sp = results.spearman
     return {
         "table": table(headers, body),
         "trf_setting": erf_trf_setting(results),
+        "trf_params": erf_trf_params(results),
         "grad": fmt(num(sp.grad) if sp else None),
         "attn": fmt(num(sp.attn) if sp else None),
         "n": fmt(sp.n if sp else None),

@@ -9,14 +9,26 @@ from extrap.plotting import new_figure
 from extrap.report.lookup import eps_keys, num_heads, widest_head_trf
 from extrap.report.values import HEATMAP_HEAD, HEATMAP_LENGTH, MAX_HEATMAPS
 from extrap.results import StudyResults
+from extrap.theory.plots import HEATMAP_CMAP, weight_direction
 
 CAPTIONS = {
-    "heatmaps": "exp(RPE) for head {head} of {heads} over the first {n} positions, darker = more weight "
-    "(analogue of 000 Fig. 7). {note}",
-    "trf_curves": "Normalised TRF curves over ε (analogue of 000 Fig. 6). {note}",
-    "trf_curves_fallback": "TRF n(ε) of each head's series, largest over heads, at the ε values in results.json, "
-    "on log axes (analogue of 000 Fig. 6, which normalises instead); {why}.",
+    "heatmaps": "exp(r(i − j)), the weight that the bias gives the key at column j for the query at row i before "
+    "the softmax, for head {head} of {heads} over the first {n} positions (analogue of 000 Fig. 7); {direction} "
+    "= more weight ({cmap} colormap), white above the diagonal: future keys, masked. Each panel has its own colour "
+    "scale (its colour bar). {note}",
+    "trf_curves": "TRF n(ε) in tokens (000 Eq. 22) of the widest head of each PE whose series converges, at the "
+    "initial parameters, against ε; log axes, ε decreasing to the right. A higher curve is a larger TRF at that ε "
+    "(analogue of 000 Fig. 6, which divides every curve by one constant). {note}",
+    "trf_curves_fallback": "TRF n(ε) in tokens of each head's series, largest over heads, at the initial parameters "
+    "and the ε values in results.json, on log axes, ε decreasing to the right; a higher curve is a larger TRF "
+    "(analogue of 000 Fig. 6); {why}.",
 }
+
+
+def colormap(name: str):
+    import matplotlib
+
+    return matplotlib.colormaps[name]
 
 
 def via_theory_plots(name: str, ax, *args, **kw) -> str | None:
@@ -100,26 +112,34 @@ def heatmaps_figure(results: StudyResults, notes: dict, study_dir: Path | None =
     if fallback:
         note.append(f"Some panels could not be drawn: {fallback}.")
     notes["heatmaps"] = CAPTIONS["heatmaps"].format(
-        head=HEATMAP_HEAD, n=HEATMAP_LENGTH, heads=heads, note=" ".join(note)
+        head=HEATMAP_HEAD,
+        n=HEATMAP_LENGTH,
+        heads=heads,
+        direction=weight_direction(colormap(HEATMAP_CMAP)),
+        cmap=HEATMAP_CMAP,
+        note=" ".join(note),
     )
     return fig
 
 
 def trf_curves_figure(results: StudyResults, notes: dict):
     rows = results.theory_by_pe()
-    convergent = [pe for pe, rs in rows.items() if all(r.verdict == "converges" for r in rs)]
+    initial = {pe: [r for r in rs if not r.trained] for pe, rs in rows.items()}  # the formulas, as 000 Fig. 6
+    convergent = [pe for pe, rs in initial.items() if rs and all(r.verdict == "converges" for r in rs)]
     if not convergent:
         return None
     fig = new_figure(6.4, 4.0)
     ax = fig.add_subplot()
-    why = via_theory_plots("trf_curves", ax, convergent, num_heads=num_heads(results))
+    why = via_theory_plots("trf_curves", ax, convergent, num_heads=num_heads(results), head=None)
     if why is None:
-        notes["trf_curves"] = CAPTIONS["trf_curves"].format(note="Curves from extrap.theory.plots.")
+        learned = [pe for pe in convergent if any(r.trained for r in rows[pe])]
+        note = f"Trained values of {', '.join(learned)}: see the theory table." if learned else ""
+        notes["trf_curves"] = CAPTIONS["trf_curves"].format(note=note).strip()
         return fig
     # fallback: the TRFs the study already computed, at the ε values it used
     drawn = False
     for pe in convergent:
-        pts = [(float(e), v) for e in eps_keys(rows[pe]) if (v := widest_head_trf(rows[pe], e)) is not None]
+        pts = [(float(e), v) for e in eps_keys(initial[pe]) if (v := widest_head_trf(initial[pe], e)) is not None]
         if pts:
             ax.plot([e for e, _ in pts], [v for _, v in pts], marker="o", label=pe)
             drawn = True
@@ -128,7 +148,7 @@ def trf_curves_figure(results: StudyResults, notes: dict):
     ax.set_xscale("log")
     ax.set_yscale("log")  # log axes instead of 000's normalisation: PEs stay comparable
     ax.invert_xaxis()  # smaller ε = stricter = larger field, to the right
-    ax.set_xlabel("ε")
+    ax.set_xlabel("ε (bias mass allowed beyond the receptive field)")
     ax.set_ylabel("TRF n(ε) (tokens)")
     ax.set_title("Theoretical receptive field vs ε")
     ax.legend(fontsize=7)

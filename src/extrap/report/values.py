@@ -16,6 +16,10 @@ HEATMAP_HEAD = 0
 DEFAULT_HEADS = 8  # when the results do not record the number of heads
 MAX_HEATMAPS = 12
 REDUCE_WORDS = {"max": "widest head", "median": "median over heads", "mean": "mean over heads"}
+PARAMS_WORDS = {
+    "trained": "trained values (every layer) for schemes with learned bias parameters",
+    "initial": "initial parameters",
+}
 
 
 def num(x: Any) -> float | None:

@@ -17,9 +17,12 @@ from extrap.results.alignment import (
     mean_tau,
 )
 from extrap.results.extrapolation import (
+    INITIAL,
+    TRAINED,
     Claim,
     ErfEntry,
     EvalReport,
+    LearningGate,
     LengthPoint,
     RunSummary,
     Slopes,
@@ -34,6 +37,8 @@ from extrap.results.records import Record
 from extrap.results.study import RESULTS_FILE, StudyResults, load_results, save_results
 
 __all__ = [
+    "INITIAL",
+    "TRAINED",
     "MODES",
     "RESULTS_FILE",
     "SETTINGS",
@@ -43,6 +48,7 @@ __all__ = [
     "DepthSummary",
     "ErfEntry",
     "EvalReport",
+    "LearningGate",
     "LengthPoint",
     "Record",
     "RunSummary",

@@ -10,16 +10,56 @@ from extrap.results.records import Record, listed, plain
 # the widest head's n(eps) at eps = 1e-3, initial parameters (theory.STUDY_TRF).
 UNLABELLED_TRF_EPS = 1e-3
 UNLABELLED_TRF_REDUCE = "max"
+TRAINED, INITIAL = "trained", "initial"  # which parameter values a TRF or theory row was computed from
 
 
 @dataclass
 class Claim(Record):
-    """One paper claim judged against the study: ``ok`` True (reproduced), False (contradicted), None (no data)."""
+    """One paper claim judged against the study: ``ok`` True (reproduced), False (contradicted), None (no data).
+
+    ``untested`` is True when the claim needs trained models and its models did not learn (or
+    whether they learned is not recorded): ``ok`` is then None and ``evidence`` says why.
+    """
 
     claim: str = ""
     ok: bool | None = None
     evidence: str = ""
     source: str = ""
+    untested: bool | None = plain(omit=True)
+
+
+@dataclass
+class LearningGate(Record):
+    """Did the models learn?  Each PE's loss at L_tr against the unigram entropy of the training tokens.
+
+    A model that ignores its context still reaches the unigram entropy of the training tokens by
+    predicting their frequencies, and its perplexity is then flat in length whatever its PE: a flat
+    curve of such a model says nothing about extrapolation.  A PE's model counts as trained when its
+    evaluation loss at L_tr (nats per token, protocol ``protocol``) is at most ``max_fraction`` times
+    the unigram entropy.  Any number missing (a file written before this record existed, a PE not
+    evaluated at L_tr): whether it learned is unknown.
+    """
+
+    unigram_entropy: float | None = None  # nats per token, from the training split's token counts
+    unigram_tokens: int | None = None  # training tokens counted
+    max_fraction: float | None = None
+    protocol: str | None = None
+    loss: dict = plain(factory=dict)  # {pe: loss at L_tr in nats per token, or None}
+    note: str | None = plain(omit=True)  # why unigram_entropy is None
+
+    @property
+    def threshold(self) -> float | None:
+        """The loss at L_tr below which a model counts as trained (nats per token)."""
+        if self.unigram_entropy is None or self.max_fraction is None:
+            return None
+        return self.max_fraction * self.unigram_entropy
+
+    def learned(self, pe: str) -> bool | None:
+        """True (trained), False (did not learn), None (unknown)."""
+        loss, limit = self.loss.get(pe), self.threshold
+        if not isinstance(loss, (int, float)) or limit is None:
+            return None
+        return loss <= limit
 
 
 @dataclass
@@ -35,9 +75,13 @@ class RunSummary(Record):
 
 @dataclass
 class TheoryRow(Record):
-    """000 Theorem 0.4 and Eq. 22 for one head of one PE at its initial parameters.
+    """000 Theorem 0.4 and Eq. 22 for one head of one PE, at its initial or its trained parameters.
 
     ``trf`` maps each ε (its string key, e.g. "0.001") to that head's n(ε): one head, no reduction.
+    ``params`` is "initial" (also when absent: files written before trained rows existed) or
+    "trained", then with the ``layer`` the values come from.  ``values`` holds the head's
+    parameter values where each is one number per head (KERPLE's r1, r2), and for a trained row
+    ``initial_values`` the same parameters before training.
     """
 
     pe: str | None = None
@@ -48,6 +92,14 @@ class TheoryRow(Record):
     trf: dict = plain(factory=dict)
     explanation: str | None = None
     trf_note: str | None = plain(omit=True)
+    params: str | None = plain(omit=True)  # "initial" | "trained"; None: initial
+    layer: int | None = plain(omit=True)
+    values: dict | None = plain(omit=True)
+    initial_values: dict | None = plain(omit=True)
+
+    @property
+    def trained(self) -> bool:
+        return self.params == TRAINED
 
 
 @dataclass
@@ -74,7 +126,11 @@ class EvalReport(Record):
 class ErfEntry(Record):
     """Receptive fields of one run: gradient and attention ERF, and the TRF they are ranked against.
 
-    ``trf`` is n(``trf_eps``) reduced over heads by ``trf_reduce`` (extrap.theory.receptive_field).
+    ``trf`` is n(``trf_eps``) reduced over heads by ``trf_reduce`` (extrap.theory.receptive_field),
+    computed from the ``trf_params`` values: "trained" (every layer and head of the trained model,
+    for a scheme with learned bias parameters; ``trf_initial`` is then the same TRF before training)
+    or "initial" (a scheme without learned parameters, or a file written before trained TRFs).
+    ``trf_reason`` says why ``trf`` is None.  Not recorded: initial values.
     """
 
     grad_erf: float | None = None
@@ -83,6 +139,9 @@ class ErfEntry(Record):
     trf: int | float | None = None
     trf_eps: float | None = None
     trf_reduce: str | None = None
+    trf_params: str | None = plain(omit=True)
+    trf_initial: int | float | None = plain(omit=True)
+    trf_reason: str | None = plain(omit=True)
     error: str | None = plain(omit=True)
 
     @classmethod
@@ -91,6 +150,11 @@ class ErfEntry(Record):
         if entry.trf_eps is None and isinstance(d, dict) and "trf" in d:
             entry.trf_eps, entry.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
         return entry
+
+    @property
+    def params(self) -> str:
+        """The parameter values of ``trf`` (unrecorded: initial, as every study wrote before trained TRFs)."""
+        return self.trf_params or INITIAL
 
 
 @dataclass
@@ -102,6 +166,7 @@ class Spearman(Record):
     attn: float | None = None
     trf_eps: float | None = None
     trf_reduce: str | None = None
+    trf_params: str | None = plain(omit=True)  # "trained": trained values for the schemes that learn them
 
     @classmethod
     def from_dict(cls, d):
@@ -109,6 +174,10 @@ class Spearman(Record):
         if sp.trf_eps is None and isinstance(d, dict) and d:
             sp.trf_eps, sp.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
         return sp
+
+    @property
+    def params(self) -> str:
+        return self.trf_params or INITIAL
 
 
 @dataclass

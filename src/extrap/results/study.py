@@ -10,7 +10,17 @@ from pathlib import Path
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results.alignment import AlignmentBlock, alignment_blocks
-from extrap.results.extrapolation import Claim, ErfEntry, EvalReport, RunSummary, Slopes, Spearman, TheoryRow, Timing
+from extrap.results.extrapolation import (
+    Claim,
+    ErfEntry,
+    EvalReport,
+    LearningGate,
+    RunSummary,
+    Slopes,
+    Spearman,
+    TheoryRow,
+    Timing,
+)
 from extrap.results.records import Record, listed, mapped, one, plain
 
 RESULTS_FILE = "results.json"
@@ -50,6 +60,7 @@ class StudyResults(Record):
     failures: dict = plain(factory=dict)  # {job: why it failed}
     slopes: Slopes | None = one(Slopes, omit=True)
     timing: Timing | None = one(Timing, omit=True)
+    learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)
 
@@ -69,11 +80,24 @@ class StudyResults(Record):
         return list(dict.fromkeys(seen))
 
     def theory_by_pe(self) -> dict[str, list[TheoryRow]]:
+        """Every theory row per PE: initial parameters, then (learned schemes) trained ones per layer."""
         out: dict[str, list[TheoryRow]] = {}
         for row in self.theory:
             if row.pe is not None:
                 out.setdefault(row.pe, []).append(row)
         return out
+
+    def model_theory(self) -> dict[str, list[TheoryRow]]:
+        """Per PE, the rows of the parameters its model uses: the trained rows where there are any."""
+        out = {}
+        for pe, rows in self.theory_by_pe().items():
+            trained = [r for r in rows if r.trained]
+            out[pe] = trained or rows
+        return out
+
+    def learned(self, pe: str) -> bool | None:
+        """Whether ``pe``'s model learned (:class:`LearningGate`); None when that is not recorded."""
+        return self.learning.learned(pe) if self.learning is not None else None
 
     def run_path(self, pe: str, study_dir: str | os.PathLike | None) -> Path | None:
         """The run folder of ``pe`` under ``study_dir``, if it exists."""

@@ -6,7 +6,11 @@ versus non-overlapping timing (000 Table 1).  ``alibi-slopes``: the same runs fo
 with shifted slopes, one slope for all heads, and windowed attention.
 
 Every PE is trained and measured in its own run folder ``DIR/runs/<pe>/``; each finished
-stage is a result recorded there (``eval-<protocol>``, ``erf``) and is not computed again.
+stage is a result recorded there (``eval-<protocol>``, ``erf``, ``theory-trained``) and is not
+computed again.  A scheme with learned bias parameters is analysed at its trained values too
+(:mod:`.trained`): the theory table gets a row per layer and head, and its TRF beside the ERFs
+is the trained model's.  The results record whether each model learned (:mod:`.learning`):
+the report judges the claims about trained models only on those.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results import (
+    INITIAL,
+    TRAINED,
     ErfEntry,
     EvalReport,
     Slopes,
@@ -34,6 +40,7 @@ from extrap.results import (
     slug,
 )
 from extrap.run import RunDir
+from extrap.study.learning import learning_gate
 from extrap.study.orchestrator import (
     Experiment,
     Job,
@@ -44,6 +51,7 @@ from extrap.study.orchestrator import (
     saved_record,
 )
 from extrap.study.presets import DEFAULT_PES, STUDY_PRESETS, SlopeVariants, StudySettings
+from extrap.study.trained import initial_rows, trained_theory
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 THEORY_EPS = (1e-3, 1e-6)  # the theory table's ε
@@ -102,7 +110,16 @@ def pe_job(args: dict) -> dict:
     receptive = recorded(
         rd, "erf", lambda: erf.run_erf(run(), "both", length=L_tr * args["erf_multiple"], segments=args["erf_segments"])
     )
-    return {"pe": args["pe"], "run_dir": str(rd.path), "train": rd.read_final(), "eval": evals, "erf": receptive}
+    lengths = [L_tr * k for k in args["multiples"] if k > 1]
+    theory = recorded(rd, "theory-trained", lambda: trained_theory(run(), args["pe"], THEORY_EPS, lengths, L_tr))
+    return {
+        "pe": args["pe"],
+        "run_dir": str(rd.path),
+        "train": rd.read_final(),
+        "eval": evals,
+        "erf": receptive,
+        "theory": theory,
+    }
 
 
 def measure_timing(run_dir: Path, settings: StudySettings, threads: int) -> Timing:
@@ -138,36 +155,50 @@ def measure_timing(run_dir: Path, settings: StudySettings, threads: int) -> Timi
     )
 
 
-def theory_rows(pes: list[str], num_heads: int, train_length: int, lengths: list[int]) -> list[TheoryRow]:
-    """000 Theorem 0.4 and Eq. 22 for every PE at its initial parameters, one row per head."""
-    from extrap.theory import analyse
+def theory_rows(
+    pes: list[str], num_heads: int, train_length: int, lengths: list[int], per_pe: dict[str, dict]
+) -> list[TheoryRow]:
+    """000 Theorem 0.4 and Eq. 22 for every PE, one row per head: initial parameters, then (schemes
+    with learned bias parameters) the trained values of every layer."""
+    rows = []
+    for pe in pes:
+        rows += initial_rows(pe, num_heads, THEORY_EPS, lengths, train_length)
+        rows += (per_pe.get(pe, {}).get("theory") or {}).get("rows") or []
+    return [TheoryRow.from_dict(r) for r in rows]
 
-    return [
-        TheoryRow.from_dict({**r.to_dict(), "pe": pe})  # keep the study's spelling of the spec
-        for pe in pes
-        for r in analyse(pe, num_heads, eps=list(THEORY_EPS), lengths=lengths, train_length=train_length)
-    ]
+
+def erf_entry(pe: str, res: dict, num_heads: int) -> ErfEntry:
+    """One run's measured ERFs beside the TRF (theory.STUDY_TRF) of the values its model uses."""
+    from extrap.theory import STUDY_TRF, receptive_field
+
+    e, attn = res["erf"], res["erf"].get("attn_erf")
+    initial = receptive_field(pe, eps=STUDY_TRF.eps, reduce=STUDY_TRF.reduce, num_heads=num_heads)
+    entry = ErfEntry(
+        grad_erf=e.get("grad_erf"),
+        grad_curve=e.get("grad_curve"),
+        attn_erf=attn.get("summary") if isinstance(attn, dict) else attn,
+        trf=initial.value,
+        trf_eps=STUDY_TRF.eps,
+        trf_reduce=STUDY_TRF.reduce,
+        trf_params=INITIAL,
+        trf_reason=initial.reason,
+    )
+    trained = res.get("theory") or {}
+    if "trf" in trained:  # a scheme with learned bias parameters: the TRF of the trained model
+        entry.trf, entry.trf_reason, entry.trf_params = trained["trf"], trained.get("trf_reason"), TRAINED
+        entry.trf_initial = initial.value
+    return entry
 
 
 def erf_section(per_pe: dict[str, dict], num_heads: int) -> tuple[dict[str, ErfEntry], Spearman]:
-    """Each run's measured ERFs beside its scheme's TRF (theory.STUDY_TRF), and their rank correlation."""
+    """Each run's measured ERFs beside its TRF (trained values where the scheme learns them), and their
+    rank correlation."""
     from extrap.erf import spearman
-    from extrap.theory import STUDY_TRF, receptive_field
+    from extrap.theory import STUDY_TRF
 
-    section = {}
-    for pe, res in per_pe.items():
-        e, attn = res["erf"], res["erf"].get("attn_erf")
-        trf = receptive_field(pe, eps=STUDY_TRF.eps, reduce=STUDY_TRF.reduce, num_heads=num_heads).value
-        section[pe] = ErfEntry(
-            grad_erf=e.get("grad_erf"),
-            grad_curve=e.get("grad_curve"),
-            attn_erf=attn.get("summary") if isinstance(attn, dict) else attn,
-            trf=trf,
-            trf_eps=STUDY_TRF.eps,
-            trf_reduce=STUDY_TRF.reduce,
-        )
+    section = {pe: erf_entry(pe, res, num_heads) for pe, res in per_pe.items()}
     finite = [(v.trf, v.grad_erf, v.attn_erf) for v in section.values() if v.trf is not None]
-    sp = Spearman(n=len(finite), trf_eps=STUDY_TRF.eps, trf_reduce=STUDY_TRF.reduce)
+    sp = Spearman(n=len(finite), trf_eps=STUDY_TRF.eps, trf_reduce=STUDY_TRF.reduce, trf_params=TRAINED)
     if len(finite) >= 3:
         sp.grad = spearman([a for a, _, _ in finite], [b for _, b, _ in finite])
         if all(c is not None for _, _, c in finite):
@@ -210,11 +241,12 @@ def assemble(
         delta=request.delta,
         **provenance([r["run_dir"] for r in per_pe.values()]),
         settings=asdict(settings),
-        theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1]),
+        theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], per_pe),
         runs={pe: run_summary(r["run_dir"], r["train"], out) for pe, r in per_pe.items()},
         eval={pe: {p: EvalReport.from_dict(rep) for p, rep in r["eval"].items()} for pe, r in per_pe.items()},
         erf=erf,
         spearman=sp,
+        learning=learning_gate(per_pe, L_tr),
         failures=outcome.failures,
     )
     if variants is not None:

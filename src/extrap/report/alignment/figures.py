@@ -76,7 +76,7 @@ def tau_figure(results: StudyResults):
                     [L_tr] + [L for L, _ in pts], [1.0] + [t for _, t in pts], ls=ls, color="grey", lw=1, label=label
                 )
         ax.set_ylim(0.0, 1.1)  # closed forms above 1 (no alignment needed by their model) run off the top
-        ax.set_ylabel("τ")
+        ax.set_ylabel("softmax temperature τ (1: unaligned)")
         ax.legend(fontsize=6)
     return fig
 
