@@ -1,11 +1,8 @@
-import os
-
 import pytest
 import torch
 
 # Tests share two cores: keep torch from oversubscribing them.
 torch.set_num_threads(1)
-os.environ.setdefault("EXTRAP_PROGRESS", "0")
 
 
 @pytest.fixture

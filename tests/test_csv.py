@@ -1,13 +1,16 @@
 """--csv: every JSON report as a flat table whose cells read back as the JSON's own numbers."""
 
+import argparse
 import csv
 import json
 
 import pytest
 
-from extrap.cli import main
+from extrap.cli import build_parser, main
+from extrap.run import RunDir
 from extrap.tabular import Table, cell, flat
 from extrap.train import build_configs, train
+from extrap.version import __version__
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +111,95 @@ def test_a_csv_path_that_is_a_folder_is_one_line_and_a_missing_folder_is_made(tm
     assert capsys.readouterr().err.count("\n") == 1
     assert main(["pe", "list", "--csv", str(tmp_path / "new" / "pe.csv")]) == 0
     assert len(_read(tmp_path / "new" / "pe.csv")) > 10
+
+
+def test_eval_file_csv_is_one_row_with_the_window_error(tiny_run, tmp_path, capsys):
+    text = tmp_path / "book.txt"
+    text.write_text("def add(a, b):\n    return a + b\n" * 20, encoding="utf-8")
+    report, rows = _run(capsys, ["eval", str(tiny_run), "--file", str(text), "--window", "8"], tmp_path)
+    (row,) = rows
+    assert "length" not in row and row["file"] == str(text) and row["file_sha256"] == report["file_sha256"]
+    for key in ("loss", "loss_stderr", "ppl", "seconds"):
+        assert float(row[key]) == report[key]
+    assert int(row["tokens"]) == report["tokens"] == len(text.read_bytes()) - 1
+    measured = report["window"]["error"]["measured"]
+    assert float(row["window.error.measured.rel_diff"]) == measured["rel_diff"]
+    assert json.loads(row["window.error.measured.dropped_mass"]) == measured["dropped_mass"]
+    assert int(row["window.size"]) == 8 and row["window.error.measured.note"] == ""  # null: an empty cell
+
+
+def test_generate_csv_keeps_the_text_whole(tiny_run, tmp_path, capsys):
+    argv = ["generate", str(tiny_run), "--prompt", 'x = "a,b"\n', "--tokens", "12", "--sample", "--seed", "3"]
+    report, rows = _run(capsys, argv, tmp_path)
+    (row,) = rows
+    assert row["text"] == report["text"] and report["text"].startswith('x = "a,b"\n')  # comma, quote, newline
+    assert float(row["seconds"]) == report["seconds"] and int(row["seed"]) == 3 and int(row["tokens"]) == 12
+    assert row["pe"] == report["pe"] == "alibi" and row["cache_window"] == ""
+    assert list(row)[-1] == "text" and row["extrap_version"] == __version__
+
+
+def test_train_csv_is_the_final_summary_with_its_run(tmp_path, tiny_text, capsys):
+    argv = ["train", "--pe", "alibi", "--preset", "smoke", "--steps", "3", "--train-length", "32", "--threads", "1"]
+    argv += ["--corpus", tiny_text, "--out", str(tmp_path / "run")]
+    report, rows = _run(capsys, argv, tmp_path)
+    (row,) = rows
+    final = RunDir(tmp_path / "run").read_final()
+    assert float(row["final_loss"]) == report["final_loss"] == final["final_loss"]
+    assert int(row["step"]) == 3 and int(row["params"]) == final["params"] and float(row["seconds"]) == final["seconds"]
+    config = RunDir(tmp_path / "run").read_config()
+    assert row["corpus_hash"] == report["corpus_hash"] == config.corpus_hash and int(row["seed"]) == config.seed
+    assert (row["run"], row["pe"], int(row["train_length"])) == (str(tmp_path / "run"), "alibi", 32)
+    argv[argv.index("--out") + 1] = str(tmp_path / "other")
+    assert main([*argv, "--csv", str(tmp_path)]) == 2  # a folder: refused before any training
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "other").exists()
+
+
+# Every command with --json, and the test above that checks its --csv against that JSON.
+CSV_TESTS = {
+    "eval": "test_eval_csv_has_one_row_per_length_with_the_json_numbers",
+    "theory": "test_theory_csv_has_one_row_per_scheme_head_and_eps",
+    "align": "test_run_reports_csv_match_their_json",
+    "erf": "test_run_reports_csv_match_their_json",
+    "task score": "test_run_reports_csv_match_their_json",
+    "corpus prepare": "test_corpus_and_pe_list_csv",
+    "pe list": "test_corpus_and_pe_list_csv",
+    "generate": "test_generate_csv_keeps_the_text_whole",
+    "train": "test_train_csv_is_the_final_summary_with_its_run",
+    "corpus list": "test_corpus_list_and_task_sample_csv_match_their_json",
+    "task sample": "test_corpus_list_and_task_sample_csv_match_their_json",
+}
+
+
+def _json_commands(parser=None, prefix=()) -> dict[str, set[str]]:
+    """Every command of the CLI that has --json, with all its options."""
+    parser = parser or build_parser()
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.update(_json_commands(sub, (*prefix, name)))
+    options = {o for a in parser._actions for o in a.option_strings}
+    if "--json" in options:
+        found[" ".join(prefix)] = options
+    return found
+
+
+def test_every_command_with_json_has_csv_and_a_test_of_it():
+    commands = _json_commands()
+    assert set(commands) == set(CSV_TESTS)
+    assert all("--csv" in commands[c] for c in CSV_TESTS)
+    assert all(callable(globals().get(test)) for test in CSV_TESTS.values())
+
+
+def test_corpus_list_and_task_sample_csv_match_their_json(capsys, tmp_path):
+    assert main(["corpus", "list", "--json", "--csv", str(tmp_path / "c.csv")]) == 0
+    corpora = json.loads(capsys.readouterr().out)
+    rows = list(csv.DictReader((tmp_path / "c.csv").open(encoding="utf-8", newline="")))
+    assert [(r["name"], r["description"]) for r in rows] == [(c["name"], c["description"]) for c in corpora]
+    argv = ["task", "sample", "--task", "passkey", "--length", "80", "--json", "--csv", str(tmp_path / "t.csv")]
+    assert main(argv) == 0
+    example = json.loads(capsys.readouterr().out)
+    (row,) = csv.DictReader((tmp_path / "t.csv").open(encoding="utf-8", newline=""))
+    assert row["prompt"] == example["prompt"] and list(row)[-1] == "prompt"
+    assert int(row["prompt_tokens"]) == example["prompt_tokens"]
+    assert json.loads(row["candidates"]) == example["candidates"]

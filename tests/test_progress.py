@@ -1,12 +1,19 @@
 """Training progress without a terminal (log lines), and TensorBoard only when asked for."""
 
+import fcntl
 import json
 import logging
 import os
+import pty
 import re
+import select
+import struct
 import subprocess
 import sys
+import termios
+import tomllib
 import types
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +40,43 @@ def test_training_into_a_pipe_logs_step_loss_speed_and_eta(tmp_path, tiny_text):
     final = json.loads((tmp_path / "r" / "final.json").read_text())
     assert float(lines[-1].group(3)) == pytest.approx(final["final_loss"], abs=1e-4)
     assert int(lines[-1].group(4).replace(",", "")) > 0 and lines[-1].group(5) == "0s"
+
+
+def _on_terminal(argv: list[str], columns: int) -> tuple[int, str]:
+    """Run ``argv`` with stderr on a pseudo-terminal ``columns`` wide; its exit status and what the terminal got."""
+    main_fd, term_fd = pty.openpty()
+    fcntl.ioctl(term_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(argv, stderr=term_fd, stdout=subprocess.DEVNULL, env=ENV)
+    os.close(term_fd)
+    seen = b""
+    while True:  # read while it runs: a full terminal buffer would block the child
+        if select.select([main_fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(main_fd)
+    return proc.wait(timeout=60), seen.decode("utf-8", "replace")
+
+
+def test_training_on_a_terminal_draws_a_bar(tmp_path, tiny_text):
+    code, seen = _on_terminal(_train_cmd(tmp_path / "r", tiny_text), columns=120)
+    assert code == 0, seen
+    redraws = [x for x in seen.split("\r") if "/6 [" in x]  # tqdm redraws the bar in place after a carriage return
+    assert len(redraws) >= 2 and "6/6" in redraws[-1] and "loss=" in redraws[-1] and "tok_s=" in redraws[-1]
+    assert "train: step" not in seen  # no log lines beside the bar
+
+
+def test_a_terminal_of_zero_columns_gets_the_lines(tmp_path, tiny_text):
+    code, seen = _on_terminal(_train_cmd(tmp_path / "r", tiny_text), columns=0)  # a bar would be drawn empty
+    assert code == 0, seen
+    steps = [int(m.group(1)) for m in map(LINE.match, seen.replace("\r", "").splitlines()) if m]
+    assert steps[0] == 1 and steps[-1] == 6, seen
 
 
 def test_json_into_a_pipe_keeps_stderr_quiet(tmp_path, tiny_text):
@@ -100,9 +144,20 @@ def test_tensorboard_is_written_only_when_asked_for(tmp_path, tiny_text, fake_te
 
 
 def test_tensorboard_missing_is_one_line_before_anything_is_written(tmp_path, tiny_text, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as when tensorboard is not installed
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # not installed: torch's own import of it fails
+    monkeypatch.delitem(sys.modules, "torch.utils.tensorboard", raising=False)
     argv = ["train", "--pe", "alibi", "--preset", "smoke", "--steps", "2", "--corpus", tiny_text]
     assert main([*argv, "--out", str(tmp_path / "r"), "--tensorboard"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "extrap[tensorboard]" in err and err.startswith("extrap: error:")
+    assert err.count("\n") == 1 and "pip install 'extrap[tensorboard]'" in err and err.startswith("extrap: error:")
     assert not (tmp_path / "r").exists()
+
+
+def test_tensorboard_is_an_extra_and_a_documented_option(capsys):
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    extra = pyproject["project"]["optional-dependencies"]["tensorboard"]  # the extra the refusal names
+    assert [r for r in extra if re.match(r"tensorboard\b", r)]
+    assert not any(re.match(r"tensorboard\b", r) for r in pyproject["project"]["dependencies"])  # optional
+    assert main(["train", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--tensorboard" in help_text and "extrap[tensorboard]" in help_text and "RUN_DIR/tb" in help_text

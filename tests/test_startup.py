@@ -1,4 +1,8 @@
-"""Quick commands do not import the heavy libraries that only other commands need."""
+"""Quick commands do not import the heavy libraries that only other commands need.
+
+Each command runs in a fresh interpreter, and the heavy top-level packages in ``sys.modules``
+afterwards are what it imported (directly or through extrap's own modules).
+"""
 
 import json
 import subprocess
@@ -6,7 +10,7 @@ import sys
 
 import pytest
 
-HEAVY = {"sympy", "matplotlib", "transformers", "scipy", "jinja2", "datasets"}
+HEAVY = {"torch", "sympy", "matplotlib", "transformers", "scipy", "jinja2", "datasets", "tensorboard"}
 
 PROBE = f"""
 import json, sys
@@ -17,18 +21,29 @@ print(json.dumps({{"code": code, "loaded": loaded}}), file=sys.stderr)
 """
 
 
-def _loaded(*argv: str) -> list[str]:
+def _loaded(*argv: str) -> set[str]:
     """The heavy top-level packages in sys.modules after ``extrap ARGV`` ran in a fresh interpreter."""
     proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
     result = json.loads(proc.stderr.strip().splitlines()[-1])
     assert result["code"] == 0, proc.stderr
-    return result["loaded"]
+    return set(result["loaded"])
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["pe", "list"], ["pe", "list", "--json"], ["train", "--help"]])
-def test_quick_commands_import_no_heavy_library(argv):
-    assert _loaded(*argv) == []
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"]])
+def test_help_imports_no_heavy_library_not_even_torch(argv):
+    assert _loaded(*argv) == set()
 
 
-def test_theory_of_a_built_in_needs_sympy_alone():
-    assert _loaded("theory", "alibi", "--heads", "1") == ["sympy"]  # the symbolic engine; no plotting, no HF
+@pytest.mark.parametrize("argv", [["pe", "list"], ["pe", "list", "--json"]])
+def test_pe_list_imports_no_symbolic_plotting_or_hf_library(argv):
+    assert _loaded(*argv) <= {"torch"}
+
+
+@pytest.mark.xfail(strict=True, reason="extrap.positional imports torch at module level (base, ops, bias, ...)")
+def test_pe_list_imports_no_torch():
+    assert "torch" not in _loaded("pe", "list")
+
+
+@pytest.mark.parametrize("argv", [["theory", "alibi"], ["theory", "kerple-log", "t5", "--json"]])
+def test_theory_of_built_ins_needs_the_symbolic_engine_and_no_plotting_or_hf(argv):
+    assert _loaded(*argv) - {"torch"} == {"sympy"}  # sympy is the engine; torch builds the bias tables

@@ -16,7 +16,7 @@ from extrap.cli import main
 from extrap.run import RUN_FORMAT
 from extrap.train import build_configs, lr_at, train
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "EXTRAP_PROGRESS": "0"}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def _cmd(*args):

@@ -1,9 +1,10 @@
 """Progress of a long loop over steps: a bar on a terminal, a log line now and then otherwise.
 
 When standard error is a terminal, a tqdm bar redraws in place.  When it is not (a pipe,
-a file, a batch job's log), a bar would either print nothing or fill the log with
-carriage returns, so one ``logging`` record is written instead: after the first step, then
-at most one every :data:`PROGRESS_SECONDS` seconds, and after the last step::
+a file, a batch job's log), or is a terminal that reports a width of 0 columns (where the
+bar would be drawn empty), a bar would either print nothing or fill the log with carriage
+returns, so one ``logging`` record is written instead: after the first step, then at most
+one every :data:`PROGRESS_SECONDS` seconds, and after the last step::
 
     train: step 120/600 (20%)  loss 3.4121  12,345 tok/s  ETA 2m10s
 
@@ -14,6 +15,7 @@ as the steps this process has run so far.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -33,10 +35,20 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def bar_terminal() -> bool:
+    """Whether stderr is a terminal a bar can be drawn on: a tty that reports its width."""
+    if not sys.stderr.isatty():
+        return False
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (OSError, ValueError):  # no file descriptor, or not a terminal after all
+        return False
+
+
 class StepProgress:
     """Tells of each finished step (``update``); ``close`` when the loop ends.
 
-    ``terminal`` (default: whether stderr is a terminal) picks the bar or the log lines;
+    ``terminal`` (default: :func:`bar_terminal`) picks the bar or the log lines;
     ``clock`` is injectable so the throttle can be tested without sleeping.
     """
 
@@ -55,7 +67,7 @@ class StepProgress:
         self.t0 = self.last_time = clock()
         self.last_step = start
         self.bar = None
-        if sys.stderr.isatty() if terminal is None else terminal:
+        if bar_terminal() if terminal is None else terminal:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=start, file=sys.stderr, dynamic_ncols=True, leave=False)

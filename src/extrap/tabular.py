@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from extrap.results import StudyResults
 
 PROVENANCE = ("extrap_version", "seed", "corpus_hash")
-TRAILING = ("explanation", "command")  # long text: the last columns
+TRAILING = ("text", "prompt", "explanation", "command")  # long text: the last columns
 
 
 @dataclass(frozen=True)
@@ -116,13 +116,19 @@ def _command(report: Mapping) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # command reports
 # ---------------------------------------------------------------------------
+def record_table(report: Mapping) -> Table:
+    """A report of one record (``eval --file``, ``generate``, ``train``): one row of its flat fields."""
+    return Table([{**provenance(report), **flat(report, skip=(*PROVENANCE, "command")), **_command(report)}])
+
+
 def eval_table(report: Mapping) -> Table:
     """``extrap eval``: one row per evaluation length, the run and the verdict repeated on each.
 
-    ``--file`` scores one text as one sequence: its report is one row.
+    ``--file`` scores one text as one sequence: its report is one row (the window's bound and
+    measurement as ``window.error.*`` columns).
     """
     if "results" not in report:
-        return Table([{**provenance(report), **flat(report, skip=(*PROVENANCE, "command")), **_command(report)}])
+        return record_table(report)
     run = _pick(report, ("run", "pe", "protocol", "split", "train_length", "step"))
     verdict = _pick(report, ("delta", "extrapolates", "worst_ratio", "verdict_reason"))
     window = flat(report.get("window") or {}, "window.")
@@ -192,6 +198,26 @@ def corpus_table(summary: Mapping) -> Table:
         files = (summary.get("files") or {}).get(split)
         rows.append({**head, "split": split, "bytes": summary["bytes"].get(split), "tokens": tokens, "files": files})
     return Table(rows)
+
+
+def generate_table(report: Mapping) -> Table:
+    """``extrap generate``: one row (run, PE, seed, cache window, timing), the generated text last."""
+    return record_table(report)
+
+
+def train_table(report: Mapping) -> Table:
+    """``extrap train``: one row, the run's summary (steps, final loss, time, tokens, parameters)."""
+    return record_table(report)
+
+
+def corpus_list_table(corpora: Iterable[Mapping]) -> Table:
+    """``extrap corpus list``: one row per corpus name (its description)."""
+    return Table([{**provenance({}), **_pick(c, ("name", "description"))} for c in corpora])
+
+
+def task_example_table(example: Mapping) -> Table:
+    """``extrap task sample``: one row, the example's statistics first and its prompt last."""
+    return record_table(example)
 
 
 def pe_table(schemes: Iterable[Mapping]) -> Table:

@@ -18,6 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     ls = sub.add_parser("list", help="show the corpus names load_corpus accepts")
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ls.add_argument("--csv", metavar="PATH", help="also write one CSV row per corpus to PATH (atomically)")
     ls.set_defaults(func=cmd_list)
 
     prep = sub.add_parser("prepare", help="fetch a corpus, build its tokenizer and token streams, print sizes")
@@ -35,8 +36,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     from extrap.data import list_corpora
 
     rows = list_corpora()
+    data = [{"name": n, "description": d} for n, d in rows]
+    if getattr(args, "csv", None):
+        from extrap.tabular import corpus_list_table, write_csv
+
+        write_csv(args.csv, corpus_list_table(data))
     if getattr(args, "json", False):
-        print(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
+        print(json.dumps(data, indent=2))
     else:
         width = max(len(n) for n, _ in rows)
         for name, desc in rows:

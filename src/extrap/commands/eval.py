@@ -67,7 +67,9 @@ def register(sub) -> None:
     )
     types.add_hf_arguments(p)
     p.add_argument("--out", help="also write the JSON result to this file (atomically)")
-    p.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
+    p.add_argument(
+        "--csv", metavar="PATH", help="also write one CSV row per length (with --file: one row) to PATH (atomically)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -221,8 +223,8 @@ def _error_lines(w: dict) -> list[str]:
         if m["dropped_mass_max"] is not None:
             mass = f"; attention mass dropped on {m['rows']} sampled rows: max {m['dropped_mass_max']:.3g}"
         lines.append(
-            f"window measured at L={m['length']}: exact ppl {m['exact_ppl']:.4f}, windowed {m['window_ppl']:.4f}, "
-            f"relative difference {m['rel_diff']:.3g}{mass}"
+            f"window measured on one sequence of the first {m['length']} tokens: exact ppl {m['exact_ppl']:.4f}, "
+            f"windowed {m['window_ppl']:.4f}, |Δppl|/ppl {100 * m['rel_diff']:.4f}%{mass}"
         )
     if m.get("note"):
         lines.append(f"window measurement: {m['note']}")

@@ -19,6 +19,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     types.add_rope_arguments(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--csv", metavar="PATH", help="also write the result as one CSV row to PATH (atomically)")
     p.set_defaults(func=run)
 
 
@@ -48,20 +49,18 @@ def run(args) -> int:
     )
     seconds = time.perf_counter() - t0
     text = tok.decode(out[0].tolist())
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "run": args.run,
-                    "text": text,
-                    "tokens": args.tokens,
-                    "cache_window": args.cache_window,
-                    "seconds": seconds,
-                    "seed": args.seed,
-                    "pe": run.pe,
-                }
-            )
-        )
-    else:
-        print(text)
+    report = {
+        "run": args.run,
+        "text": text,
+        "tokens": args.tokens,
+        "cache_window": args.cache_window,
+        "seconds": seconds,
+        "seed": args.seed,
+        "pe": run.pe,
+    }
+    if args.csv:
+        from extrap.tabular import generate_table, write_csv
+
+        write_csv(args.csv, generate_table(report))
+    print(json.dumps(report) if args.json else text)
     return 0

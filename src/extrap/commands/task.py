@@ -40,6 +40,7 @@ def _register_sample(tsub) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--depth", type=float, help="where to put the needle, in [0, 1] (default: random)")
     s.add_argument("--json", action="store_true", help="print the example as JSON")
+    s.add_argument("--csv", metavar="PATH", help="also write the example as one CSV row to PATH (atomically)")
     s.set_defaults(func=run_sample)
 
 
@@ -126,6 +127,10 @@ def run_sample(args) -> int:
         )
     filler = get_filler(corpus, args.split) if needs_filler(args.task) else None
     ex = make_example(args.task, tok, args.length, args.seed, depth=args.depth, filler=filler)
+    if args.csv:
+        from extrap.tabular import task_example_table, write_csv
+
+        write_csv(args.csv, task_example_table(ex))
     if args.json:
         print(json.dumps(ex, indent=2))
         return 0

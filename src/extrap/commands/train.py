@@ -52,6 +52,7 @@ def register(sub) -> None:
         action="store_true",
         help="print the final summary as JSON (progress then shows only on a terminal; warnings always)",
     )
+    p.add_argument("--csv", metavar="PATH", help="also write the final summary as one CSV row to PATH (atomically)")
     p.set_defaults(func=run)
 
 
@@ -75,6 +76,8 @@ def run(args) -> int:
         "task",
         "task_mix",
     )
+    if args.csv and os.path.isdir(args.csv):  # found out now, not after the training
+        raise ExtrapError(f"--csv {args.csv} is a folder: give the path of a file")
     overrides = {k: getattr(args, k) for k in keys}
     config = read_config_file(args.config)
     try:
@@ -99,14 +102,31 @@ def run(args) -> int:
         if distributed:
             _shutdown_distributed()
     if int(os.environ.get("RANK", "0")) == 0:
-        if args.json:
-            print(json.dumps(summary))
-        else:
-            print(
-                f"trained {model_cfg.pe} for {summary['step']} steps: final loss {summary['final_loss']:.4f} "
-                f"({summary['seconds']:.0f} s) -> {args.out}"
-            )
+        _emit(args, _report(args.out, summary))
     return 0
+
+
+def _report(out: str, summary: dict) -> dict:
+    """The final summary with the run it describes: folder, PE, L_tr, corpus and its hash, seed."""
+    from extrap.run import RunDir
+
+    cfg = RunDir(out).read_config()
+    run = {"run": str(out), "pe": cfg.pe, "train_length": cfg.train_length, "corpus": cfg.corpus}
+    return {**run, "seed": cfg.seed, "corpus_hash": cfg.corpus_hash, **summary}
+
+
+def _emit(args, report: dict) -> None:
+    if args.csv:
+        from extrap.tabular import train_table, write_csv
+
+        write_csv(args.csv, train_table(report))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(
+            f"trained {report['pe']} for {report['step']} steps: final loss {report['final_loss']:.4f} "
+            f"({report['seconds']:.0f} s) -> {args.out}"
+        )
 
 
 def _shutdown_distributed() -> None:

@@ -51,7 +51,7 @@ def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[in
         raise ExtrapError(
             "an automatic window reads the trained bias of an extrap run; give a window size for hf: models"
         )
-    w, reason = model_trf_window(run.model, eps)
+    w, reason = model_trf_window(run.model, eps, _checkpoint_values(run))
     info = {
         "mode": "auto",
         "size": w,
@@ -64,24 +64,40 @@ def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[in
     return (lambda L: w if w < L else None), info
 
 
-def model_trf_window(model, eps: float) -> tuple[int | None, str]:
+def model_trf_window(model, eps: float, values: list[dict] | None = None) -> tuple[int | None, str]:
     """The attention window that the theory allows: max over layers and heads of TRF(eps).
 
     Only for Toeplitz bias RPEs whose series converges in every head (000 Theorem 0.4):
     the keys beyond TRF(eps) then hold less than a fraction eps of the bias mass
-    (000 Eq. 22), so dropping them changes the output by O(eps).
+    (000 Eq. 22), so dropping them changes the output by O(eps).  ``values``: each layer's bias
+    values (default: the model's own, ``model.bias_values()``).
     """
     from extrap.theory import receptive_field
 
     scheme = model.scheme
     if scheme is None or not scheme.is_toeplitz:
         return None, f"{model.shape.pe} is not a Toeplitz bias RPE: exact attention"
-    trf = receptive_field(
-        scheme, model.bias_values(), eps=eps, reduce=WINDOW_AUTO_TRF.reduce, num_heads=model.shape.n_head
-    )
+    values = model.bias_values() if values is None else values
+    trf = receptive_field(scheme, values, eps=eps, reduce=WINDOW_AUTO_TRF.reduce, num_heads=model.shape.n_head)
     if trf.value is None:
         return None, f"{trf.reason}: exact attention"
     return int(trf.value), f"TRF of the trained bias, widest at {trf.widest.where}; keys further back are dropped"
+
+
+def _checkpoint_values(run: Run) -> list[dict] | None:
+    """A run's bias values read from its checkpoint in float64, as ``extrap theory --checkpoint`` reads them,
+    so that the window is that command's TRF to the token; None (the model's own values) without one."""
+    from extrap.erf import trained_bias_values
+
+    path, scheme = getattr(run, "path", None), run.model.scheme
+    if scheme is None or not scheme.is_toeplitz or not isinstance(path, (str, Path)):
+        return None
+    if str(path).startswith("hf:") or not Path(path).is_dir():
+        return None
+    try:
+        return trained_bias_values(path)
+    except ExtrapError:
+        return None
 
 
 def resolve_temperature(
@@ -243,7 +259,7 @@ def evaluate_run(
     settings.update(window_for=window_for, temperature_for=temperature_for, **_progress(progress))
     results = evaluate(run.model, stream, lengths, protocol, **settings)
     report = _report(run, protocol, split, delta, window_info, results)
-    report["window"] = _window_with_error(run, stream, lengths, window_for, window_info, progress)
+    report["window"] = _window_with_error(run, stream, results, window_for, window_info, progress)
     if temperature is not None:
         report["temperature"] = _temperature_report(temperature_info)
     return report
@@ -259,10 +275,15 @@ def _progress(on: bool) -> dict:
     return dict(on_result=_show, on_start=_starting, progress=_bar) if on else {}
 
 
-def _window_with_error(run: Run, stream, lengths: list[int], window_for, info: dict, progress: bool) -> dict:
-    """``info`` plus, when a window applied at some length, its bound and measured effect."""
-    windows = [(L, window_for(L)) for L in lengths] if window_for else []
-    applied = [(L, W) for L, W in windows if W is not None]
+def _window_with_error(run: Run, stream, results: list[LengthResult], window_for, info: dict, progress: bool) -> dict:
+    """``info`` plus, when a window applied at some length, its bound and measured effect.
+
+    The effect is measured at the longest windowed length that was evaluated without error (a failed
+    length, such as one past a learned position table, would fail the measurement too).
+    """
+    windows = [(r.length, window_for(r.length), r.error is None) for r in results] if window_for else []
+    applied = [(L, W) for L, W, ok in windows if W is not None and ok]
+    applied = applied or [(L, W) for L, W, _ in windows if W is not None]  # none succeeded: the note says why
     if not applied:
         return info
     longest, W = applied[-1]

@@ -220,14 +220,19 @@ def _evaluate_length(plan: Plan, L, window_for, temperature_for, exact_check_max
     """One length of :func:`evaluate`, under ``temperature_for(L)`` when given.
 
     A failure (out of memory at a long length, positions past a learned table, a non-finite
-    loss) is recorded in ``error`` so that the other lengths are kept.
+    loss, an aligned τ that cannot be searched at L) is recorded in ``error`` so that the other
+    lengths are kept.
     """
     window = window_for(L) if window_for else None
-    tau = temperature_for(L) if temperature_for else None
-    if tau is not None:
-        plan.model.set_temperature(tau)
     t0 = time.perf_counter()
+    try:  # ``auto`` searches τ on the model at L: it fails where scoring L would
+        tau = temperature_for(L) if temperature_for else None
+    except _FAILURES as e:
+        why = f"choosing τ at this length failed: {_failure(e)}"
+        return LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=why)
     try:
+        if tau is not None:
+            plan.model.set_temperature(tau)
         nll = _score(plan, L, window, progress)
     except _FAILURES as e:
         return LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=_failure(e), temperature=tau)

@@ -57,7 +57,8 @@ def _tails(scheme, values: dict, W: int) -> list[float | None]:
 
     H = next(iter(values.values())).shape[0] if values else 1
     results = analyse(scheme, H, values, eps=(1e-3,), lengths=())
-    head_sums = toeplitz_table(scheme, values, W - 1, torch.float64, "cpu").exp().sum(dim=-1)  # (H or 1,)
+    with torch.no_grad():  # learned values carry gradients; the bound needs none
+        head_sums = toeplitz_table(scheme, values, W - 1, torch.float64, "cpu").exp().sum(dim=-1)  # (H or 1,)
     out = []
     for h, r in enumerate(results):
         if r.verdict != "converges" or r.series_sum is None:

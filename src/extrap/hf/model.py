@@ -43,6 +43,23 @@ class HFCache:
                 layer.keys, layer.values = layer.keys[:, :, -self.window :], layer.values[:, :, -self.window :]
 
 
+# Families whose positions have a fixed range, and the config field that sets it: GPT-2's table of
+# learned absolute positions (wpe) has n_positions rows; MPT builds its ALiBi bias for max_seq_len keys.
+POSITION_LIMITS = {
+    "gpt2": ("n_positions", "its table of learned absolute positions has no row for it"),
+    "mpt": ("max_seq_len", "MPT builds its ALiBi bias for max_seq_len positions only"),
+}
+
+
+def _position_limit(family: str, config) -> tuple[str, int, str] | None:
+    """(config field, number of positions, why) for a family with a fixed range of positions, else None."""
+    if family not in POSITION_LIMITS:
+        return None
+    name, why = POSITION_LIMITS[family]
+    n = getattr(config, name, None)
+    return (name, int(n), why) if n is not None else None
+
+
 def _first_attr(c, *names):
     """The first of ``names`` that the HF config sets (families name their sizes differently)."""
     for n in names:
@@ -92,10 +109,24 @@ class HFModel(nn.Module):
         params = inspect.signature(hf_model.forward).parameters
         self._keep = "logits_to_keep" in params
         self._pos_ids = "position_ids" in params and family != "bloom"
+        self.position_limit = _position_limit(family, c)
 
     @property
     def shape(self) -> ModelShape:
         return self.cfg
+
+    def check_positions(self, top: int) -> None:
+        """Refuse position ``top`` (0-based) beyond the family's fixed range before the model runs.
+
+        Past it GPT-2 would index outside its position table (an IndexError on CPU, a device-side
+        assert on CUDA) and MPT would add a bias of the wrong size; this names the config field instead.
+        """
+        if self.position_limit is None or top < self.position_limit[1]:
+            return
+        name, n, why = self.position_limit
+        raise ExtrapError(
+            f"{self.family}: position {top} is beyond {name}={n} ({why}); this model runs at most {n} tokens"
+        )
 
     def default_positions(self, L: int, device) -> torch.Tensor:
         return torch.arange(L, device=device)
@@ -132,14 +163,16 @@ class HFModel(nn.Module):
         embeds: torch.Tensor | None = None,
     ) -> Output:
         B, L = idx.shape
+        custom = positions is not None and not is_arange(positions)  # an empty tensor is an arange
+        if custom and not self._pos_ids:
+            raise ExtrapError(f"{self.family}: custom position ids are not supported")
+        self.check_positions(int(positions.max()) if custom else L - 1)
         kw: dict = {"use_cache": False}
         if embeds is not None:
             kw["inputs_embeds"] = embeds
         else:
             kw["input_ids"] = idx
-        if positions is not None and not is_arange(positions):
-            if not self._pos_ids:
-                raise ExtrapError(f"{self.family}: custom position ids are not supported")
+        if custom:
             kw["position_ids"] = (positions if positions.dim() == 2 else positions[None].expand(B, -1)).long()
         if last is not None and self._keep:
             kw["logits_to_keep"] = int(last)
@@ -202,6 +235,7 @@ class HFModel(nn.Module):
         if start != cache.length:
             raise ExtrapError(f"hf: models continue from the end of their cache (position {cache.length}, got {start})")
         B, T = idx.shape
+        self.check_positions(start + T - 1)
         if cache.past is None:
             cache.past = require_transformers().DynamicCache()
         kw = {"input_ids": idx, "past_key_values": cache.past, "use_cache": True}
@@ -244,6 +278,7 @@ class HFModel(nn.Module):
         L = idx.shape[1]
         if L > PROBS_MAX_LENGTH:
             raise ExtrapError(f"attention logits of hf: models only up to L={PROBS_MAX_LENGTH}")
+        self.check_positions(L - 1)
         where = f"layer {layer} of {self.family}"
         s = tap_softmax_input(
             self.hf, self.attn_modules[layer], lambda: self.hf(input_ids=idx, use_cache=False), L, where
