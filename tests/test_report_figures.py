@@ -188,3 +188,80 @@ def test_theory_curves_stay_distinguishable_beyond_ten_schemes(tmp_path):
     assert len(set(styles)) == 12
     assert [(h.get_color(), h.get_linestyle()) for h in ax.get_legend().legend_handles] == styles
     assert len({ln.get_label() for ln in ax.lines}) == 12
+
+
+def test_partial_sums_legend_gives_each_verdict(monkeypatch):
+    """``extrap theory --plot``'s partial sums: sandwich diverges yet looks flat up to 10^4, so the legend says which
+    series converge (with their B, where the converging curves flatten) and which diverge."""
+    from extrap.theory import analyse
+
+    drawn = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, *a, **k: drawn.append(fig) or [])
+    plots.partial_sums_plot(["type1", "alibi", "sandwich", "example1"], None, max_length=4096, num_heads=8)
+    ax = drawn[0].axes[0]
+    labels = {ln.get_label().split(" ")[0]: ln for ln in ax.lines}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [ln.get_label() for ln in ax.lines]
+    for pe, ln in labels.items():
+        r = analyse(pe, 8, eps=(), lengths=(), heads=[0])[0]
+        assert f"({r.verdict}" in ln.get_label(), ln.get_label()
+        if r.verdict == "converges":  # the curve flattens out at the B its legend gives
+            B = float(ln.get_label().split("B = ")[1].rstrip(")"))
+            assert ln.get_ydata()[-1] == pytest.approx(B, rel=1e-2) and B == pytest.approx(float(r.series_sum), 1e-3)
+    assert "diverges" in labels["sandwich"].get_label() and "tokens" in ax.get_xlabel()
+    assert "before the softmax" in ax.get_title()
+
+
+def alignment_results(acc_at_tr: float) -> StudyResults:
+    lengths = ["96", "192", "384"]
+    same = dict.fromkeys(lengths, acc_at_tr)  # every setting scores the same: the curves lie on top of each other
+    model = {"accuracy": {st: dict(same) for st in ("none", "pmax", "entropy", "pmax-layer")}}
+    block = {"train_length": 96, "lengths": [96, 192, 384], "models": {"alibi": model}}
+    return StudyResults.from_dict({"experiment": "alignment", "alignment": {"passkey": block}})
+
+
+@pytest.mark.parametrize("acc", [0.0, 0.9])
+def test_alignment_accuracy_curves_stay_visible_on_top_of_each_other(acc):
+    """Four settings with the same accuracy: each keeps its own marker and line style, the legend shows the same,
+    and a model that does not retrieve at L_tr is marked on its panel."""
+    from extrap.report.alignment.figures import CAPTIONS, accuracy_figure
+
+    fig = accuracy_figure(alignment_results(acc))
+    ax = fig.axes[0]
+    lines = curves_of(ax)
+    assert len(lines) == 4
+    styles = [(ln.get_marker(), ln.get_linestyle(), ln.get_color()) for ln in lines]
+    assert len({s[0] for s in styles}) == len({s[1] for s in styles}) == 4
+    handles = ax.get_legend().legend_handles
+    assert [(h.get_marker(), h.get_linestyle(), h.get_color()) for h in handles] == styles
+    assert ("did not learn the task" in ax.get_title()) == (acc < 0.2)
+    assert "did not learn the task" in CAPTIONS["alignment_accuracy"] and "tokens" in CAPTIONS["alignment_accuracy"]
+
+
+def test_gradient_curves_caption_names_the_length_and_the_models_that_did_not_learn():
+    curve = [min(1.0, (k + 1) / 40) for k in range(255)]
+    res = StudyResults.from_dict(
+        {
+            "pes": ["alibi", "type1"],
+            "train_length": 64,
+            "erf": {"alibi": {"grad_curve": curve}, "type1": {"grad_curve": curve}},
+            "learning": {"unigram_entropy": 3.0, "max_fraction": 0.8, "loss": {"alibi": 2.0, "type1": 2.9}},
+        }
+    )
+    notes = {}
+    ax = figures.grad_curves_figure(res, notes).axes[0]
+    assert "L_ex = 256 from the 255 before it" in notes["grad_curves"] and "0.99" in notes["grad_curves"]
+    assert [ln.get_label() for ln in curves_of(ax)] == ["alibi", "type1 (did not learn)"]
+    assert "fraction" in ax.get_ylabel() and "tokens" in ax.get_xlabel()
+
+
+def test_ppl_table_marks_the_verdict_of_a_model_that_did_not_learn():
+    """000 Definition 0.1 says 'extrapolates' of a flat curve: the table adds that an untrained model did not learn."""
+    from extrap.report.sections import ppl_table
+
+    res = ppl_results(2, untrained="window:2")
+    res.eval["window:1"]["last-token"].extrapolates = True
+    res.eval["window:2"]["last-token"].extrapolates = True
+    rows = {row[0]: row for row in ppl_table(res, "last-token").rows}
+    assert rows["window:1"][-2] == "yes"
+    cell = rows["window:2"][-2]
+    assert cell.text == "yes, but did not learn" and "unigram entropy" in cell.title

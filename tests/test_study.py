@@ -111,24 +111,47 @@ def test_smoke_study_decides_its_claims(smoke_study):
         assert c["ok"] is not None, c  # the data exist, so the claim is decided either way
 
 
-def test_learned_scheme_is_analysed_at_its_trained_values(smoke_study):
-    """KERPLE's r1, r2 are trained: the theory has a row per layer and head beside the initial ones."""
-    import extrap
-    from extrap.theory import analyse
+def test_report_page_says_which_claims_were_not_tested(smoke_study):
+    """The claims table of report.html: a claim whose models did not learn reads "not tested", never ✔ or ✘."""
+    import html as html_lib
+    import re
 
+    res = json.loads((smoke_study / "results.json").read_text())
+    page = html_lib.unescape((smoke_study / "report.html").read_text())
+    section = page[page.index('id="claims"') : page.index("</table>", page.index('id="claims"'))]
+    marks = {
+        html_lib.unescape(claim): mark
+        for mark, claim in re.findall(r'<td class="status">(.*?)</td><td>(.*?)</td>', section, flags=re.S)
+    }
+    assert set(marks) == {c["claim"] for c in res["claims"]}
+    for c in res["claims"]:
+        expected = "not tested" if c.get("untested") else {True: "✔", False: "✘", None: "–"}[c["ok"]]
+        assert marks[c["claim"]] == expected, c
+    assert marks["TRF(Type2) < TRF(Type1)"] == "✔"  # the formulas: no training needed
+    gate = res["learning"]  # the smoke preset's 30 steps learn nothing: every model stays above the threshold
+    assert all(loss > gate["max_fraction"] * gate["unigram_entropy"] for loss in gate["loss"].values())
+    assert marks["Convergent RPEs extrapolate"] == "not tested" and marks["TRF and ERF trends agree"] == "not tested"
+    assert "yes, but did not learn" in page  # the per-PE verdicts of Definition 0.1 say so too
+
+
+def test_learned_scheme_is_analysed_at_its_trained_values(smoke_study, capsys):
+    """KERPLE's r1, r2 are trained: the theory has a row per layer and head beside the initial ones, the numbers
+    that `extrap theory --checkpoint RUN` prints for the run."""
     res = load_results(smoke_study)
-    run = extrap.load(res.run_path("kerple-log", smoke_study))
-    layers = run.model.bias_values()
+    run = res.run_path("kerple-log", smoke_study)
+    capsys.readouterr()
+    assert main(["theory", "--checkpoint", str(run), "--eps", "1e-3,1e-6", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["results"]
     rows = [r for r in res.theory_by_pe()["kerple-log"] if r.trained]
-    init = run.model.scheme.init_values(res.n_head)
-    assert [(r.layer, r.head) for r in rows] == [(k, h) for k in range(len(layers)) for h in range(res.n_head)]
-    for r in rows:
-        vals = {k: v.detach().double() for k, v in layers[r.layer].items()}
-        assert r.values == pytest.approx({k: float(v[r.head]) for k, v in vals.items()})
-        assert r.initial_values == {k: float(v[r.head]) for k, v in init.items()}
-        assert r.trf == analyse("kerple-log", res.n_head, vals, eps=[1e-3, 1e-6], lengths=(), heads=[r.head])[0].trf
+    assert [(r.layer, r.head) for r in rows] == [(c["layer"], c["head"]) for c in cli]
+    assert len({r.layer for r in rows}) > 1 and len({r.head for r in rows}) == res.n_head
+    initial = [r for r in res.theory_by_pe()["kerple-log"] if not r.trained]
+    for r, c in zip(rows, cli):
+        assert (r.verdict, r.trf, r.values) == (c["verdict"], c["trf"], c["params"])
+        assert r.initial_values == initial[r.head].values != r.values
     entry = res.erf["kerple-log"]
-    assert entry.trf == max(r.trf["0.001"] for r in rows) and entry.trf_initial is not None
+    assert entry.trf == max(c["trf"]["0.001"] for c in cli) != entry.trf_initial
+    assert entry.trf_initial == max(r.trf["0.001"] for r in initial)
     html = (smoke_study / "report.html").read_text()
     assert "trained, layer 0" in html and "(initial 1.5)" in html and "TRF at initial parameters" in html
 

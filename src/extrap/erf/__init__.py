@@ -52,7 +52,14 @@ from extrap.erf.measures import (
     gradient_erf,
     gradient_norms,
 )
-from extrap.erf.runs import compare_trf_erf, plot_gradient_curves, run_erf, spearman, spearman_table
+from extrap.erf.runs import (
+    compare_trf_erf,
+    plot_gradient_curves,
+    run_erf,
+    spearman,
+    spearman_table,
+    trained_bias_values,
+)
 
 __all__ = [
     "ATTN_EPS",
@@ -78,4 +85,5 @@ __all__ = [
     "run_erf",
     "spearman",
     "spearman_table",
+    "trained_bias_values",
 ]

@@ -143,6 +143,21 @@ def _row(run: Run, length: int, split: str, segments: int, threshold: float, eps
     }
 
 
+def trained_bias_values(run_dir) -> list[dict]:
+    """Each layer's bias values in float64, read as ``extrap theory --checkpoint`` reads them.
+
+    The stored tensors of the run's latest checkpoint (:func:`extrap.run.read_bias_parameters`),
+    in float64, then the scheme's map to the values the bias uses (softplus for KERPLE's r1, r2):
+    the same numbers the command analyses, to the last bit.
+    """
+    from extrap import positional
+    from extrap.run import read_bias_parameters
+
+    spec, heads, stored = read_bias_parameters(run_dir)
+    scheme = positional.get(spec)
+    return [scheme.values({k: v.detach().double() for k, v in p.items()}, heads) for p in stored.values()]
+
+
 def _run_trf(run, eps: float, reduce: str, source: str):
     """The theory's TRF(eps) (000 Eq. 22) of the run's scheme, reduced over heads (and layers), or None."""
     from extrap.theory import receptive_field
@@ -150,7 +165,13 @@ def _run_trf(run, eps: float, reduce: str, source: str):
     scheme = run.model.scheme
     if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
         return None
-    values = run.model.bias_values() if source == "trained" else None
+    values = None
+    if source == "trained":
+        try:
+            values = trained_bias_values(run.path)
+        except ExtrapError as e:  # a model with no checkpoint on disk: its parameters in memory
+            log.debug("erf: %s; the TRF uses the model's parameters in memory", e)
+            values = run.model.bias_values()
     return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.shape.n_head)
 
 

@@ -26,8 +26,10 @@ CAPTIONS = {
     "largest value over the PEs: bars compare PEs within one measure, not the measures with each other{scale}. "
     '"no TRF": the series diverges or the PE adds no bias; "did not learn": its ERFs measure an untrained '
     "model. TRF from {params} (analogue of 000 Figs. 5-6).",
-    "grad_curves": "Cumulative normalised gradient of the k most recent tokens when predicting the last "
-    "token; dotted line: 0.99, dashed line: training length (analogue of 003 Fig. 4).",
+    "grad_curves": "Cumulative normalised gradient: the fraction of the input gradient of the last prediction "
+    "that falls on the k most recent tokens{at}, against k in tokens (log₂ axis); the gradient ERF is the k where a "
+    'curve crosses the dotted line at 0.99; dashed line: training length L_tr. "did not learn": the curve of an '
+    "untrained model (analogue of 003 Fig. 4).",
     "slopes": "ALiBi-slope experiment '{group}': perplexity per token vs length in tokens ({protocol}), "
     "dashed line: L_tr; cf. 003 Table 1.",
 }
@@ -123,10 +125,13 @@ def trf_erf_figure(results: StudyResults, notes: dict):
     return fig
 
 
-def grad_curves_figure(results: StudyResults):
+def grad_curves_figure(results: StudyResults, notes: dict):
     curves = [(pe, e.grad_curve) for pe, e in results.erf.items() if isinstance(e.grad_curve, list) and e.grad_curve]
     if not curves:
         return None
+    lengths = sorted({len(c) + 1 for _, c in curves})  # the curve has a point per context token: L_ex - 1
+    at = f" when predicting token L_ex = {lengths[0]} from the {lengths[0] - 1} before it" if len(lengths) == 1 else ""
+    notes["grad_curves"] = CAPTIONS["grad_curves"].format(at=at)
     fig = new_figure(6.4, 4.0)
     ax = fig.add_subplot()
     for k, (pe, curve) in enumerate(curves):
@@ -138,7 +143,7 @@ def grad_curves_figure(results: StudyResults):
     if isinstance(results.train_length, int):
         ax.axvline(results.train_length, color="grey", ls="--", lw=1)
     ax.set_xlabel("k most recent context tokens")
-    ax.set_ylabel("cumulative normalised gradient")
+    ax.set_ylabel("cumulative gradient (fraction of the total)")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
@@ -172,7 +177,7 @@ def figure_plan(results: StudyResults, notes: dict, out_dir: Path) -> list[tuple
         ("heatmaps", lambda: heatmaps_figure(results, notes, out_dir)),
         ("trf_curves", lambda: trf_curves_figure(results, notes)),
         ("trf_erf", lambda: trf_erf_figure(results, notes)),
-        ("grad_curves", lambda: grad_curves_figure(results)),
+        ("grad_curves", lambda: grad_curves_figure(results, notes)),
     ]
     plan += [
         (f"slopes_{slug(g)}", (lambda g=g, vs=vs: slopes_figure(results, g, vs, notes)))

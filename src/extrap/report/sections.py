@@ -26,13 +26,29 @@ def params_label(r: TheoryRow) -> str:
     return f"trained, layer {r.layer}" if r.trained else "initial"
 
 
+def flat(v) -> list:
+    """The numbers of a value, a table of values (T5's buckets) or a nested one (FIRE's MLP), in order."""
+    return [y for x in v for y in flat(x)] if isinstance(v, (list, tuple)) else [v]
+
+
+def value_text(v) -> str:
+    """One parameter in a table cell: its number, or a summary of its table ("32 values in [-0.41, 0.12]")."""
+    if not isinstance(v, (list, tuple)):
+        return fmt(v, 4)
+    xs = [x for x in flat(v) if num(x) is not None]
+    if len(xs) <= 1:
+        return fmt(xs[0] if xs else None, 4)
+    lo, hi = min(xs), max(xs)
+    return f"{len(xs)} values, all {fmt(lo, 4)}" if lo == hi else f"{len(xs)} values in [{fmt(lo, 4)}, {fmt(hi, 4)}]"
+
+
 def values_label(r: TheoryRow) -> str:
     """A head's parameter values, with the initial ones beside trained ones: "r1 1.49 (initial 1.5)"."""
     init = r.initial_values or {}
     parts = []
     for k, v in (r.values or {}).items():
-        before = f" (initial {fmt(init[k], 4)})" if r.trained and k in init else ""
-        parts.append(f"{k} {fmt(v, 4)}{before}")
+        before = f" (initial {value_text(init[k])})" if r.trained and k in init else ""
+        parts.append(f"{k} {value_text(v)}{before}")
     return ", ".join(parts) or "–"
 
 
@@ -122,10 +138,18 @@ def ppl_table(results: StudyResults, protocol: str) -> Table | None:
     L_tr = results.train_length
     headers = ["PE"] + [f"{L}{' (L_tr)' if L == L_tr else ''}" for L in lengths] + ["extrapolates", "worst ratio"]
     body = [
-        [pe] + [ppl_cell(rep, L) for L in lengths] + [rep.extrapolates, fmt(num(rep.worst_ratio), 3)]
+        [pe] + [ppl_cell(rep, L) for L in lengths] + [verdict_cell(results, pe, rep), fmt(num(rep.worst_ratio), 3)]
         for pe, rep in reps.items()
     ]
     return table(headers, body, "ppl")
+
+
+def verdict_cell(results: StudyResults, pe: str, rep: EvalReport) -> str | Cell:
+    """000 Definition 0.1's verdict, marked when the model did not learn (its flat curve proves nothing)."""
+    if results.learned(pe) is False and rep.extrapolates is not None:
+        why = "its loss at L_tr is above the set fraction of the unigram entropy (see Training runs)"
+        return Cell(f"{fmt(rep.extrapolates)}, but did not learn", why)
+    return fmt(rep.extrapolates)
 
 
 def ppl_context(results: StudyResults, figures: dict, notes: dict) -> list[dict] | None:
@@ -146,6 +170,17 @@ def trf_cell(r) -> str | Cell:
     if r.trf is None and r.trf_reason:
         return Cell("–", r.trf_reason)
     return fmt(r.trf)
+
+
+def untrained_note(results: StudyResults, pes: list[str]) -> str | None:
+    """What the ERF section says of the PEs whose models did not learn (None when every one learned)."""
+    left = [pe for pe in pes if results.learned(pe) is False]
+    if not left:
+        return None
+    return (
+        f"Did not learn (see Training runs): {', '.join(left)}. Their ERFs measure untrained models; the ρ above "
+        "ranks every PE with a finite TRF, the claim that TRF and ERF trends agree ranks only the models that learned."
+    )
 
 
 def erf_context(results: StudyResults, figures: dict, notes: dict) -> dict | None:
@@ -171,9 +206,10 @@ def erf_context(results: StudyResults, figures: dict, notes: dict) -> dict | Non
         "grad": fmt(num(sp.grad) if sp else None),
         "attn": fmt(num(sp.attn) if sp else None),
         "n": fmt(sp.n if sp else None),
+        "untrained": untrained_note(results, [r.pe for r in rows]),
         "figures": [
             figure_ref(figures, notes, "trf_erf", CAPTIONS["trf_erf"]),
-            figure_ref(figures, notes, "grad_curves", CAPTIONS["grad_curves"]),
+            figure_ref(figures, notes, "grad_curves", CAPTIONS["grad_curves"].format(at="")),
         ],
     }
 
@@ -207,7 +243,8 @@ def slope_group_context(results: StudyResults, group: str, variants, figures: di
     for L in lengths:
         hits = [next((r for r in (reps[v.pe].results if reps[v.pe] else []) if r.length == L), None) for v in variants]
         body.append([L] + [fmt(num(h.ppl) if h else None, 3) for h in hits])
-    ctx["table"] = table(["L_ex"] + [v.label or v.pe for v in variants], body, "ppl")
+    names = [(v.label or v.pe) + (" (did not learn)" if results.learned(v.pe) is False else "") for v in variants]
+    ctx["table"] = table(["L_ex"] + names, body, "ppl")
     ctx["figure"] = figure_ref(
         figures, notes, f"slopes_{slug(group)}", CAPTIONS["slopes"].format(group=group, protocol=proto)
     )

@@ -80,8 +80,10 @@ class TheoryRow(Record):
     ``trf`` maps each ε (its string key, e.g. "0.001") to that head's n(ε): one head, no reduction.
     ``params`` is "initial" (also when absent: files written before trained rows existed) or
     "trained", then with the ``layer`` the values come from.  ``values`` holds the head's
-    parameter values where each is one number per head (KERPLE's r1, r2), and for a trained row
-    ``initial_values`` the same parameters before training.
+    parameter values (a number, such as KERPLE's r1 and r2, or a list, such as T5's bucket table;
+    a row for every head, ``head`` "all", holds them all), and a trained row ``initial_values``, the
+    same parameters before training.  Trained values are read as ``extrap theory --checkpoint``
+    reads them, so its rows are the command's.
     """
 
     pe: str | None = None

@@ -4,7 +4,7 @@
 * :func:`trf_curves`: TRF n(eps) in tokens against eps, log axes (000 Fig. 6; optionally
   divided by one constant common to all curves, which keeps their order).
 * :func:`partial_sums_plot`: S(L) = sum_{t<L} b_t against L (convergent series flatten
-  out at B, divergent ones keep growing).
+  out at B, divergent ones keep growing, perhaps beyond the drawn L: the legend gives each verdict).
 
 The figures are drawn on explicit ``Figure`` objects with an Agg canvas, so
 importing this module never changes the pyplot backend of the caller.
@@ -87,6 +87,8 @@ def heatmap(
     im = ax.imshow(w, cmap=HEATMAP_CMAP, origin="upper", interpolation="nearest")
     bar = fig.colorbar(im, ax=ax, shrink=1.0 if own else 0.8)
     bar.set_label(f"{label}, {weight_direction(im.cmap)} = more weight", fontsize=None if own else 6)
+    if not own:  # a panel of a larger figure: its scale as small as its label
+        bar.ax.tick_params(labelsize=6)
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
     ax.set_title(f"{scheme.spec}, head {head}")
@@ -157,6 +159,14 @@ def trf_points(
     return curves, skipped
 
 
+def series_verdict(scheme: Scheme, head: int, num_heads: int) -> str:
+    """The legend's word for a head's series (000 Theorem 0.4): a divergent one can look flat over the drawn L."""
+    r = analyse(scheme, num_heads, eps=(), lengths=(), heads=[min(head, num_heads - 1)])[0]
+    if r.verdict == "converges" and r.series_sum is not None:
+        return f"converges, B = {float(r.series_sum):.4g}"
+    return r.verdict
+
+
 def partial_sums_plot(
     schemes: Sequence[Scheme | str],
     out_dir: str | Path,
@@ -180,12 +190,13 @@ def partial_sums_plot(
         if not shown.all():
             beyond.append(scheme.spec)
         if shown.any():
-            ax.plot(np.array(lengths)[shown], row[shown], label=scheme.spec, **curve_style(len(ax.lines)))
+            label = f"{scheme.spec} ({series_verdict(scheme, head, num_heads)})"
+            ax.plot(np.array(lengths)[shown], row[shown], label=label, **curve_style(len(ax.lines)))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("L (distances summed)")
+    ax.set_xlabel("L (distances t = 0 … L−1 summed, in tokens)")
     ax.set_ylabel("S(L) = sum_{t<L} exp(r(t))")
-    title = f"Partial sums of the attention weights, head {head}"
+    title = f"Partial sums of the bias weights exp(r(t)) before the softmax, head {head}"
     if beyond:
         title += f"\nS(L) is 0 or above {PLOT_MAX:.0e} for some L, not drawn: " + ", ".join(beyond)
     ax.set_title(title, fontsize=9)
