@@ -155,3 +155,14 @@ def test_mpt_config_that_matches_the_model_has_no_note(tmp_path, capsys):
     assert main(["theory", "--checkpoint", f"hf:{folder}", "--eps", "1e-3", "--lengths", "64"]) == 0
     assert "note:" not in capsys.readouterr().out
     assert math.isfinite(rows[0]["series_sum"])
+
+
+def test_the_python_api_measures_dilution_from_the_runs_own_training_length(kerple_run):
+    from extrap.theory import analyse_checkpoint
+
+    run, _ = kerple_run
+    res = analyse_checkpoint(run, lengths=[128, 256])
+    heads = [r for layer in res["layers"].values() for r in layer]
+    assert heads and all(r.train_length == 64 for r in heads)  # the run's L_tr, not the default 512
+    given = analyse_checkpoint(run, lengths=[128], train_length=100)["layers"]
+    assert all(r.train_length == 100 for layer in given.values() for r in layer)

@@ -263,13 +263,16 @@ def _t5_bucket_piecewise(t, bidirectional: bool, num_buckets: int, max_distance:
     """The bucket of a symbolic distance t: a sympy Piecewise with integer steps."""
     import sympy
 
+    # built unevaluated: the conditions are already in order and exclusive, and sympy's checks of
+    # each one (assumptions on t) cost more than everything the theory engine does with the result
     steps = t5_bucket_steps(bidirectional, num_buckets, max_distance)
-    past = [(b, t < nxt) for (_, b), (nxt, _) in zip(steps, steps[1:])] + [(steps[-1][1], True)]
+    past = [(b, sympy.Lt(t, nxt, evaluate=False)) for (_, b), (nxt, _) in zip(steps, steps[1:])]
+    past.append((steps[-1][1], True))
     if not bidirectional:  # a future key (t < 0) falls in bucket 0, as t = 0 does
-        return sympy.Piecewise(*past)
+        return sympy.Piecewise(*past, evaluate=False)
     half = num_buckets // 2  # future keys: the second half of the table, at the same |t|
-    future = [(half + b, t <= -s) for s, b in reversed(steps) if s > 0]
-    return sympy.Piecewise(*future, *past)
+    future = [(half + b, sympy.Le(t, -s, evaluate=False)) for s, b in reversed(steps) if s > 0]
+    return sympy.Piecewise(*future, *past, evaluate=False)
 
 
 @register
@@ -307,8 +310,8 @@ class T5(BiasRPE):
             return xp.lookup(p["table"], bucket)
         # past keys from the last step on share one bucket (the last of the past half): that tail first
         start, last = t5_bucket_steps(o["bidirectional"], o["num_buckets"], o["max_distance"])[-1]
-        steps = bucket.func(*[(xp.lookup(p["table"], b), cond) for b, cond in bucket.args])
-        return xp.where(t >= start, xp.lookup(p["table"], last), steps)
+        steps = [(xp.lookup(p["table"], b), cond) for b, cond in bucket.args]
+        return bucket.func((xp.lookup(p["table"], last), t >= start), *steps, evaluate=False)
 
 
 # ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
 from extrap.theory import forms, timeout
 from extrap.theory.closed import closed_series
-from extrap.theory.convergence import Verdict, classify, fmt
+from extrap.theory.convergence import Verdict, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
 from extrap.theory.results import HeadResult, check_eps, eps_key
@@ -46,6 +46,10 @@ NUMERICS_TIMEOUT = 10.0  # seconds per scheme for the partial sums (torch)
 _APE = "absolute positional embedding: it acts on token embeddings, not as a bias of i - j"
 _ROTARY = "rotary embedding: it rotates q and k, so position multiplies q.k instead of adding a Toeplitz bias r(i - j)"
 _NOT_TOEPLITZ = "the bias depends on the query position i as well as on t = i - j (not Toeplitz)"
+_UNKNOWN_CUTOFF = (
+    "the distance from which min/max keeps its eventual argument lies beyond 2**64 or could not be bounded, "
+    "so the terms before it cannot be told from the tail"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -198,8 +202,11 @@ def _analyse_head(scheme: BiasRPE, head: int, values, eps: tuple) -> HeadResult:
     )
     if v.verdict != "converges":
         return res
+    if v.cutoff is None:  # the eventual branch is known (so is the verdict), but not from where on
+        res.trf_note = f"B and TRF not computed: {_UNKNOWN_CUTOFF}"
+        return res
     # without a cutoff every term comes from the symbolic form: equal forms give equal series
-    skey = (sympy.srepr(v.expr), eps) if not v.cutoff else None
+    skey = (v.expr, eps) if not v.cutoff else None  # sympy's == is structural, exact numbers included
     if skey in _SERIES:
         res.series_sum, res.series_sum_error, trf, res.trf_note = _SERIES[skey]
         res.trf = dict(trf)
@@ -218,7 +225,7 @@ def _verdict(scheme: BiasRPE, head: int, values) -> Verdict:
     """The symbolic verdict; a form too large or too odd for the tests is inconclusive, with the reason."""
     try:
         with timeout.time_limit(SYMBOLIC_TIMEOUT, required=False):
-            return classify(forms.head_form(scheme, values, head))
+            return forms.head_verdict(scheme, values, head)
     except ExtrapError:
         raise
     except TimeLimit as e:
@@ -311,7 +318,7 @@ def analyse_checkpoint(
     *,
     eps: Iterable[float] = DEFAULT_EPS,
     lengths: Iterable[int] | None = None,
-    train_length: int = DEFAULT_TRAIN_LENGTH,
+    train_length: int | None = None,
     loader: Loader | None = None,
 ) -> dict:
     """Per-layer, per-head analysis of learned bias parameters.
@@ -322,12 +329,20 @@ def analyse_checkpoint(
     parameters (raw for positive ones); ``scheme.values`` maps them to the values the
     bias uses (e.g. softplus for KERPLE's r1, r2).
 
+    ``train_length`` (the L_tr of the dilution): given, else the run's own when ``source`` is a run
+    directory read by the default loader, else 512.
+
     Returns ``{"pe": spec, "num_heads": H, "layers": {layer: [HeadResult, ...]}}``.
     """
     if isinstance(source, (str, Path)):
         if loader is None:
-            from extrap.run import read_bias_parameters as loader
-        file_spec, file_heads, stored = loader(Path(source))
+            from extrap.run.parameters import read_checkpoint_bias
+
+            ckpt = read_checkpoint_bias(Path(source))
+            file_spec, file_heads, stored = ckpt.spec, ckpt.heads, ckpt.layers
+            train_length = train_length or ckpt.train_length
+        else:
+            file_spec, file_heads, stored = loader(Path(source))
         spec = spec if spec is not None else file_spec
         num_heads = num_heads if num_heads is not None else file_heads
     else:
@@ -335,6 +350,7 @@ def analyse_checkpoint(
     if spec is None or num_heads is None:
         raise ExtrapError("analyse_checkpoint needs the scheme spec and the number of heads")
     scheme = resolve(spec)
+    train_length = train_length or DEFAULT_TRAIN_LENGTH
     layers = {}
     for layer, params in stored.items():
         if not_applicable_reason(scheme):

@@ -25,7 +25,8 @@ import sympy
 
 from extrap.positional.conventions import T
 from extrap.positional.ops import saturating_exp
-from extrap.theory.quadrature import pow10
+from extrap.theory.quadrature import em_coefficient, pow10
+from extrap.theory.scale import mentions
 from extrap.theory.trf import DPS, MAX_DIRECT, Series
 
 HURWITZ_START = 24  # exact terms before the zeta expansion, whose smallest term is then about e^(-2 pi 24) = 1e-65
@@ -53,10 +54,14 @@ def _mp(c) -> mpmath.mpf | None:
 
 def _split(expr):
     """(c, k, f) with expr = c + k*f, c and k free of t (None when expr is not of that form)."""
-    expr = sympy.sympify(expr)
-    c, rest = expr.as_independent(T, as_Add=True)
-    k, f = rest.as_independent(T, as_Add=False)
-    return (c, k, f) if f.has(T) else None
+    terms = sympy.Add.make_args(sympy.sympify(expr))
+    dependent = [a for a in terms if mentions(a, T)]
+    if len(dependent) != 1:  # sympy keeps like terms combined: two of them are not c + k*f
+        return None
+    c = sympy.Add(*[a for a in terms if a is not dependent[0]])
+    factors = sympy.Mul.make_args(dependent[0])
+    f = sympy.Mul(*[a for a in factors if mentions(a, T)])
+    return c, sympy.Mul(*[a for a in factors if not mentions(a, T)]), f
 
 
 def _geometric(expr):
@@ -153,7 +158,7 @@ class HurwitzSeries(_ClosedTail):
         rising, power = p, up / u  # p(p+1)...(p+2k-2) and u^(-p-2k+1) for k = 1
         goal, err = pow10(-(mpmath.mp.dps + 2)) * total, up
         for k in range(1, HURWITZ_TERMS + 1):
-            term = mpmath.bernoulli(2 * k) / mpmath.factorial(2 * k) * rising * power
+            term = em_coefficient(k) * rising * power
             if abs(term) >= err:  # the asymptotic series turned: stop before it grows
                 err = abs(term)  # the remainder lies between 0 and the first term left out
                 break

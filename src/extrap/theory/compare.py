@@ -78,7 +78,6 @@ def compare(
         out.explanation = f"Theorem 0.5 needs both series to converge ({a.spec}: {ra.verdict}, {b.spec}: {rb.verdict})"
         return out
     ea, eb = ra.detail.expr, rb.detail.expr
-    alpha, beta = ra.series_sum, rb.series_sum
     if ea == -sympy.oo or eb == -sympy.oo:
         if ea == eb:
             out.explanation = "both have finite support: eventually both weights are 0, the theorem does not decide"
@@ -100,6 +99,17 @@ def compare(
             f"{(a.spec if out.smaller == 'a' else b.spec)} has the smaller TRF as eps -> 0"
         )
         return _numeric_note(out)
+    return _finite_limit(out, ra, rb, d)
+
+
+def _finite_limit(out: Comparison, ra, rb, d) -> Comparison:
+    """L = (B_b/B_a) exp(lim(r_a - r_b)) for a finite limit d of r_a - r_b."""
+    alpha, beta = ra.series_sum, rb.series_sum
+    if alpha is None or beta is None:  # the limit ratio needs both sums
+        missing = out.a if alpha is None else out.b
+        note = (ra if alpha is None else rb).trf_note or "B was not computed"
+        out.explanation = f"r_a - r_b -> {fmt(d)}, but the ratio also needs B of {missing} ({note})"
+        return _numeric_note(out)
     with mpmath.workdps(30):
         ratio = beta / alpha * mpmath.exp(mpmath.mpf(sympy.N(d, 40)))
     out.limit = mpmath.nstr(ratio, 10)
@@ -111,7 +121,7 @@ def compare(
     out.smaller = "a" if ratio < 1 else "b"
     out.explanation = (
         f"(alpha_t/alpha)/(beta_t/beta) -> (B_b/B_a) exp(lim(r_a - r_b)) = {out.limit} "
-        f"{'<' if ratio < 1 else '>'} 1, so {(a.spec if out.smaller == 'a' else b.spec)} "
+        f"{'<' if ratio < 1 else '>'} 1, so {(out.a if out.smaller == 'a' else out.b)} "
         f"has the smaller TRF as eps -> 0"
     )
     return _numeric_note(out)

@@ -4,7 +4,8 @@
 sum_t exp(r(t)) converge extrapolates.  This module decides that convergence for
 one head's symbolic bias by analysis, never from partial sums:
 
-1. the eventual branch of any Piecewise (:mod:`extrap.theory.eventual`);
+1. the eventual branch of any Piecewise or min/max (:mod:`extrap.theory.eventual`):
+   the branch r(t) equals for all large t, classified by :func:`classify_tail`;
    an eventual ``-oo`` means finite support;
 2. an asymptotic expansion of ``-r`` (:mod:`extrap.theory.asymptotics`):
    * nth-term test: if r stays bounded below (constant tail, bounded
@@ -19,7 +20,7 @@ one head's symbolic bias by analysis, never from partial sums:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mpmath
 import sympy
@@ -27,6 +28,7 @@ import sympy
 from extrap.positional.conventions import T, n_from_t
 from extrap.theory import asymptotics as asy
 from extrap.theory.eventual import Undecided, eventual
+from extrap.theory.oscillation import oscillation_mean
 from extrap.theory.scale import contains, mentions
 from extrap.theory.timeout import TimeLimit, time_limit
 
@@ -53,6 +55,35 @@ class Verdict:
     bounded: bool = False  # r(t) stays bounded: b_t does not tend to 0
     fast: bool = False  # b_t decays faster than every power of n (exponential-like tails)
     finite: bool = False  # finite support: b_t = 0 for t >= cutoff
+    settles: bool = False  # the eventual r(t) is a constant
+    oscillates: bool = False  # the eventual r(t) has sin/cos in it
+
+    def for_head(self, values: dict) -> Verdict:
+        """This verdict of a scheme's form with symbols for its parameters, for one head's ``values``
+        (symbol -> number); its ``expr`` is substituted on first use."""
+        out = replace(self, exponents=[_subs(q, values) for q in self.exponents])
+        out.tail_level = _subs(self.tail_level, values)
+        out.__dict__["_values"] = values
+        return out
+
+
+def _subs(e, values: dict):
+    return e.xreplace(values) if isinstance(e, sympy.Basic) else e
+
+
+def _get_expr(self: Verdict):
+    values = self.__dict__.pop("_values", None)
+    if values:  # deferred: a form of 64 cosines takes longer to rebuild than its whole verdict
+        self.__dict__["_expr"] = _subs(self.__dict__["_expr"], values)
+    return self.__dict__["_expr"]
+
+
+def _set_expr(self: Verdict, value) -> None:
+    self.__dict__.pop("_values", None)
+    self.__dict__["_expr"] = value
+
+
+Verdict.expr = property(_get_expr, _set_expr)  # type: ignore[assignment]
 
 
 def fmt(q) -> str:
@@ -76,6 +107,19 @@ def classify(r, t=T, timeout: float = 2.0) -> Verdict:
         ev, cutoff = eventual(r, t)
     except Undecided as e:
         return Verdict("inconclusive", "none", f"{e}; the tail of r(t) could not be isolated", expr=r)
+    v = classify_tail(ev, cutoff, t, timeout)
+    if contains(r, (sympy.Min, sympy.Max)):  # say which argument the verdict is about
+        start = f"from t = {cutoff} on" if cutoff is not None else "for large t (from a distance not bounded by 2**64)"
+        v.explanation = f"{start}, r(t) = {ev} (the eventual argument of min/max): {v.explanation}"
+    return v
+
+
+def classify_tail(ev, cutoff: int, t=T, timeout: float | None = 2.0) -> Verdict:
+    """The verdict for a bias equal to ``ev`` (no branches) from ``cutoff`` on.
+
+    ``timeout=None``: the asymptotic expansion alone decides (asy.GiveUp otherwise), as for a
+    form with symbols for its parameters, where sympy.limit would be slow.
+    """
     if ev == -sympy.oo:  # 000 Eq. 8: a window has finite support
         return Verdict(
             "converges",
@@ -91,10 +135,14 @@ def classify(r, t=T, timeout: float = 2.0) -> Verdict:
     try:
         v = _classify_expansion(ev, t)
     except asy.GiveUp as why:
+        if timeout is None:
+            raise
         v = _classify_limits(ev, t, timeout, str(why))
     v.expr, v.cutoff = ev, cutoff
-    if v.bounded and v.tail_level is None:
-        v.tail_level = oscillation_mean(ev, t)
+    if v.bounded:
+        v.settles, v.oscillates = not mentions(ev, t), contains(ev, (sympy.sin, sympy.cos))
+        if v.tail_level is None:
+            v.tail_level = oscillation_mean(ev, t)
     return v
 
 
@@ -247,38 +295,6 @@ def describe(m: asy.Mono) -> str:
         base = nm if " " not in nm else f"({nm})"
         parts.append(base if e == 1 else f"{base}^{fmt(e)}")
     return "*".join(parts) or "1"
-
-
-# ---------------------------------------------------------------------------
-# bounded oscillations: the level around which r oscillates
-# ---------------------------------------------------------------------------
-def oscillation_mean(expr, t):
-    """Long-run mean of ``expr`` when it is affine in sin/cos of linear arguments in t.
-
-    Each ``cos(w t + c)`` with ``w != 0`` averages to 0 over long ranges, so the
-    mean of ``a + sum_i c_i cos(w_i t)`` is ``a`` (003 Eq. 6: Sandwich oscillates
-    around ``-dbar/(2h)``).  Returns None when the form does not apply.
-    """
-    mean = []
-    for term in sympy.Add.make_args(sympy.sympify(expr)):
-        if not mentions(term, t):
-            mean.append(term)
-            continue
-        dependent = [a for a in sympy.Mul.make_args(term) if mentions(a, t)]
-        if len(dependent) != 1 or not isinstance(dependent[0], (sympy.sin, sympy.cos)):
-            return None
-        if not _linear(dependent[0].args[0], t):
-            return None
-    return sympy.Add(*mean)
-
-
-def _linear(arg, t) -> bool:
-    """arg = a + w*t with w a nonzero constant."""
-    dependent = [a for a in sympy.Add.make_args(arg) if mentions(a, t)]
-    if len(dependent) != 1:
-        return False
-    factors = sympy.Mul.make_args(dependent[0])
-    return sum(1 for f in factors if f == t) == 1 and all(f == t or not mentions(f, t) for f in factors)
 
 
 # ---------------------------------------------------------------------------

@@ -6,13 +6,15 @@ of every ``Piecewise`` that is selected for all large distances (a window's
 is what the series engine needs to split a sum into an exact head and a smooth
 tail.
 
-``min``/``max`` are first read as a ``Piecewise`` on the comparison of their
-arguments.  When that comparison switches more than once (``min(-log(n), -t/1000)``
-picks -t/1000 at t = 0, -log n up to t ~ 9118, then -t/1000 for good), the
-arguments are ordered as t -> oo by the sign of the leading term of their
-difference's asymptotic expansion (:mod:`extrap.theory.asymptotics`), and the cutoff
-is where that order last fails on a geometric grid of distances up to 2**64, refined
-by bisection.  Arguments whose difference only oscillates (``sin``) stay undecided.
+``min``/``max`` (user formulas) are not conditions to sample: their eventual argument is
+the one that is the least (greatest) as t -> oo, by the sign of the leading term of the
+arguments' difference (:mod:`extrap.theory.asymptotics`; nested ones from the inside
+out), and their cutoff is one past the last distance where another argument is still
+more extreme, found by interval arithmetic over 0..2**64 (:mod:`extrap.theory.intervals`),
+however many times the arguments swap before it: ``min(-log(n), -t/1000)`` picks
+-t/1000 at t = 0, -log n from t = 1, and -t/1000 again for good from t = 9119.  Arguments
+whose difference only oscillates (``sin``) stay undecided; a cutoff beyond 2**64 or one
+the intervals cannot bound is None (the verdict stands, the sums are not taken).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import sympy
 from sympy.core.evalf import PrecisionExhausted
 
+from extrap.theory.intervals import Unbounded, last_failure_monotone
 from extrap.theory.scale import contains
 
 # Conditions are evaluated at several huge distances; they must all agree.  Enough of them
@@ -68,8 +71,29 @@ def _numeric_truth(cond, t, value) -> bool | None:
     return (1 if d > 0 else -1) == _SIGN_TRUTH[cond.rel_op]
 
 
+def _threshold(cond, t) -> tuple[bool, int] | None:
+    """(eventual truth, switch point) of ``t < c``, ``t <= c``, ``t > c``, ``t >= c`` (c a number), exactly.
+
+    For an integer t >= 0: t < c and t >= c switch at ceil(c), t <= c and t > c at floor(c) + 1.
+    """
+    if not isinstance(cond, sympy.core.relational.Relational) or cond.rel_op not in _SIGN_TRUTH:
+        return None
+    op, c = cond.rel_op, cond.rhs
+    if cond.rhs == t:  # c < t is t > c
+        op, c = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], cond.lhs
+    elif cond.lhs != t:
+        return None
+    if not (c.is_Rational or (c.is_Float and c.is_finite)):
+        return None
+    k = sympy.ceiling(c) if op in ("<", ">=") else sympy.floor(c) + 1
+    return op in (">", ">="), max(int(k), 0)
+
+
 def eventual_truth(cond, t) -> bool:
     """True/False if ``cond`` has that value at every huge distance we try."""
+    known = _threshold(cond, t)
+    if known is not None:
+        return known[0]
     vals = {_truth(cond, t, n) for n in _HUGE}
     if len(vals) != 1 or None in vals:
         raise Undecided(f"cannot decide the condition {cond} for large t")
@@ -80,6 +104,9 @@ def switch_point(cond, t, truth: bool) -> int:
     """Smallest K with cond(t) == truth for t >= K, assuming one switch (thresholds)."""
     if cond in (sympy.true, sympy.false, True, False):
         return 0
+    known = _threshold(cond, t)
+    if known is not None:
+        return known[1]
     top = _SEARCH_TOP if _truth(cond, t, _SEARCH_TOP) == truth else _HUGE[0]
     if _truth(cond, t, 0) == truth:
         lo, hi = -1, 0
@@ -98,38 +125,40 @@ def switch_point(cond, t, truth: bool) -> int:
     return k
 
 
-def eventual(expr, t) -> tuple[sympy.Expr, int]:
-    """(branch of ``expr`` that holds for all large t, cutoff K from which it holds)."""
+def eventual(expr, t) -> tuple[sympy.Expr, int | None]:
+    """(branch of ``expr`` that holds for all large t, cutoff K from which it holds).
+
+    K is None when the branch is known but not where it starts (a min/max whose arguments
+    swap beyond 2**64, or whose difference interval arithmetic cannot bound).
+    """
     expr = sympy.sympify(expr)
     if not contains(expr, _BRANCHING):
         return expr, 0
-    if not contains(expr, _EXTREMA):
-        return _walk(expr, t, None)
-    try:  # min/max of user formulas become branches
-        return _walk(expr.rewrite(sympy.Piecewise), t, None)
-    except Undecided:  # their comparison switches more than once: order them as t -> oo instead
-        return _walk(expr, t, _eventual_extremum)
+    return _walk(expr, t)
 
 
 _EXTREMA = (sympy.Min, sympy.Max)
 _BRANCHING = (sympy.Piecewise, sympy.Min, sympy.Max)
 
 
-def _walk(expr, t, extremum) -> tuple[sympy.Expr, int]:
-    """The eventual form of ``expr``: each Piecewise by its conditions, each min/max by ``extremum``."""
-    cut = [0]
+def _walk(expr, t) -> tuple[sympy.Expr, int | None]:
+    """The eventual form of ``expr``: each Piecewise by its conditions, each min/max by its eventual argument."""
+    cut: list = [0]  # None once some cutoff is unknown
+
+    def record(k: int | None) -> None:
+        cut[0] = None if k is None or cut[0] is None else max(cut[0], k)
 
     def walk(e):
         if isinstance(e, sympy.Piecewise):
             for branch, cond in e.args:
                 truth = eventual_truth(cond, t)
-                cut[0] = max(cut[0], switch_point(cond, t, truth))
+                record(switch_point(cond, t, truth))
                 if truth:
                     return walk(branch)
             raise Undecided(f"no branch of {e} holds for large t")
-        if extremum is not None and isinstance(e, _EXTREMA):
-            best, k = extremum(e, [walk(a) for a in e.args], t)
-            cut[0] = max(cut[0], k)
+        if isinstance(e, _EXTREMA):  # arguments first: min(max(a, b), c) compares max's winner with c
+            best, k = _eventual_extremum(e, [walk(a) for a in e.args], t)
+            record(k)
             return best
         if not e.args or not contains(e, _BRANCHING):
             return e
@@ -142,19 +171,21 @@ def _walk(expr, t, extremum) -> tuple[sympy.Expr, int]:
 # ---------------------------------------------------------------------------
 # min/max ordered as t -> oo
 # ---------------------------------------------------------------------------
-_GRID = tuple(sorted({*range(65), *(int(64 * 2 ** (k / 4)) for k in range(1, 4 * 58 + 1))}))  # 0 .. 2**64
+def _eventual_extremum(e, args: list, t) -> tuple[sympy.Expr, int | None]:
+    """(the argument of min/max ``e`` that is the extreme one for all large t, from which t on).
 
-
-def _eventual_extremum(e, args: list, t) -> tuple[sympy.Expr, int]:
-    """(the argument of min/max ``e`` that is the extreme one for all large t, from which t on)."""
+    Its rivals are ordered by the leading term of the difference's asymptotic expansion;
+    the cutoff is one past the last distance where some rival is still more extreme, found
+    by interval arithmetic on 0..2**64 (:func:`extrap.theory.intervals.last_failure`).
+    """
     is_min = isinstance(e, sympy.Min)
     best = args[0]
     for a in args[1:]:
         s = _order(a, best, t, e)
         if (s < 0) if is_min else (s > 0):
             best = a
-    rivals = [a for a in args if a is not best]
-    return best, max((_holds_from(best, a, t, is_min, e) for a in rivals), default=0)
+    cutoffs = [_holds_from(best, a, t, is_min) for a in args if a is not best]
+    return best, None if None in cutoffs else max(cutoffs, default=0)
 
 
 def _order(a, b, t, whole) -> int:
@@ -166,13 +197,24 @@ def _order(a, b, t, whole) -> int:
         if f.terms:  # every term is above the error bound, so the leading one sets the sign
             return asy.sign(f.lead[1])
     except asy.GiveUp as why:
-        raise Undecided(f"cannot order {a} and {b} in {whole} as t -> oo ({why})") from None
+        return _sampled_order(a, b, t, whole, str(why))
     if f.err is None:
         return 0
     why = f"their difference is only known up to O({_words(f.err)})"
     if contains(a - b, (sympy.sin, sympy.cos)):
         why += ", an oscillation (sin, cos), so they may swap again and again"
     raise Undecided(f"cannot order {a} and {b} in {whole} as t -> oo: {why}")
+
+
+def _sampled_order(a, b, t, whole, why: str) -> int:
+    """Beyond the expansion engine: the order that a < b and a > b take at every huge distance tried."""
+    try:
+        below, above = eventual_truth(sympy.Lt(a, b), t), eventual_truth(sympy.Gt(a, b), t)
+    except Undecided:
+        raise Undecided(f"cannot order {a} and {b} in {whole} as t -> oo ({why})") from None
+    if below == above:
+        raise Undecided(f"cannot order {a} and {b} in {whole} as t -> oo ({why})")
+    return -1 if below else 1
 
 
 def _words(m) -> str:
@@ -189,29 +231,28 @@ def _words(m) -> str:
     return "*".join(parts) or "1"
 
 
-def _holds_from(best, other, t, is_min: bool, whole) -> int:
-    """Smallest K with best <= other (>= for max) at every t >= K: the last failure on the grid, then bisection."""
+def _holds_from(best, other, t, is_min: bool) -> int | None:
+    """Smallest K with best <= other (>= for max) at every distance t >= K, or None where it cannot be
+    bounded: interval arithmetic on 0..2**64, exact comparisons where a point interval cannot tell."""
     cond = sympy.Le(best, other, evaluate=False) if is_min else sympy.Ge(best, other, evaluate=False)
-    lo = None  # the largest grid distance where the order fails
-    for i in range(len(_GRID) - 1, -1, -1):
-        v = _truth(cond, t, _GRID[i])
-        if v is None:
-            raise Undecided(f"cannot evaluate {cond} at t={_GRID[i]}")
-        if not v:
-            lo = i
-            break
-    if lo is None:
+    sign = -1 if is_min else 1
+    try:
+        k = last_failure_monotone(
+            best - other, t, sign, _SEARCH_TOP, lambda k: _truth(cond, t, k), lambda e: _lead_sign(e, t)
+        )
+    except Unbounded:
+        return None
+    if k is None:
         return 0
-    if lo == len(_GRID) - 1:
-        raise Undecided(f"{cond} fails at t = 2**64: {whole} has no eventual argument within reach")
-    a, b = _GRID[lo], _GRID[lo + 1]  # fails at a, holds at b and beyond
-    while b - a > 1:
-        mid = (a + b) // 2
-        v = _truth(cond, t, mid)
-        if v is None:
-            raise Undecided(f"cannot evaluate {cond} at t={mid}")
-        a, b = (a, mid) if v else (mid, b)
-    for probe in (b, b + 1, 2 * b + 1, b + 1000) + tuple(b + d for d in _SPREAD):  # one switch there?
-        if _truth(cond, t, probe) is not True:
-            raise Undecided(f"{cond} switches more than once after t={a}")
-    return b
+    return k + 1 if k < _SEARCH_TOP else None  # still failing at 2**64: the switch lies beyond reach
+
+
+def _lead_sign(e, t) -> int:
+    """The sign of ``e`` (an expression in t) for all large t, from its expansion's leading term."""
+    from extrap.theory import asymptotics as asy
+
+    try:
+        f = asy.expand(e, t)
+        return asy.sign(f.lead[1])
+    except asy.GiveUp as why:
+        raise Unbounded(f"no eventual sign for {e} ({why})") from None

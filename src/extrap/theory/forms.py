@@ -1,19 +1,29 @@
-"""Each head's symbolic r(t) from one form per scheme structure.
+"""Each head's verdict from one symbolic analysis per scheme structure.
 
 A scheme's sympy form is the same expression for every head with different numbers in
-it (ALiBi's slope, KERPLE's r1 and r2, Sandwich's compression ratio, a T5 table).  It is
-built once with each head parameter as a symbol, and each head's r(t) is that form with
-the head's exact values put in (``xreplace``, which re-evaluates each rebuilt node as
-sympy would have on construction).  Building it per head repeats the costly part (64
-cosines for Sandwich, a Piecewise of buckets for T5) for every head.
+it (ALiBi's slope, KERPLE's r1, Sandwich's compression ratio, a T5 table).  It is built
+once, with a symbol for every parameter entry that differs between heads (entries that
+all heads share go in as their exact values), and analysed once:
 
-A scheme whose ``fn`` cannot take symbols (a Python ``if`` on a parameter value) is
-built head by head with :meth:`BiasRPE.symbolic`, as before.
+* its eventual branch and cutoff (:mod:`extrap.theory.eventual`), when no condition
+  depends on a parameter (T5's buckets, a window);
+* its verdict (:func:`extrap.theory.convergence.classify_tail`), when the asymptotic
+  expansion decides it from the signs of the parameters alone (each symbol is positive
+  or negative when every head's value is): Sandwich's bounded oscillation for every
+  compression ratio.  A head then gets that verdict with its values put in
+  (:meth:`Verdict.for_head`).
+
+Otherwise each head's form is the structure's with the head's exact values put in
+(``xreplace``, which re-evaluates each rebuilt node as sympy would have on
+construction), and is classified on its own.  A scheme whose ``fn`` cannot take
+symbols (a Python ``if`` on a parameter value) is built head by head with
+:meth:`BiasRPE.symbolic`, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import sympy
 import torch
@@ -21,6 +31,13 @@ import torch
 from extrap.positional import ops
 from extrap.positional.base import BiasRPE
 from extrap.positional.conventions import T
+from extrap.theory.asymptotics import GiveUp
+from extrap.theory.convergence import Verdict, classify, classify_tail
+from extrap.theory.eventual import Undecided, eventual
+from extrap.theory.scale import mentions
+
+_PREFIX = "param_"  # symbol names: a verdict whose text names one holds no head's numbers
+_FAILURES = (GiveUp, Undecided, TypeError, ValueError, ArithmeticError, AttributeError, NotImplementedError)
 
 
 class _TrigBackend:
@@ -57,47 +74,135 @@ def _positive_constant(f) -> bool:
     return f.is_Pow and f.base.is_Rational and f.base > 0 and f.exp.is_Rational
 
 
-_TEMPLATES: dict[tuple, tuple | None] = {}  # scheme structure -> (form, {param: symbol or [symbols]}) or None
+@dataclass
+class _Structure:
+    """A scheme's form with symbols for the parameter entries that differ between heads."""
+
+    form: sympy.Expr
+    symbols: dict  # parameter -> symbol, exact value, or a list of them (vector parameters)
+    tail: tuple | None = None  # (eventual branch, cutoff) of ``form``, the same for every head
+    verdict: Verdict | None = None  # classify_tail of that branch, valid for every head
+
+    def subs(self, exact: Mapping) -> dict:
+        """symbol -> the head's exact value, from ``scheme.head_values``."""
+        out = {}
+        for name, sym in self.symbols.items():
+            pairs = zip(sym, exact[name]) if isinstance(sym, list) else [(sym, exact[name])]
+            out.update((s, v) for s, v in pairs if isinstance(s, sympy.Dummy))
+        return out
+
+
+_STRUCTURES: dict[tuple, _Structure | None] = {}
 
 
 def clear() -> None:
-    _TEMPLATES.clear()
+    _STRUCTURES.clear()
 
 
-def head_form(scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int):
-    """``scheme.symbolic(head, values)``, from the scheme's form with symbols for its parameters."""
-    shapes = tuple((k, tuple(v.shape[1:])) for k, v in sorted(values.items()))
-    key = (type(scheme).__name__, scheme.spec, shapes)
-    if key not in _TEMPLATES:
-        _TEMPLATES[key] = _template(scheme, values)
-    template = _TEMPLATES[key]
-    if template is None:
-        return scheme.symbolic(head, values)
-    form, symbols = template
-    exact = scheme.head_values(values, head)
-    mapping = {}
-    for name, sym in symbols.items():
-        if isinstance(sym, list):
-            mapping.update(zip(sym, exact[name]))
-        else:
-            mapping[sym] = exact[name]
-    return form.xreplace(mapping) if mapping else form
+def head_verdict(scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int) -> Verdict:
+    """The verdict of ``scheme.symbolic(head, values)``, from the scheme's structure where it decides."""
+    key = (type(scheme).__name__, scheme.spec, _fingerprint(values))
+    if key not in _STRUCTURES:
+        _STRUCTURES[key] = _analyse(scheme, values)
+    s = _STRUCTURES[key]
+    if s is None:
+        return classify(scheme.symbolic(head, values))
+    subs = s.subs(scheme.head_values(values, head))
+    if s.verdict is not None:
+        return s.verdict.for_head(subs)
+    if s.tail is not None:
+        return classify_tail(s.tail[0].xreplace(subs), s.tail[1])
+    return classify(s.form.xreplace(subs))
 
 
-def _template(scheme: BiasRPE, values: Mapping[str, torch.Tensor]):
-    """(form with symbols, symbols by parameter), or None when ``fn`` needs numbers."""
-    symbols: dict = {}
-    for name, v in sorted(values.items()):
-        size = int(v[0].numel()) if v.dim() > 1 else 0
-        base = f"param_{name}"
-        symbols[name] = (
-            [sympy.Dummy(f"{base}_{i}", real=True) for i in range(size)] if size else sympy.Dummy(base, real=True)
-        )
+def _fingerprint(values: Mapping[str, torch.Tensor]) -> tuple:
+    return tuple((k, tuple(v.shape), tuple(v.detach().double().flatten().tolist())) for k, v in sorted(values.items()))
+
+
+def _analyse(scheme: BiasRPE, values: Mapping[str, torch.Tensor]) -> _Structure | None:
+    """The structure, its eventual branch and its verdict where they hold for every head."""
+    symbols = _symbols(scheme, values)
+    shared = not any(isinstance(x, sympy.Dummy) for x in _flat(symbols.values()))
     try:
-        form = scheme.fn(_TrigBackend(ops.SYMPY), T, symbols)
+        form = _build(scheme, symbols, shared)
     except (TypeError, ValueError, ArithmeticError, AttributeError, NotImplementedError, IndexError):
         return None  # e.g. a comparison of a parameter with a number decides a Python branch
-    return sympy.sympify(form), symbols
+    s = _Structure(form, symbols)
+    if shared:
+        s.verdict = classify(form)  # every head has this very form
+        return s
+    try:
+        s.tail = eventual(form, T)
+        s.verdict = classify_tail(*s.tail, timeout=None)
+    except _FAILURES:  # a condition or a sign depends on the head's numbers: decided per head
+        return s
+    texts = (s.verdict.explanation, s.verdict.test, s.verdict.growth or "")
+    if any(_PREFIX in text for text in texts):
+        s.verdict = None  # the explanation quotes a parameter: each head states its own number
+    return s
 
 
-__all__ = ["clear", "head_form"]
+def _build(scheme: BiasRPE, symbols: dict, shared: bool):
+    """The form, evaluated as sympy builds it; with symbols, built unevaluated and then evaluated node by
+    node, except sin/cos of c*t (their argument stays as written: Sandwich's 64 constants 10000^(-k/64)
+    cost more to put in sympy's canonical form than the whole verdict, which only needs |cos| <= 1)."""
+    if shared:
+        return sympy.sympify(scheme.fn(_TrigBackend(ops.SYMPY), T, symbols))
+    with sympy.evaluate(False):
+        raw = sympy.sympify(scheme.fn(ops.SYMPY, T, symbols))
+    return _evaluated(raw)
+
+
+def _evaluated(e):
+    """``e`` rebuilt bottom-up with evaluation, but for trig functions of c*t, relations and Piecewise,
+    which are kept as built (a Piecewise's branches are evaluated, not its list of them)."""
+    if not e.args or isinstance(e, sympy.core.relational.Relational):
+        return e
+    if isinstance(e, (sympy.cos, sympy.sin)) and _scaled_distance(e.args[0]):
+        return e
+    args = [_evaluated(a) for a in e.args]
+    return e.func(*args, evaluate=False) if isinstance(e, sympy.Piecewise) else e.func(*args)
+
+
+def _scaled_distance(arg) -> bool:
+    """arg is t, or a product of t with factors free of t."""
+    if arg == T:
+        return True
+    return (
+        isinstance(arg, sympy.Mul)
+        and sum(1 for f in arg.args if f == T) == 1
+        and not any(mentions(f, T) for f in arg.args if f != T)
+    )
+
+
+def _flat(items) -> list:
+    return [x for item in items for x in (item if isinstance(item, list) else [item])]
+
+
+def _symbols(scheme: BiasRPE, values: Mapping[str, torch.Tensor]) -> dict:
+    """Per parameter: its exact value where every head has the same, else a symbol with the sign all heads share."""
+    first = scheme.head_values(values, 0)
+    out: dict = {}
+    for name, v in sorted(values.items()):
+        rows = v.detach().double().reshape(v.shape[0], -1).T.tolist()  # one list of head values per entry
+        entries = [
+            first_value if len(set(row)) == 1 else _symbol(f"{name}_{i}", row)
+            for i, (row, first_value) in enumerate(zip(rows, _as_list(first[name])))
+        ]
+        out[name] = entries if v.dim() > 1 else entries[0]
+    return out
+
+
+def _as_list(x) -> list:
+    return x if isinstance(x, list) else [x]
+
+
+def _symbol(name: str, row: list) -> sympy.Dummy:
+    if all(x > 0 for x in row):
+        return sympy.Dummy(_PREFIX + name, positive=True)
+    if all(x < 0 for x in row):
+        return sympy.Dummy(_PREFIX + name, negative=True)
+    return sympy.Dummy(_PREFIX + name, real=True)
+
+
+__all__ = ["clear", "head_verdict"]

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import mpmath
-import sympy
 import torch
 
 from extrap.errors import ExtrapError
@@ -21,7 +20,6 @@ from extrap.positional import get as get_scheme
 from extrap.positional.base import Scheme
 from extrap.theory.convergence import fmt
 from extrap.theory.results import HeadResult
-from extrap.theory.scale import contains
 
 EVIDENCE_LENGTHS = (10**3, 10**4, 10**5, 10**6)  # partial sums reported when no test decides
 SCAN = 8192  # distances scanned (torch) for the largest weight of a head
@@ -101,11 +99,12 @@ class _Column:
     def __init__(self, s: Sums, h: int, lengths: list[int]):
         row = min(h, s.sums.shape[0] - 1)  # head-independent schemes have one row
         shift = float(s.shift[row])
-        self.value = {L: _finite(float(s.sums[row, i])) for i, L in enumerate(lengths)}
-        self.log = {L: float(s.logs[row, i]) + shift for i, L in enumerate(lengths)}
-        self.rel = {L: float(s.logs[row, i]) for i, L in enumerate(lengths)}  # shift-free: exact differences
-        scaled = s.scaled if s.scaled is not None else torch.full_like(s.logs, math.nan)
-        self.scaled = {L: _finite(float(scaled[row, i])) for i, L in enumerate(lengths)}
+        sums, logs = s.sums[row].tolist(), s.logs[row].tolist()  # one conversion, not one per length
+        scaled = s.scaled[row].tolist() if s.scaled is not None else [math.nan] * len(lengths)
+        self.value = {L: _finite(sums[i]) for i, L in enumerate(lengths)}
+        self.log = {L: logs[i] + shift for i, L in enumerate(lengths)}
+        self.rel = {L: logs[i] for i, L in enumerate(lengths)}  # shift-free: exact differences
+        self.scaled = {L: _finite(scaled[i]) for i, L in enumerate(lengths)}
 
     def ratio(self, a: int, b: int) -> float | None:
         """S(a)/S(b): from the float64 sums where they exist, else from the shifted or log sums."""
@@ -166,10 +165,7 @@ def _tail_weight(r: HeadResult, rmax: float) -> None:
     r.tail_term = _exp(level - rmax)
     if r.tail_term is None:
         r.notes["tail_term"] = f"the tail weight relative to the largest weight is {_show(level - rmax)}"
-    if v.expr is not None and v.expr.is_number:
-        how = "settles at"
-    else:
-        how = "oscillates around" if v.expr is None or contains(v.expr, (sympy.sin, sympy.cos)) else "tends to"
+    how = "settles at" if v.settles else "oscillates around" if v.oscillates else "tends to"
     r.explanation += (
         f"; r(t) {how} {fmt(v.tail_level)}, so far-away tokens keep weight "
         f"~exp({fmt(v.tail_level)}) = {_show(level)} "

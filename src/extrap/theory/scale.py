@@ -29,12 +29,17 @@ def sign(c) -> int:
     c = as_sympy(c)
     if c.is_Rational:  # fast path: no assumption machinery
         return (c.p > 0) - (c.p < 0)
+    symbolic = bool(c.free_symbols)  # a scheme's parameters as symbols (one analysis for all heads)
+    if symbolic and c.is_Add:  # r1 - 1: decided head by head, without sympy's costly attempts
+        raise GiveUp(f"the sign of {c} depends on the parameter values")
     if c.is_zero:
         return 0
     if c.is_positive:
         return 1
     if c.is_negative:
         return -1
+    if symbolic:
+        raise GiveUp(f"the sign of {c} depends on the parameter values")
     v = c.evalf(50)
     if not v.is_real:
         raise GiveUp(f"constant {c} is not real")

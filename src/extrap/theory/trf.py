@@ -31,7 +31,8 @@ from extrap.errors import ExtrapError
 from extrap.positional.conventions import T
 from extrap.positional.ops import EXP_MAG, saturating_exp
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
-from extrap.theory.quadrature import pow10, tail_integral
+from extrap.theory.jets import Unsupported, compile_jet
+from extrap.theory.quadrature import em_coefficient, pow10, tail_integral
 
 DPS = 40  # working precision of B and of the integer decisions (decimal digits)
 N_DIRECT = (64, 512, 4096)  # exact terms before the Euler-Maclaurin tail (more if EM is not yet accurate)
@@ -61,6 +62,7 @@ class Series:
             x = sympy.Symbol("x", positive=True)
             b = sympy.exp(sympy.sympify(tail_expr).subs(t, x))
             self._b = sympy.lambdify(x, b, modules=[{"exp": saturating_exp}, "mpmath"])
+            self._jet = compile_jet(b, x)
         with mpmath.workdps(DPS):
             self.terms = []
             self.tail0, self.total_err = mpmath.mpf(0), mpmath.mpf(0)
@@ -176,7 +178,7 @@ class Series:
                 if rough:
                     break
                 d = self._derivatives(J, 2 * EM_TERMS - 1)
-            corr = mpmath.bernoulli(2 * k) / mpmath.factorial(2 * k) * d[2 * k - 1]
+            corr = em_coefficient(k) * d[2 * k - 1]
             if prev is not None and abs(corr) > abs(prev):
                 break  # the asymptotic series started to grow: stop at its smallest term
             total -= corr
@@ -197,8 +199,18 @@ class Series:
         if d is None or len(d) <= order:
             if len(self._dmemo) > 16:
                 self._dmemo.clear()
-            d = self._dmemo[J] = list(mpmath.diffs(self._b, J, order))
+            d = self._dmemo[J] = self._differentiate(J, order)
         return d
+
+    def _differentiate(self, J, order: int) -> list:
+        """Taylor arithmetic on the tail's form where it applies (:mod:`extrap.theory.jets`), else mpmath.diffs."""
+        jet = getattr(self, "_jet", None)
+        if jet is not None:
+            try:
+                return jet(J, order)
+            except (Unsupported, ZeroDivisionError, ValueError, OverflowError):
+                pass
+        return list(mpmath.diffs(self._b, J, order))
 
     def tail(self, j):
         """R(j) = sum_{t>=j} b_t for an integer j >= 0 (full precision)."""

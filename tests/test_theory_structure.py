@@ -1,0 +1,111 @@
+"""The fast paths of the theory engine give what the slow ones give.
+
+* One symbolic analysis per scheme structure (:mod:`extrap.theory.forms`): each head's verdict
+  equals the one of its own form, built and classified head by head.
+* Taylor-jet derivatives (:mod:`extrap.theory.jets`) equal mpmath's numerical ones.
+* The fixed-point Gauss-Laguerre rule integrates e^-y y^k exactly for k < 2n.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import pytest
+import sympy
+import torch
+
+from extrap.positional import get
+from extrap.positional.conventions import T
+from extrap.theory import clear_cache, forms
+from extrap.theory.convergence import classify
+from extrap.theory.jets import compile_jet
+from extrap.theory.quadrature import laguerre
+
+CASES = [
+    ("sandwich", None),
+    ("sandwich:dbar=16", None),
+    ("alibi", None),
+    ("kerple-log", None),
+    ("kerple-power:r2=0.5", None),
+    ("kerple-power", {"r1": [0.5, 0.01, 2.0, 1e-4], "r2": [1.0, 0.5, 2.0, 1.5]}),
+    ("kerple-log", {"r1": [1.01, 0.5, 2.0, 1.0], "r2": [0.01, 1.0, 10.0, 0.5]}),
+    ("t5", {"table": [[-0.05 * k for k in range(32)], [0.1 * ((k * 7) % 5) - 0.3 for k in range(32)]]}),
+    ("t5", {"table": [[0.0] * 31 + [1.5], [0.0] * 31 + [-2.0], [0.5] * 32]}),
+]
+
+
+@pytest.mark.parametrize("spec, custom", CASES, ids=[f"{s}-{'custom' if c else 'init'}" for s, c in CASES])
+def test_verdict_from_the_structure_equals_the_verdict_of_each_head(spec, custom):
+    scheme = get(spec)
+    if custom is None:
+        values = scheme.init_values(8)
+    else:
+        values = {k: torch.tensor(v, dtype=torch.float64) for k, v in custom.items()}
+    clear_cache()
+    for h in range(next(iter(values.values())).shape[0]):
+        fast, slow = forms.head_verdict(scheme, values, h), classify(scheme.symbolic(h, values))
+        assert (fast.verdict, fast.test, fast.explanation, fast.growth) == (
+            slow.verdict,
+            slow.test,
+            slow.explanation,
+            slow.growth,
+        )
+        assert fast.exponents == slow.exponents and fast.tail_level == slow.tail_level
+        assert (fast.bounded, fast.fast, fast.finite, fast.settles, fast.oscillates) == (
+            slow.bounded,
+            slow.fast,
+            slow.finite,
+            slow.settles,
+            slow.oscillates,
+        )
+        a, b = (sympy.lambdify(T, v.expr, "mpmath") for v in (fast, slow))
+        with mpmath.workdps(40):  # the same function of t beyond both cutoffs
+            assert all(abs(a(k) - b(k)) <= mpmath.mpf(10) ** -25 * (1 + abs(b(k))) for k in (10**3, 10**6 + 7))
+
+
+def test_sandwich_heads_share_one_analysis(monkeypatch):
+    calls = []
+    original = forms.classify_tail
+    monkeypatch.setattr(forms, "classify_tail", lambda *a, **k: calls.append(a) or original(*a, **k))
+    scheme = get("sandwich")
+    values = scheme.init_values(8)
+    clear_cache()
+    levels = [forms.head_verdict(scheme, values, h).tail_level for h in range(8)]
+    assert len(calls) == 1
+    assert levels == [-sympy.Integer(64) / (sympy.Integer(h + 1) * 8 / 8) for h in range(8)]  # -dbar/(2 h_k)
+
+
+X = sympy.Symbol("x", positive=True)
+
+
+@pytest.mark.parametrize(
+    "b",
+    [
+        sympy.exp(-(sympy.log(X + 1) ** 2)),  # Type2
+        sympy.exp(-sympy.Rational(3, 10) * sympy.sqrt(X)),  # KERPLE-power, r2 = 1/2
+        1 / ((X + 1) ** 2 * sympy.log(X + 2)),
+        sympy.exp(-X / 1000 + sympy.sin(X) / 7 + sympy.cos(X / 3)),
+        (X + 2) ** sympy.Rational(-7, 3) * sympy.exp(-1 / (X + 1)),
+    ],
+)
+def test_taylor_jets_equal_numerical_derivatives(b):
+    jet = compile_jet(b, X)
+    f = sympy.lambdify(X, b, "mpmath")
+    with mpmath.workdps(40):
+        for J in (mpmath.mpf(64), mpmath.mpf("517.25")):
+            exact, numeric = jet(J, 11), list(mpmath.diffs(f, J, 11))
+            for k, (p, q) in enumerate(zip(exact, numeric)):
+                assert abs(p - q) <= mpmath.mpf(10) ** -30 * abs(q), (k, p, q)
+
+
+def test_unsupported_forms_fall_back():
+    assert compile_jet(sympy.floor(X) + X, X) is None
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_laguerre_rule_is_exact_on_polynomials(n):
+    with mpmath.workdps(40):
+        for k in range(2 * n):  # int_0^oo e^-y y^k dy = k!
+            value = laguerre(lambda y, k=k: mpmath.exp(-y) * y**k, n)
+            assert abs(value - math.factorial(k)) <= mpmath.mpf(10) ** -35 * math.factorial(k)
