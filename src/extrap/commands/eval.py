@@ -224,7 +224,7 @@ def _error_lines(w: dict) -> list[str]:
             mass = f"; attention mass dropped on {m['rows']} sampled rows: max {m['dropped_mass_max']:.3g}"
         lines.append(
             f"window measured on one sequence of the first {m['length']} tokens: exact ppl {m['exact_ppl']:.4f}, "
-            f"windowed {m['window_ppl']:.4f}, |Δppl|/ppl {100 * m['rel_diff']:.4f}%{mass}"
+            f"windowed {m['window_ppl']:.4f}, |Δppl|/ppl {100 * m['rel_diff']:.3g}%{mass}"
         )
     if m.get("note"):
         lines.append(f"window measurement: {m['note']}")
