@@ -39,9 +39,15 @@ def test_pe_list_imports_no_symbolic_plotting_or_hf_library(argv):
     assert _loaded(*argv) <= {"torch"}
 
 
-@pytest.mark.xfail(strict=True, reason="extrap.positional imports torch at module level (base, ops, bias, ...)")
-def test_pe_list_imports_no_torch():
-    assert "torch" not in _loaded("pe", "list")
+@pytest.mark.parametrize("argv", [["pe", "list"], ["pe", "list", "--json"], ["pe", "list", "--options"]])
+def test_pe_list_imports_no_torch(argv):
+    assert "torch" not in _loaded(*argv)
+
+
+def test_pe_list_csv_imports_no_torch(tmp_path):
+    out = tmp_path / "schemes.csv"
+    assert "torch" not in _loaded("pe", "list", "--csv", str(out))
+    assert "alibi" in out.read_text()
 
 
 @pytest.mark.parametrize("argv", [["theory", "alibi"], ["theory", "kerple-log", "t5", "--json"]])

@@ -15,14 +15,15 @@ Layout: the paper's interleaved layout, PE[m, 2i] = sin(m·ω_i), PE[m, 2i+1] = 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
-
-from extrap.devices import sampling_device
 from extrap.errors import ExtrapError
 from extrap.positional.base import EmbeddingScheme, Option
 from extrap.positional.registry import register
+
+if TYPE_CHECKING:  # torch is imported where it is used: the registry loads without it
+    import torch
+    from torch import Tensor
 
 
 # ---------------------------------------------------------------------------
@@ -46,6 +47,8 @@ def sinusoidal_embedding(
     """
     if not isinstance(dim, int) or dim < 2 or dim % 2:
         raise ExtrapError(f"sinusoidal embedding needs an even dimension >= 2, got {dim}")
+    import torch
+
     cd = torch.float64 if positions.dtype == torch.float64 else torch.float32
     omega = base ** (-torch.arange(0, dim, 2, dtype=cd, device=positions.device) / dim)  # (d/2,)
     angle = positions.to(cd)[..., None] * omega  # (..., L, d/2)
@@ -58,6 +61,8 @@ def sinusoidal_embedding(
 # Training-time augmentations
 # ---------------------------------------------------------------------------
 def _base_positions(batch: int, length: int, positions: Tensor | None, device) -> Tensor:
+    import torch
+
     if batch <= 0 or length <= 0:
         raise ExtrapError(f"batch and length must be positive, got batch={batch}, length={length}")
     if positions is None:
@@ -90,6 +95,10 @@ def shape_positions(
     """
     if max_shift < 0:
         raise ExtrapError(f"SHAPE max shift K must be >= 0, got {max_shift}")
+    import torch
+
+    from extrap.devices import sampling_device
+
     dev = sampling_device(generator, device)
     pos = _base_positions(batch, length, positions, dev)
     k = torch.randint(0, max_shift + 1, (batch, 1), generator=generator, device=dev)  # Kiyono et al. 2021 Eq. 3
@@ -126,6 +135,10 @@ def cape_positions(
     """
     if max_global_shift < 0 or max_local_shift < 0 or max_global_scale < 1:
         raise ExtrapError("CAPE needs global shift >= 0, local shift >= 0 and global scale >= 1")
+    import torch
+
+    from extrap.devices import sampling_device
+
     dev = sampling_device(generator, device)
     pos = _base_positions(batch, length, positions, dev)
     fd = torch.float64 if pos.dtype == torch.float64 else torch.float32
@@ -172,6 +185,8 @@ class _APE(EmbeddingScheme):
 
     def eval_positions(self, length: int, device=None) -> Tensor:
         """(L,) long: 0..L-1 (no augmentation at evaluation)."""
+        import torch
+
         return torch.arange(length, device=device)
 
     def train_positions(
@@ -183,6 +198,8 @@ class _APE(EmbeddingScheme):
         device=None,
     ) -> Tensor:
         """(B, L) training positions: ``positions`` (default 0..L-1, or a sampler's) plus any augmentation."""
+        from extrap.devices import sampling_device
+
         dev = sampling_device(generator, device)
         return _base_positions(batch, length, positions, dev).clone()
 

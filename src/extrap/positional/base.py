@@ -7,13 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-
 from extrap.errors import ExtrapError
 from extrap.positional import conventions, ops
 
 if TYPE_CHECKING:
     import sympy
+    import torch
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,8 @@ class Param:
 
 def inverse_softplus(v: torch.Tensor) -> torch.Tensor:
     """raw such that softplus(raw) == v (v > 0)."""
+    import torch  # here, not at the top: the registry loads without torch
+
     return v + torch.log(-torch.expm1(-v))
 
 
@@ -189,10 +190,14 @@ class BiasRPE(Scheme):
     def init_values(self, num_heads: int) -> dict[str, torch.Tensor]:
         if num_heads <= 0:
             raise ExtrapError(f"number of heads must be positive, got {num_heads}")
+        import torch
+
         return {q.name: q.init(num_heads).to(torch.float64) for q in self.params(num_heads)}
 
     def values(self, stored: dict[str, torch.Tensor], num_heads: int) -> dict[str, torch.Tensor]:
         """Map stored tensors (raw for positive parameters) to the values the bias uses."""
+        import torch
+
         out = {}
         for q in self.params(num_heads):
             v = stored[q.name]
@@ -213,6 +218,8 @@ class BiasRPE(Scheme):
 
         Head-independent schemes return (1, *t.shape), which broadcasts over heads.
         """
+        import torch
+
         out = self.fn(ops.TORCH, t, values, i)
         if not torch.is_tensor(out):
             out = torch.as_tensor(out, dtype=torch.get_default_dtype())

@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import math
 
-import torch
-
 from extrap.errors import ExtrapError
 from extrap.positional.base import BiasRPE, Option, Param
 from extrap.positional.registry import register
@@ -57,6 +55,8 @@ class ALiBi(BiasRPE):
     )
 
     def params(self, num_heads):
+        import torch  # here, not at the top: the registry loads without torch
+
         def init(h):
             if self.opts["h"] is not None:
                 slopes = [2.0 ** -self.opts["h"]] * h
@@ -78,12 +78,16 @@ class ALiBi(BiasRPE):
 # KERPLE (Chi et al. 2022)
 # ---------------------------------------------------------------------------
 def _linspace(lo: float, hi: float):
+    import torch
+
     return lambda h: (
         torch.linspace(lo, hi, h, dtype=torch.float64) if h > 1 else torch.tensor([lo], dtype=torch.float64)
     )
 
 
 def _fill(v: float):
+    import torch
+
     return lambda h: torch.full((h,), float(v), dtype=torch.float64)
 
 
@@ -137,6 +141,8 @@ class KerplePower(BiasRPE):
 
     def params(self, num_heads):
         # Starts exactly at ALiBi (r2 = 1, r1 = ALiBi slopes) unless told otherwise.
+        import torch
+
         r1 = (
             _fill(self.opts["r1"])
             if self.opts["r1"] is not None
@@ -176,6 +182,8 @@ class Sandwich(BiasRPE):
 
     def params(self, num_heads):
         # compression ratio h_k = k * 8 / H, k = 1..H (003 Appendix E)
+        import torch
+
         return [
             Param("ratio", lambda h: torch.arange(1, h + 1, dtype=torch.float64) * 8 / h, doc="compression ratio k*8/H")
         ]
@@ -214,6 +222,8 @@ def t5_bucket(t, bidirectional: bool, num_buckets: int, max_distance: int, xp=No
     (t < 0) its second half.  On the sympy backend it returns the same rule as a
     step function of t (a Piecewise), its steps where the float32 arithmetic puts them.
     """
+    import torch
+
     from extrap.positional import ops
 
     xp = xp or ops.TORCH
@@ -244,6 +254,8 @@ def t5_bucket(t, bidirectional: bool, num_buckets: int, max_distance: int, xp=No
 def t5_bucket_steps(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[tuple[int, int], ...]:
     """((first distance, bucket), ...) for past keys t >= 0, in order of t: every bucket they reach
     and the smallest t that reaches it.  The last one holds for every larger t."""
+    import torch
+
     past = num_buckets // 2 if bidirectional else num_buckets
     if max_distance <= past // 2:  # T5's log buckets would run backwards from max_exact = past // 2
         raise ExtrapError(f"t5: max_distance {max_distance} must exceed the exact-bucket range {past // 2}")
@@ -294,6 +306,8 @@ class T5(BiasRPE):
 
     def params(self, num_heads):
         # zero init: the model starts position-agnostic and learns the table
+        import torch
+
         return [
             Param(
                 "table",
@@ -330,6 +344,8 @@ class FIRE(BiasRPE):
     )
 
     def params(self, num_heads):
+        import torch
+
         k = self.opts["hidden"]
         g = torch.Generator().manual_seed(0)  # deterministic init independent of the global RNG
 
@@ -354,6 +370,8 @@ class FIRE(BiasRPE):
             raise ExtrapError("fire: the bias depends on the query position i, not on t alone")
         if i is None:
             raise ExtrapError("fire: needs query positions i")
+        import torch
+
         c, L = p["c"][0], p["L"][0]
         psi = lambda x: torch.log(c * x + 1)  # noqa: E731  FIRE's ψ
         u = psi(t.clamp_min(0).to(c.dtype)) / psi(torch.maximum(i.to(c.dtype), L))  # progressive interpolation

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 import mpmath
-import torch
 
 from extrap.errors import ExtrapError
 from extrap.positional import conventions, ops
@@ -293,6 +292,8 @@ class Formula(BiasRPE):
 
 def _check_distances(node: Node, expr: str) -> None:
     """Refuse a bias that is NaN or +inf at a distance the model or the numerics use (-inf at t = 0)."""
+    import torch  # here, not at the top: the registry loads without torch
+
     near = torch.arange(PREFIX, dtype=torch.float64)
     t = torch.cat([near, torch.tensor(FAR + TAIL, dtype=torch.float64)])
     with torch.no_grad():

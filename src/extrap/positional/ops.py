@@ -13,33 +13,40 @@ from __future__ import annotations
 import math
 
 import mpmath
-import torch
 
 
 class _Torch:
     name = "torch"
     inf = math.inf
     pi = math.pi
+    # torch's log, exp, ...: looked up on first use, so the registry loads without torch
+    FUNCTIONS = ("log", "exp", "cos", "sin", "sqrt", "floor", "abs", "softplus")
 
-    log = staticmethod(torch.log)
-    exp = staticmethod(torch.exp)
-    cos = staticmethod(torch.cos)
-    sin = staticmethod(torch.sin)
-    sqrt = staticmethod(torch.sqrt)
-    floor = staticmethod(torch.floor)
-    abs = staticmethod(torch.abs)
-    softplus = staticmethod(torch.nn.functional.softplus)
+    def __getattr__(self, name: str):
+        if name not in _Torch.FUNCTIONS:
+            raise AttributeError(f"the torch backend has no {name!r}")
+        import torch
+
+        value = getattr(torch.nn.functional if name == "softplus" else torch, name)
+        setattr(self, name, value)  # an instance attribute: found directly from now on
+        return value
 
     @staticmethod
     def where(cond, a, b):
+        import torch
+
         return torch.where(cond, torch.as_tensor(a, dtype=_dtype(a, b)), torch.as_tensor(b, dtype=_dtype(a, b)))
 
     @staticmethod
     def minimum(a, b):
+        import torch
+
         return torch.minimum(torch.as_tensor(a), torch.as_tensor(b))
 
     @staticmethod
     def maximum(a, b):
+        import torch
+
         return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
 
     @staticmethod
@@ -54,6 +61,8 @@ class _Torch:
 
     @staticmethod
     def const(x, like):
+        import torch
+
         return torch.as_tensor(x, dtype=like.dtype if like.is_floating_point() else torch.get_default_dtype())
 
     @staticmethod
@@ -74,11 +83,15 @@ class _Torch:
     @staticmethod
     def safe_pow(t, e):
         """t**e for t >= 0 with a finite gradient in e at t = 0 (0**e = 0 for e > 0)."""
+        import torch
+
         pos = t > 0
         return torch.where(pos, torch.where(pos, t, torch.ones_like(t)) ** e, torch.zeros_like(t * e))
 
 
 def _dtype(a, b):
+    import torch
+
     for x in (a, b):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             return x.dtype

@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from extrap.errors import ExtrapError
+
+if TYPE_CHECKING:  # torch is imported where it is used: the registry loads without it
+    import torch
+    from torch import Tensor
 
 SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3")
 """Values of the ``scaling`` option, i.e. the ``kind`` of :func:`rope_frequencies`."""
@@ -113,14 +115,15 @@ def check_llama3(low_freq_factor: float, high_freq_factor: float) -> None:
         )
 
 
-def default_inv_freq(
-    head_dim: int, base: float = 10000.0, *, device=None, dtype: torch.dtype = torch.float32
-) -> Tensor:
+def default_inv_freq(head_dim: int, base: float = 10000.0, *, device=None, dtype: torch.dtype | None = None) -> Tensor:
     """Plain RoPE frequencies θ_i = base^(-2i/d), i = 0..d/2-1.  Returns (head_dim // 2,).
 
     Su et al. 2021, Eq. 15 (θ_i = 10000^(-2(i-1)/d), 1-based); written as HF writes
-    it so the float32 values are identical.
+    it so the float32 values are identical.  ``dtype`` defaults to float32.
     """
+    import torch
+
+    dtype = torch.float32 if dtype is None else dtype
     exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=device, dtype=dtype) / head_dim
     return 1.0 / (base**exponent)
 
@@ -147,7 +150,7 @@ def rope_frequencies(
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
     device=None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, float]:
     """RoPE frequencies for one interpolation method (the methods: see the module docstring).
 
@@ -168,7 +171,7 @@ def rope_frequencies(
             (Giraffe's reference code: a = b/8, ρ = b/16).
         low_freq_factor, high_freq_factor: llama3: wavelengths above L/low are
             divided by s, below L/high kept (Llama 3.1: 1 and 4).
-        dtype: float32 (HF-identical) or float64.
+        dtype: float32 (HF-identical; the default, None) or float64.
 
     Returns:
         ``(inv_freq, attention_factor)``: inv_freq has shape (head_dim // 2,);
@@ -232,6 +235,8 @@ def _truncated(
     theta: Tensor, factor: float, L: int, trunc_wavelength: float | None, trunc_a: float, trunc_rho: float
 ) -> Tensor:
     """Truncated basis (Pal et al. 2023)."""
+    import torch
+
     if factor != 1:
         theta = theta / factor
     b = 2 * math.pi / (L if trunc_wavelength is None else trunc_wavelength)
@@ -249,6 +254,8 @@ def llama3_inv_freq(
     (module docstring); written here from that definition.
     """
     check_llama3(low_freq_factor, high_freq_factor)
+    import torch
+
     L = original_max_position
     wavelength = 2 * math.pi / theta  # λ_i = 2π/θ_i
     gamma = (L / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)  # L/λ_i: rotations over L
@@ -266,6 +273,9 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate, device, dtype):
     """YaRN, step for step as HF ``_compute_yarn_parameters`` (so float32 results are identical)."""
+    import torch
+
+    dtype = torch.float32 if dtype is None else dtype
     if attention_factor is None:
         if mscale and mscale_all_dim:  # DeepSeek-style ratio of two mscales
             attention_factor = float(_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim))

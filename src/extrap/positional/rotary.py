@@ -28,10 +28,7 @@ float64), and cos/sin are cast to the input dtype at the end.
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from extrap.errors import ExtrapError
 from extrap.positional.base import EmbeddingScheme, Option
@@ -46,6 +43,10 @@ from extrap.positional.rotation import (
     xpos_center,
     xpos_scale,
 )
+
+if TYPE_CHECKING:  # torch is imported where it is used: the registry loads without it
+    import torch
+    from torch import Tensor
 
 # Options that only mean something for some scalings (a typo-guard: setting them
 # elsewhere raises instead of being silently ignored).
@@ -239,9 +240,12 @@ class Rotary(EmbeddingScheme):
 
     # ---- frequencies -----------------------------------------------------------
     def frequencies(
-        self, head_dim: int, seq_len: int | None = None, device=None, dtype: torch.dtype = torch.float32
+        self, head_dim: int, seq_len: int | None = None, device=None, dtype: torch.dtype | None = None
     ) -> tuple[Tensor, float]:
-        """``(inv_freq (head_dim // 2,), attention_factor)`` for this scheme's options (cached)."""
+        """``(inv_freq (head_dim // 2,), attention_factor)`` for this scheme's options (cached; float32 by default)."""
+        import torch
+
+        dtype = torch.float32 if dtype is None else dtype
         o = self.opts
         original = o["original_max_position"] or 2048  # unused by the scalings that may omit it
         if o["scaling"] == "dynamic":
@@ -282,6 +286,8 @@ class Rotary(EmbeddingScheme):
     def _freqs_for(self, q: Tensor, positions: Tensor, k_positions: Tensor | None) -> tuple[Tensor, float]:
         seq_len = None
         if self.opts["scaling"] == "dynamic":
+            import torch
+
             # emozilla: the current length is max position + 1 (as HF); one host sync
             top = positions.max() if k_positions is None else torch.maximum(positions.max(), k_positions.max())
             seq_len = int(math.ceil(float(top))) + 1

@@ -8,20 +8,27 @@ the end, as HF does.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from extrap.errors import ExtrapError
+
+if TYPE_CHECKING:  # torch is imported where it is used: the registry loads without it
+    import torch
+    from torch import Tensor
 
 
 def rotate_half(x: Tensor) -> Tensor:
     """(x1, x2) -> (-x2, x1) on the last dimension, split in halves (NeoX/HF layout)."""
+    import torch
+
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
 def compute_dtype(x: Tensor) -> torch.dtype:
     """The dtype of the angles for input x: float64 for float64 inputs, else float32 (as HF)."""
+    import torch
+
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
@@ -36,6 +43,8 @@ def rotary_cos_sin(positions: Tensor, inv_freq: Tensor, attention_factor: float 
     Returns:
         ``(cos, sin)``, each (L, D) or (B, L, D), in inv_freq's dtype.
     """
+    import torch
+
     freqs = positions.to(device=inv_freq.device, dtype=inv_freq.dtype)[..., None] * inv_freq  # (..., L, D/2)
     emb = torch.cat((freqs, freqs), dim=-1)  # pair (i, i + D/2) shares θ_i
     return emb.cos() * attention_factor, emb.sin() * attention_factor
@@ -82,14 +91,17 @@ def xpos_scale(
     scale_base: float = 512.0,
     gamma: float = 0.4,
     center: Tensor | float = 0.0,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
     """xPos scaling ζ_i^((m - c)/scale_base) in the rotate-half layout.
 
     ζ_i = (2i/d + γ)/(1 + γ), i = 0..d/2-1 (Sun et al. 2023, Eq. 11; torchscale:
     ``(arange(0, d, 2) + 0.4 d) / (1.4 d)``).  Returns (L, D) or (B, L, D) for
-    positions (L,) or (B, L).
+    positions (L,) or (B, L).  ``dtype`` defaults to float32.
     """
+    import torch
+
+    dtype = torch.float32 if dtype is None else dtype
     zeta = (torch.arange(0, head_dim, 2, dtype=dtype, device=positions.device) / head_dim + gamma) / (1 + gamma)
     power = (positions.to(dtype) - torch.as_tensor(center, dtype=dtype, device=positions.device)) / scale_base
     s = zeta ** power[..., None]  # (..., L, D/2)
@@ -102,6 +114,8 @@ def xpos_center(positions: Tensor) -> Tensor:
     A 0-dim tensor (no host sync).  With a KV cache, pass one fixed center for all
     steps instead: scores only stay relative when q and k share the center.
     """
+    import torch
+
     return torch.ceil((positions.max().to(torch.float64) + 1) / 2)
 
 

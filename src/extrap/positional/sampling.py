@@ -15,12 +15,13 @@ Evaluation always uses 0..L-1 (:meth:`PositionSampler.eval_positions`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
-
-from extrap.devices import sampling_device
 from extrap.errors import ExtrapError
+
+if TYPE_CHECKING:  # torch is imported where it is used: parsing a sampler spec needs no torch
+    import torch
+    from torch import Tensor
 
 
 def _check(batch: int, length: int) -> None:
@@ -48,6 +49,10 @@ def randomized_positions(
     _check(batch, length)
     if length > max_length:
         raise ExtrapError(f"randomized positions: length {length} exceeds max={max_length}")
+    import torch
+
+    from extrap.devices import sampling_device
+
     dev = sampling_device(generator, device)
     # the L smallest of M i.i.d. uniform keys index a uniformly random L-subset
     keys = torch.rand(batch, max_length, generator=generator, device=dev)
@@ -57,6 +62,8 @@ def randomized_positions(
 
 def _uniform_int(lo: Tensor, hi: Tensor, generator, dev) -> Tensor:
     """One integer uniform on {lo, ..., hi} per entry (lo <= hi, long tensors)."""
+    import torch
+
     u = torch.rand(lo.shape, generator=generator, device=dev, dtype=torch.float64)
     return lo + torch.minimum((u * (hi - lo + 1).double()).long(), hi - lo)
 
@@ -96,6 +103,10 @@ def pose_positions(
         raise ExtrapError(f"PoSE: target={target_length} is shorter than the training length {length}")
     if not 1 <= num_chunks <= length:
         raise ExtrapError(f"PoSE: chunks must be in [1, {length}], got {num_chunks}")
+    import torch
+
+    from extrap.devices import sampling_device
+
     dev = sampling_device(generator, device)
     # chunk boundaries: N-1 distinct cut points in 1..L-1 -> chunk index of every token
     if num_chunks > 1:
@@ -191,10 +202,16 @@ class PositionSampler:
         if self.kind == "pose":
             return pose_positions(batch, length, self.target_length, self.num_chunks, generator, device)
         _check(batch, length)
+        import torch
+
+        from extrap.devices import sampling_device
+
         return torch.arange(length, device=sampling_device(generator, device)).expand(batch, length).clone()
 
     def eval_positions(self, length: int, device=None) -> Tensor:
         """(L,) long: 0..L-1."""
+        import torch
+
         return torch.arange(length, device=device)
 
     def __str__(self) -> str:
