@@ -132,3 +132,15 @@ def test_hf_positions_are_checked_before_the_model_runs(hf_models, hf_cache, cap
     assert main(["generate", f"hf:{hf_models['gpt2']}", "--tokens", "200"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("extrap: error: gpt2: position 128 is beyond n_positions=128"), err
+
+
+def test_align_past_its_positions_fails_that_length_only(hf_models, tiny_text, hf_cache, capsys):
+    argv = ["align", f"hf:{hf_models['gpt2']}", "--lengths", "64,256", "--train-length", "32"]
+    argv += ["--segments", "1", "--corpus", tiny_text]
+    assert main([*argv, "--json"]) == 0
+    rows = {r["length"]: r for r in json.loads(capsys.readouterr().out)["lengths"]}
+    assert rows[64]["tau"] is not None and "error" not in rows[64]
+    assert rows[256]["tau"] is None and "position 255 is beyond n_positions=128" in rows[256]["error"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "   256  failed: gpt2: position 255 is beyond n_positions=128" in out and "Traceback" not in out

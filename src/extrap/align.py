@@ -332,7 +332,7 @@ def align_report(
     ref = probe(train_length, [1.0] * model.shape.n_layer)
     cf_cache: dict = {}
     settings = dict(mode=mode, per_layer=per_layer, segments=segments, grid=grid, refine=refine, max_length=max_length)
-    rows = [_report_length(model, stream, train_length, L, probe, cf_cache, **settings) for L in lengths]
+    rows = [_report_or_error(model, stream, train_length, L, probe, cf_cache, settings) for L in lengths]
     return {
         "train_length": train_length,
         "mode": mode,
@@ -343,6 +343,16 @@ def align_report(
         "reference": {"length": train_length, **ref.to_dict()},
         "lengths": rows,
     }
+
+
+def _report_or_error(model, stream, train_length, L, probe, cf_cache, settings: dict) -> dict:
+    """One L_ex of :func:`align_report`, or its failure recorded (``error``): the other lengths are kept."""
+    try:
+        return _report_length(model, stream, train_length, L, probe, cf_cache, **settings)
+    except ExtrapError as e:
+        return {"length": L, "tau": None, "error": str(e)}
+    except torch.OutOfMemoryError:
+        return {"length": L, "tau": None, "error": f"out of memory at L = {L}"}
 
 
 def _report_length(

@@ -135,6 +135,9 @@ def _print(rep: dict) -> None:
         f"  {'P_max bef>aft':>15}  {'H bef>aft':>15}"
     )
     for r in rep["lengths"]:
+        if "error" in r:  # recorded: the other lengths are kept
+            print(f"{r['length']:>6}  failed: {r['error']}")
+            continue
         cf, b, a = r["closed_form"], r["before"], r["after"]
         grid = r.get("algorithm1", {}).get("grid_tau")
         p1 = cf["prop1"]
