@@ -272,3 +272,15 @@ def test_a_tiny_hf_llama_streams_64k_tokens_like_its_windowed_forward():
     for s in range(0, 200, 50):
         model.step(x[:, s : s + 50], s, cache)
         assert all(layer.keys.shape[2] <= W for layer in cache.past.layers)
+
+
+def test_a_windowed_length_is_judged_by_what_streaming_holds_not_by_L(tiny_runs, monkeypatch):
+    """The memory check counts a chunk and W cached keys for a windowed length: last-token at a long L fits."""
+    import extrap.memory
+
+    monkeypatch.setattr(extrap.memory, "available_bytes", lambda: 40 * 2**20)  # 40 MiB
+    run = tiny_runs["alibi"]
+    with pytest.raises(ExtrapError, match="needs at least"):
+        evaluate_run(run, lengths=[20000], protocol="last-token", targets=8)
+    rep = evaluate_run(run, lengths=[20000], protocol="last-token", targets=8, window="16")
+    assert [r["window"] for r in rep["results"]] == [16, 16] and all(r["loss"] is not None for r in rep["results"])

@@ -14,6 +14,7 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.evaluate.protocols import PROTOCOLS, LengthResult, check_settings, evaluate
+from extrap.evaluate.streaming import CHUNK
 from extrap.evaluate.verdict import verdict
 from extrap.evaluate.window_error import window_error
 from extrap.memory import check_fits
@@ -179,14 +180,17 @@ def _bar(length: int, total: int):
     return tqdm(total=total, desc=f"L_ex={length}", unit="tok", unit_scale=True, leave=False, mininterval=1.0)
 
 
-def _check_memory(run: Run, lengths: list[int], protocol: str, tokens, targets: int, batch: int) -> None:
+def _check_memory(run: Run, lengths: list[int], protocol: str, tokens, targets: int, batch: int, window_for) -> None:
     """Refuse a length whose hidden states and logits alone cannot fit, before anything runs (a lower bound:
-    B rows x L positions x (d per layer boundary x 8 + the logits of every scored position), fp32)."""
+    B rows x L positions x (d per layer boundary x 8 + the logits of every scored position), fp32, plus the
+    token ids).  A windowed length streams: it holds a chunk of queries and W cached keys, not L positions."""
     shape = run.model.shape
     for L in lengths:
         rows = min(batch, targets if protocol == "last-token" else max(1, (tokens or max(lengths)) // L))
-        logits = 0 if protocol == "last-token" else shape.vocab_size
-        need = 4 * rows * L * (8 * shape.d_model + logits)
+        W = window_for(L) if window_for else None
+        held = L if W is None else min(L, CHUNK + W)
+        logits = 0 if protocol == "last-token" or W is not None else shape.vocab_size  # streamed: within a budget
+        need = 4 * rows * held * (8 * shape.d_model + logits) + 16 * rows * L
         check_fits(need, f"evaluating {rows} row(s) of {L} tokens", "evaluate fewer rows at once or shorter lengths")
 
 
@@ -246,8 +250,8 @@ def evaluate_run(
     run = _open(source, run or (None if isinstance(source, (str, Path)) else source), corpus, hf_options, backend)
     lengths = _with_reference(lengths, run.train_length)
     check_settings(lengths, protocol, tokens, stride, targets)  # before the stream, τ search and window
-    _check_memory(run, lengths, protocol, tokens, targets, batch)
     window_for, window_info = resolve_window(run, window, eps)
+    _check_memory(run, lengths, protocol, tokens, targets, batch, window_for)
     need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
     stream = eval_stream(run, split, need)
     if tokens is None and protocol != "last-token":
