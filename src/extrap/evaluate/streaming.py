@@ -94,9 +94,3 @@ def stream_nll(
         if on_tokens:
             on_tokens(B * (e - s))
     return torch.cat(scores, dim=1)
-
-
-def stream_file_nll(model, tokens: torch.Tensor, window: int, chunk: int | None = None, on_tokens=None):
-    """Per-token -log p of a whole token stream (N,) as one sequence: (N - 1,), streamed with window W."""
-    seq = tokens.long().view(1, -1)
-    return stream_nll(model, seq[:, :-1], seq[:, 1:], window, None, chunk, on_tokens)[0]
