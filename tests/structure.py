@@ -177,6 +177,45 @@ def long_files(limit: int = MAX_FILE_LINES) -> list[str]:
     return bad
 
 
+# Packages whose public functions speak in typed records (issue: typed reports), never bare dicts.
+TYPED_PACKAGES = ("evaluate", "erf", "align", "tasks", "study", "theory", "run")
+
+
+def _is_dict(ann: ast.expr | None) -> bool:
+    """``dict``, ``dict[...]``, ``Dict[...]`` or a union holding one (string annotations parsed)."""
+    if ann is None:
+        return False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if isinstance(ann, ast.Subscript):
+        ann = ann.value
+    if isinstance(ann, ast.BinOp):
+        return _is_dict(ann.left) or _is_dict(ann.right)
+    name = ann.id if isinstance(ann, ast.Name) else ann.attr if isinstance(ann, ast.Attribute) else ""
+    return name in ("dict", "Dict")
+
+
+def dict_signatures(packages=TYPED_PACKAGES) -> list[str]:
+    """Public functions and methods in ``packages`` that return a dict or take a dict parameter."""
+    bad = []
+    for mod, path in modules().items():
+        parts = mod.split(".")
+        if len(parts) < 2 or parts[1] not in packages:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
+                continue
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            what = [a.arg for a in args if _is_dict(a.annotation)]
+            what += ["return"] if _is_dict(node.returns) else []
+            if what:
+                bad.append(f"{path.relative_to(SRC)}:{node.lineno}: {node.name} ({', '.join(what)})")
+    return bad
+
+
 if __name__ == "__main__":
     prefix = sys.argv[1] if len(sys.argv) > 1 else ""
     keep = (lambda s: prefix.replace(".", "/") in s) if prefix else (lambda s: True)
@@ -186,5 +225,6 @@ if __name__ == "__main__":
         ("private imports", private_imports()),
         ("long functions", long_functions()),
         ("long files", long_files()),
+        ("dict signatures", dict_signatures()),
     ):
         print(f"{title}:", *[s for s in items if keep(s)], sep="\n  ")
