@@ -25,7 +25,7 @@ def _setup(pe: str, L: int, H: int):
     import torch
 
     from extrap import positional
-    from extrap.attention import BiasContext, attend, toeplitz_table
+    from extrap.model.attention import BiasContext, attend, toeplitz_table
 
     pos = torch.arange(L)
     if pe == "sdpa":

@@ -7,29 +7,29 @@ import pytest
 import torch
 
 import extrap
-from extrap import align
-from extrap.align import (
-    DEFAULT_GRID,
-    algorithm1,
-    aligned_temperature,
-    attention_stats,
+from extrap.align import DEFAULT_GRID, algorithm1, aligned_temperature, closed_forms, segments_of
+from extrap.align import report as align_report_module
+from extrap.align.formulas import (
     averaged_sorted_logits,
-    closed_forms,
-    layer_logit_blocks,
+    check_lengths,
+    check_mode,
+    check_tau,
     log_length_tau,
     logit_row_stats,
+    prop1,
+    prop1_explain,
     prop1_pmax,
     prop1_roots,
     prop1_tau,
     prop2_tau,
     search_tau,
-    segments_of,
     sigma_of,
 )
-from extrap.attention import dense_probs
+from extrap.align.probe import attention_stats, current_temperature, layer_logit_blocks
 from extrap.cli import main
 from extrap.errors import ExtrapError
-from extrap.lm import ModelShape
+from extrap.model.attention import dense_probs
+from extrap.model.protocol import ModelShape
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_prop1_known_root_and_its_coefficients():
     assert prop1_tau(L_tr, L_tr, s_tr, s_tr, P2) == pytest.approx(1.0)
     assert prop1_tau(512, 4096, 1.0, 10.0, 0.3) is None  # no real root
     assert log_length_tau(512, 4096) == pytest.approx(0.75)
-    res = align.prop1(L_tr, L_ex, s_tr, s_ex, P)
+    res = prop1(L_tr, L_ex, s_tr, s_ex, P)
     assert res["status"] == "root" and res["tau"] == pytest.approx(tau_star) and res["tau"] > res["peak_tau"]
 
 
@@ -119,7 +119,9 @@ def test_prop1_without_a_root_on_linear_logits_is_explicit(monkeypatch):
     τ = 2C/B = 7 with e^{B²/4C} / 8 = e^{3/14} / 8 = 0.155 < P = 0.412.
     """
     tr, ex = torch.tensor([[3.0, 1, -1, -3]]), torch.arange(7.0, -8.0, -2.0).view(1, -1)
-    monkeypatch.setattr(align, "averaged_layer_logits", lambda m, seg, layer=0: {4: tr, 8: ex}[seg.shape[1]][0])
+    monkeypatch.setattr(
+        align_report_module, "averaged_layer_logits", lambda m, seg, layer=0: {4: tr, 8: ex}[seg.shape[1]][0]
+    )
     cf = closed_forms(_Stub(), torch.arange(16), 4, 8, segments=1)
     assert cf["sigma_tr"] ** 2 == pytest.approx(5) and cf["sigma_ex"] ** 2 == pytest.approx(21)
     assert cf["P"] == pytest.approx(math.exp(0.5) / 4)
@@ -140,12 +142,12 @@ def test_prop1_rejects_a_root_on_the_wrong_branch():
     L_tr = 4, L_ex = 8, σ_tr = 2, σ_ex = 1, P = 0.1: A = log 0.8 < 0, B = log 0.4 + 2 = 1.084, C = 0.5;
     roots (B ± sqrt(B² - 4AC)) / 2A = 0.424 and -5.28; 2C/B = 0.922.
     """
-    res = align.prop1(4, 8, 2.0, 1.0, 0.1)
+    res = prop1(4, 8, 2.0, 1.0, 0.1)
     assert res["A"] == pytest.approx(math.log(0.8)) and res["B"] == pytest.approx(math.log(0.4) + 2)
     assert res["roots"] == pytest.approx([0.4237, -5.281], abs=1e-3)
     assert res["peak_tau"] == pytest.approx(0.9225, abs=1e-3)
     assert res["status"] == "no valid root" and res["tau"] is None and prop1_tau(4, 8, 2.0, 1.0, 0.1) is None
-    assert "no valid root" in align.prop1_explain(res, 8)
+    assert "no valid root" in prop1_explain(res, 8)
 
 
 def test_prop1_matches_algorithm1_on_gaussian_logits_with_a_planted_max():
@@ -192,7 +194,7 @@ def test_streamed_stats_match_dense_probabilities_and_logits_match_the_model(loa
         assert st.layers[layer]["pmax"] == pytest.approx(float(p.amax(-1).mean()), rel=1e-6)
         h = -torch.special.xlogy(p, p).sum(-1).mean()
         assert st.layers[layer]["entropy"] == pytest.approx(float(h), rel=1e-6)
-    assert align.current_temperature(model) == [1.0, 1.0]  # probes restore τ
+    assert current_temperature(model) == [1.0, 1.0]  # probes restore τ
     # layer-0 pre-softmax logits reproduce the model's probabilities at τ = 1
     with torch.no_grad():
         p0 = dense_probs(model(seg, return_probs=True).probs[0], 48)
@@ -252,14 +254,14 @@ def test_bad_input_raises():
     with pytest.raises(ExtrapError):
         search_tau(lambda t: t, 1.0, grid=[1.0, -0.5])
     with pytest.raises(ExtrapError):
-        align.check_mode("max")
+        check_mode("max")
     with pytest.raises(ExtrapError):
-        align.check_lengths(32, [1], None)
+        check_lengths(32, [1], None)
     with pytest.raises(ExtrapError, match="capped"):
-        align.check_lengths(32, [8192], None)
-    align.check_lengths(32, [8192], 8192)  # the cap can be raised
+        check_lengths(32, [8192], None)
+    check_lengths(32, [8192], 8192)  # the cap can be raised
     with pytest.raises(ExtrapError):
-        align.check_tau(True)
+        check_tau(True)
     ready = torch.arange(30).reshape(3, 10)  # ready-made segments: the first L tokens of each row
     assert segments_of(ready, 4, 99).tolist() == [[0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23]]
     assert segments_of(torch.arange(100), 10, 3)[:, 0].tolist() == [0, 45, 90]

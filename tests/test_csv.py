@@ -7,8 +7,8 @@ import json
 import pytest
 
 from extrap.cli import build_parser, main
+from extrap.results.tables import Table, cell, flat
 from extrap.run import RunDir
-from extrap.tabular import Table, cell, flat
 from extrap.train import build_configs, train
 from extrap.version import __version__
 

@@ -20,7 +20,7 @@ from extrap.evaluate import (
     last_token_targets,
     verdict,
 )
-from extrap.lm import ModelShape
+from extrap.model.protocol import ModelShape
 from extrap.theory.receptive import WINDOW_AUTO_TRF
 
 

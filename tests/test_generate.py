@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.generate import KVCache, generate, step_logits
 from extrap.model import GPT, ModelConfig
+from extrap.model.generate import KVCache, generate, step_logits
 
 
 @pytest.mark.parametrize(

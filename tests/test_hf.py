@@ -221,7 +221,7 @@ def test_rope_rejected_for_non_rope(saved):
 @pytest.mark.parametrize("kind", ["llama", "neox", "gpt2", "bloom", "mpt"])
 def test_temperature(saved, kind):
     import extrap
-    from extrap.align import attention_stats
+    from extrap.align.probe import attention_stats
 
     run = extrap.load(f"hf:{saved(kind)}", device="cpu")
     ids = torch.randint(0, VOCAB, (2, 24), generator=torch.Generator().manual_seed(2))
@@ -577,7 +577,7 @@ def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
 @pytest.mark.parametrize("kind", ["llama", "gpt2", "bloom"])
 def test_hf_model_implements_the_protocol(kind):
     from extrap.hf import HFModel
-    from extrap.lm import ExtrapLM, ModelShape, temperature
+    from extrap.model.protocol import ExtrapLM, ModelShape, temperature
 
     torch.manual_seed(0)
     model = HFModel(transformers.AutoModelForCausalLM.from_config(_config(kind)).eval(), kind, f"hf:{kind}")

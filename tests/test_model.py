@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from extrap import positional as P
-from extrap.attention import dense_probs
 from extrap.errors import ExtrapError
-from extrap.lm import ExtrapLM, ModelShape, temperature
 from extrap.model import GPT, ModelConfig
+from extrap.model.attention import dense_probs
+from extrap.model.protocol import ExtrapLM, ModelShape, temperature
 
 BIAS_SCHEMES = [
     "alibi",

@@ -155,7 +155,7 @@ def test_dropped_mass_matches_the_dense_probabilities():
     seq = torch.randint(0, 64, (1, 301))
     W, rows = 40, [40, 150, 299]
     dense = [p for _, p in model.attention_probs(seq[:, :-1])]
-    from extrap.attention import dense_probs
+    from extrap.model.attention import dense_probs
 
     for (_layer, probs), blocks in zip(model.attention_rows(seq[:, :-1], rows), dense):
         full = dense_probs(blocks, 300)

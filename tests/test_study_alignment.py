@@ -186,7 +186,7 @@ def test_beyond_the_probe_cap_uses_the_log_length_rule():
 
 
 def test_merge_stats_weights_every_row_once():
-    from extrap.align import Stats
+    from extrap.align.probe import Stats
 
     a = Stats(pmax=0.5, entropy=1.0, layers=[{"pmax": 0.5, "entropy": 1.0}], rows=10)
     b = Stats(pmax=0.2, entropy=2.0, layers=[{"pmax": 0.2, "entropy": 2.0}], rows=30)
@@ -197,14 +197,14 @@ def test_merge_stats_weights_every_row_once():
 def test_prompt_prober_matches_attention_stats_on_equal_lengths():
     import torch
 
-    from extrap import align
+    from extrap.align.probe import attention_stats
     from extrap.model import GPT, ModelConfig
 
     torch.manual_seed(0)
     model = GPT(ModelConfig(n_layer=2, d_model=16, n_head=2, pe="t5")).eval()
     x = torch.randint(0, 256, (2, 24))
     probe = sa.PromptProber(model, {24: [x[0], x[1]]})
-    got, want = probe(24, [0.8, 0.8]), align.attention_stats(model, x, [0.8, 0.8])
+    got, want = probe(24, [0.8, 0.8]), attention_stats(model, x, [0.8, 0.8])
     assert got.pmax == pytest.approx(want.pmax) and got.entropy == pytest.approx(want.entropy)
     assert probe(24, [0.8, 0.8]) is got  # cached
 

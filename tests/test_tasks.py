@@ -299,7 +299,7 @@ def test_oracle_scores_one_and_a_wrong_oracle_zero(task, filler):
 
 
 def test_greedy_scoring_equals_greedy_decoding(filler):
-    from extrap.generate import generate
+    from extrap.model.generate import generate
 
     torch.manual_seed(0)
     model = GPT(ModelConfig(pe="alibi", n_layer=1, d_model=16, n_head=2)).eval()

@@ -491,7 +491,7 @@ def test_receptive_field_engine_time_limit_is_a_reason(monkeypatch, caplog):
     import contextlib
 
     from extrap.theory import analysis
-    from extrap.theory.timeout import TimeLimit
+    from extrap.timeout import TimeLimit
 
     @contextlib.contextmanager
     def expired(seconds, required=True):  # the series engine's time limit, run out at once

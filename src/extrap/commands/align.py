@@ -68,7 +68,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from extrap.align import DEFAULT_GRID, MAX_PROBE_LENGTH, SEARCH_MODES, align_report, check_grid, check_lengths
+    from extrap.align import align_report
+    from extrap.align.formulas import DEFAULT_GRID, MAX_PROBE_LENGTH, SEARCH_MODES, check_grid, check_lengths
     from extrap.hf.t5_run import load_run
     from extrap.run import eval_stream
 
@@ -104,7 +105,7 @@ def run(args) -> int:
 
         atomic_write_json(args.out, report)
     if args.csv:
-        from extrap.tabular import align_table, write_csv
+        from extrap.results.tables import align_table, write_csv
 
         write_csv(args.csv, align_table(report))
     if args.json:

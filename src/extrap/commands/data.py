@@ -38,7 +38,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = list_corpora()
     data = [{"name": n, "description": d} for n, d in rows]
     if getattr(args, "csv", None):
-        from extrap.tabular import corpus_list_table, write_csv
+        from extrap.results.tables import corpus_list_table, write_csv
 
         write_csv(args.csv, corpus_list_table(data))
     if getattr(args, "json", False):
@@ -74,7 +74,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     s = prepare(args.name, args.tokenizer, args.cache)
     if args.csv:
-        from extrap.tabular import corpus_table, write_csv
+        from extrap.results.tables import corpus_table, write_csv
 
         write_csv(args.csv, corpus_table(s))
     if args.json:

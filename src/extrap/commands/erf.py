@@ -154,7 +154,7 @@ def run(args) -> int:
         paths = plot_gradient_curves(report["runs"], args.plot)
         report["plots"] = [str(p) for p in paths]
     if args.csv:
-        from extrap.tabular import erf_table, write_csv
+        from extrap.results.tables import erf_table, write_csv
 
         write_csv(args.csv, erf_table(report))
     if args.json:

@@ -136,7 +136,7 @@ def _emit(args, report: dict, table) -> None:
 
         atomic_write_text(args.out, text + "\n")
     if args.csv:
-        from extrap.tabular import eval_table, write_csv
+        from extrap.results.tables import eval_table, write_csv
 
         write_csv(args.csv, eval_table(report))
     if args.json:

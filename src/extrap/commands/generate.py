@@ -27,7 +27,7 @@ def run(args) -> int:
     import torch
 
     import extrap
-    from extrap.generate import generate
+    from extrap.model.generate import generate
 
     run = extrap.load(args.run, **types.rope_options(args))
     model, tok = run.model, run.tokenizer
@@ -59,7 +59,7 @@ def run(args) -> int:
         "pe": run.pe,
     }
     if args.csv:
-        from extrap.tabular import generate_table, write_csv
+        from extrap.results.tables import generate_table, write_csv
 
         write_csv(args.csv, generate_table(report))
     print(json.dumps(report) if args.json else text)

@@ -41,7 +41,7 @@ def rows() -> list[dict]:
 def run_list(args) -> int:
     data = rows()
     if args.csv:
-        from extrap.tabular import pe_table, write_csv
+        from extrap.results.tables import pe_table, write_csv
 
         write_csv(args.csv, pe_table(data))
     if args.json:

@@ -128,7 +128,7 @@ def run_sample(args) -> int:
     filler = get_filler(corpus, args.split) if needs_filler(args.task) else None
     ex = make_example(args.task, tok, args.length, args.seed, depth=args.depth, filler=filler)
     if args.csv:
-        from extrap.tabular import task_example_table, write_csv
+        from extrap.results.tables import task_example_table, write_csv
 
         write_csv(args.csv, task_example_table(ex))
     if args.json:
@@ -193,7 +193,7 @@ def run_score(args) -> int:
 
         atomic_write_json(args.out, report)
     if args.csv:
-        from extrap.tabular import task_table, write_csv
+        from extrap.results.tables import task_table, write_csv
 
         write_csv(args.csv, task_table(report))
     if args.json:

@@ -254,7 +254,7 @@ def _run_rows(src, eps, lengths, train_length: int | None) -> list[dict]:
 # ---------------------------------------------------------------------------
 def _write_csv(path: str, results: list[dict]) -> None:
     from extrap.io import run_metadata
-    from extrap.tabular import theory_table, write_csv
+    from extrap.results.tables import theory_table, write_csv
 
     write_csv(path, theory_table(results, run_metadata()))
 

@@ -117,7 +117,7 @@ def _report(out: str, summary: dict) -> dict:
 
 def _emit(args, report: dict) -> None:
     if args.csv:
-        from extrap.tabular import train_table, write_csv
+        from extrap.results.tables import train_table, write_csv
 
         write_csv(args.csv, train_table(report))
     if args.json:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from extrap.data.streams import segments as segments_of
 from extrap.errors import ExtrapError
-from extrap.lm import model_device
+from extrap.model.protocol import model_device
 
 GRAD_THRESHOLD = 0.99  # 003 §5.1: ERF = where 99% of the normalised gradient is reached
 ATTN_EPS = 1e-2  # 000: n_emp(eps); 1% of the attention mass may lie outside the window
@@ -197,7 +197,7 @@ def attention_erf(
     says little about the receptive field; by default only the second half of
     the queries (i >= length // 2) is aggregated.
     """
-    from extrap.attention import dense_probs
+    from extrap.model.attention import dense_probs
 
     eps = check_eps(eps)
     segments = check_positive("segments", segments)

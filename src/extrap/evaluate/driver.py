@@ -122,6 +122,7 @@ def resolve_temperature(
     (temperature_for or None, info for the report).
     """
     from extrap import align
+    from extrap.align.formulas import check_lengths, check_mode
 
     parsed = align.parse_temperature_spec(spec)
     if parsed.kind == "none":
@@ -133,12 +134,12 @@ def resolve_temperature(
         taus = align.check_layer_taus(parsed.tau, run.model.shape.n_layer)
         return (lambda L: list(taus)), {"mode": "fixed", "per_layer": True, "tau": taus}
     mode, per_layer = parsed.mode or mode, per_layer or parsed.per_layer
-    align.check_mode(mode)
+    check_mode(mode)
     if per_layer and mode not in align.SEARCH_MODES:
         raise ExtrapError(f"per-layer temperatures need the pmax or entropy alignment mode, not {mode}")
     L_tr = run.train_length
     if mode != "log-length":  # probing lengths are capped: fail before evaluating anything
-        align.check_lengths(L_tr, [L for L in lengths if L > L_tr], max_length)
+        check_lengths(L_tr, [L for L in lengths if L > L_tr], max_length)
     chosen: dict = {}
 
     def temperature_for(L: int):

@@ -1,4 +1,4 @@
-"""Perplexity versus length under three protocols, on any model that follows :class:`extrap.lm.ExtrapLM`.
+"""Perplexity versus length under three protocols, on any model that follows :class:`extrap.model.protocol.ExtrapLM`.
 
 All protocols read the same token stream (a validation or test split):
 
@@ -25,7 +25,7 @@ from extrap.errors import ExtrapError
 from extrap.evaluate.result import LengthResult
 from extrap.evaluate.stats import stderr
 from extrap.evaluate.streaming import cone, token_nll
-from extrap.lm import temperature
+from extrap.model.protocol import temperature
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 

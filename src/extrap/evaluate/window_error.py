@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from extrap.attention import toeplitz_table
 from extrap.errors import ExtrapError
 from extrap.evaluate.streaming import token_nll
+from extrap.model.attention import toeplitz_table
 
 MEASURE_MAX = 32768  # exact attention is measured up to this length
 SAMPLED_ROWS = 16  # query rows whose exact attention is read

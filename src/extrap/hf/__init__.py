@@ -4,8 +4,8 @@
 downloaded) and returns an :class:`HFRun`, which implements the :class:`extrap.run.Run` protocol:
 
 * ``.model``: an :class:`HFModel` adapter around the transformers model that implements
-  :class:`extrap.lm.ExtrapLM`, the protocol that :mod:`extrap.evaluate`, :mod:`extrap.erf`,
-  :mod:`extrap.align`, :mod:`extrap.tasks` and :mod:`extrap.generate` use (its ``scheme`` is None);
+  :class:`extrap.model.protocol.ExtrapLM`, the protocol that :mod:`extrap.evaluate`, :mod:`extrap.erf`,
+  :mod:`extrap.align`, :mod:`extrap.tasks` and :mod:`extrap.model.generate` use (its ``scheme`` is None);
 * ``.tokenizer``: the HF tokenizer behind extrap's tokenizer interface (``encode``,
   ``encode_array``, ``decode``, ``vocab_size``, ``name``, ``fingerprint``);
 * ``.config``: an :class:`HFRunConfig` (shape, ``train_length`` and its source, evaluation corpus,

@@ -1,4 +1,4 @@
-"""HFModel: a transformers causal LM behind the :class:`extrap.lm.ExtrapLM` protocol."""
+"""HFModel: a transformers causal LM behind the :class:`extrap.model.protocol.ExtrapLM` protocol."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from extrap.hf.attention import (
     window_attention,
 )
 from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, require_transformers
-from extrap.lm import Blocks, ModelShape, Output, check_temperatures
+from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 
 
 class HFCache:
@@ -69,7 +69,7 @@ def _first_attr(c, *names):
 
 
 class HFModel(nn.Module):
-    """A transformers causal LM as an :class:`extrap.lm.ExtrapLM`."""
+    """A transformers causal LM as an :class:`extrap.model.protocol.ExtrapLM`."""
 
     scheme = None  # HF positions are the family's own code, not a registry scheme
 

@@ -45,7 +45,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.hf.attention import attn_implementation
 from extrap.hf.common import require_transformers
-from extrap.lm import temperature
+from extrap.model.protocol import temperature
 
 PARTS = ("encoder", "decoder", "cross", "all")
 _HOOKS = "_extrap_tau_handles"
@@ -199,7 +199,7 @@ def remove_t5_temperature(model) -> None:
 # probes
 # ---------------------------------------------------------------------------
 class _PartTemperature:
-    """The τs of one ``part`` of a T5 model, as :func:`extrap.lm.temperature` sets and restores them."""
+    """The τs of one ``part`` of a T5 model, as :func:`extrap.model.protocol.temperature` sets and restores them."""
 
     def __init__(self, model, part: str):
         self.model, self.part = model, part
@@ -313,7 +313,7 @@ def t5_algorithm1(
     Same search as :func:`extrap.align.algorithm1` (paper grid 1.0 -> 0.5, optional bisection).
     ``set_result``: leave the chosen τ set on ``part`` (otherwise the previous τ is restored).
     """
-    from extrap.align import DEFAULT_GRID, SEARCH_MODES, check_mode, search_tau
+    from extrap.align.formulas import DEFAULT_GRID, SEARCH_MODES, check_mode, search_tau
 
     check_mode(mode, SEARCH_MODES)
     target = t5_attention_stats(model, short_ids, part=part, tau=1.0)[mode]

@@ -2,7 +2,7 @@
 
 004 aligns the attention of the T5 *encoder*: its softmax rows are what Algorithm 1, Props. 1-2 and
 the temperature act on.  :class:`T5Model` puts a ``T5ForConditionalGeneration`` (or a
-``T5EncoderModel``) behind the part of :class:`extrap.lm.ExtrapLM` that :mod:`extrap.align` reads:
+``T5EncoderModel``) behind the part of :class:`extrap.model.protocol.ExtrapLM` that :mod:`extrap.align` reads:
 
 * ``shape``: the encoder's layers and heads; ``scheme`` None (T5's buckets are its own code);
 * ``temperatures()`` / ``set_temperature(tau)``: one τ per encoder layer, through
@@ -37,7 +37,7 @@ from extrap.hf.common import (
 from extrap.hf.load import HFRun, run_config
 from extrap.hf.t5 import attention_modules, get_t5_temperature, set_t5_temperature
 from extrap.hf.tokenizer import HFTokenizer
-from extrap.lm import Blocks, ModelShape, check_temperatures
+from extrap.model.protocol import Blocks, ModelShape, check_temperatures
 
 T5_TRAIN_LENGTH = 512  # T5's pre-training input length (Raffel et al. 2020, §3.1.2)
 
@@ -50,7 +50,7 @@ def _config_value(config, name: str):
 
 
 class T5Model(nn.Module):
-    """A T5 model as the part of :class:`extrap.lm.ExtrapLM` that alignment and task scoring read."""
+    """A T5 model as the part of :class:`extrap.model.protocol.ExtrapLM` that alignment and task scoring read."""
 
     scheme = None
 

@@ -28,6 +28,7 @@ from extrap.errors import ExtrapError
 from extrap.positional import conventions, ops
 from extrap.positional.base import BiasRPE, Option
 from extrap.positional.conventions import n_from_t
+from extrap.timeout import TimeLimit, time_limit
 
 MAX_LENGTH = 400
 VARIABLES = ("t", "n")
@@ -164,8 +165,6 @@ def compile_formula(text: str) -> Node:
         tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:  # ValueError: a NUL byte
         raise ExtrapError(f"malformed formula {text!r}: {getattr(e, 'msg', None) or type(e).__name__}") from None
-    from extrap.theory.timeout import TimeLimit, time_limit  # lazy: theory imports this package
-
     try:
         with time_limit(CHECK_SECONDS, required=False):
             return _Builder(source).build(tree.body)
@@ -313,8 +312,6 @@ def _check_distances(node: Node, expr: str) -> None:
 def _check_symbolic(node: Node, expr: str) -> None:
     """The exact form must exist and be real (a complex formula has no softmax weight)."""
     import sympy
-
-    from extrap.theory.timeout import TimeLimit, time_limit
 
     try:
         with time_limit(CHECK_SECONDS, required=False):

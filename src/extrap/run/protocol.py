@@ -18,7 +18,7 @@ EVAL_SPLITS = ("validation", "test", "heldout")  # heldout: validation then test
 
 @runtime_checkable
 class Run(Protocol):
-    model: Any  # extrap.lm.ExtrapLM
+    model: Any  # extrap.model.protocol.ExtrapLM
     tokenizer: Any  # extrap.data.Tokenizer
     path: Any  # a run directory, or the hf:PATH string
     step: int | None  # the checkpoint's training step (None: not trained by extrap)

@@ -101,7 +101,7 @@ class TrainedRun:
         return corpus
 
     def use_attention_backend(self, name: str) -> None:
-        from extrap.attention import BACKENDS
+        from extrap.model.attention import BACKENDS
 
         if name not in BACKENDS:
             raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {name!r}")

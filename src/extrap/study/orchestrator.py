@@ -184,7 +184,7 @@ def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
 def finish(out: Path, results: StudyResults, t_start: float) -> StudyResults:
     """Claims, results.json (and results.csv) and report.html: the last step of every experiment."""
     from extrap.report import compute_claims, write_report
-    from extrap.tabular import study_table, write_csv
+    from extrap.results.tables import study_table, write_csv
 
     results.claims = compute_claims(results)
     results.seconds = time.perf_counter() - t_start

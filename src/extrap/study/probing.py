@@ -26,12 +26,12 @@ class PromptProber:
         self.cf_cache: dict = {}  # averaged layer-0 logit vectors per length (closed forms)
 
     def __call__(self, length: int, taus, upto: int | None = None):
-        from extrap import align
+        from extrap.align.probe import attention_stats
 
         key = (int(length), tuple(round(float(t), 12) for t in taus), upto)
         if key not in self.cache:
             parts = [
-                align.attention_stats(self.model, p.view(1, -1), list(taus), upto_layer=upto)
+                attention_stats(self.model, p.view(1, -1), list(taus), upto_layer=upto)
                 for p in self.prompts[int(length)]
             ]
             self.cache[key] = merge_stats(parts)
@@ -40,7 +40,7 @@ class PromptProber:
 
 def merge_stats(parts: list):
     """Pool :class:`extrap.align.Stats` of several inputs: every softmax row keeps weight 1."""
-    from extrap.align import Stats
+    from extrap.align.probe import Stats
 
     rows = sum(s.rows for s in parts)
     layers = [
@@ -63,13 +63,14 @@ def averaged_prompt_logits(model, prompts: list, length: int):
     """
     import torch
 
-    from extrap import align
+    from extrap.align.formulas import resampled
+    from extrap.align.probe import averaged_layer_logits
 
     total, rows = torch.zeros(length, dtype=torch.float64), 0
     for p in prompts:
-        v = align.averaged_layer_logits(model, p.view(1, -1), 0).double()
+        v = averaged_layer_logits(model, p.view(1, -1), 0).double()
         n = v.numel()
-        total += align.resampled(v.view(1, -1), torch.tensor([n]), length)[0] * n
+        total += resampled(v.view(1, -1), torch.tensor([n]), length)[0] * n
         rows += n
     return total / rows
 
@@ -97,13 +98,14 @@ def search_summary(res: dict) -> dict:
 def find_taus(model, probe: PromptProber | None, train_length: int, length: int, cap: int) -> dict:
     """τ of every mode at ``length``, its source, and the closed forms."""
     from extrap import align
+    from extrap.align.formulas import log_length_tau
 
     R = model.shape.n_layer
     if length <= train_length:
         taus = {"pmax": 1.0, "entropy": 1.0, "pmax-layer": [1.0] * R}
         return {"tau": taus, "source": {m: "L_tr" for m in MODES}, "algorithm1": {}, "closed_forms": None}
     if length > cap:  # probing is O(L^2): 004's log-length baseline instead, said so in the tables
-        t = align.log_length_tau(train_length, length)
+        t = log_length_tau(train_length, length)
         why = f"log-length (L > probe cap {cap})"
         return {
             "tau": {"pmax": t, "entropy": t, "pmax-layer": [t] * R},
@@ -148,7 +150,7 @@ def add_probe_prompts(run, task: str, settings: dict, probe: PromptProber, lengt
 
 def score_settings(run, task: str, length: int, settings: dict, taus_found: dict, rec: dict) -> None:
     """Exact-match accuracy without alignment and with each mode's τ, by greedy decoding (and by ranking)."""
-    from extrap import align
+    from extrap.model.protocol import temperature as model_temperature
     from extrap.tasks import score_task
 
     model, R = run.model, run.model.shape.n_layer
@@ -159,7 +161,7 @@ def score_settings(run, task: str, length: int, settings: dict, taus_found: dict
     for setting in SETTINGS:
         tau = 1.0 if setting == "none" else taus_found[setting]
         taus = tau if isinstance(tau, list) else [tau] * R
-        with align.temperature(model, taus):
+        with model_temperature(model, taus):
             for method in methods:
                 key = (tuple(round(float(t), 12) for t in taus), method)
                 if key not in done:

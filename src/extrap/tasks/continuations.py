@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from extrap.lm import ExtrapLM, model_device
+from extrap.model.protocol import ExtrapLM, model_device
 
 
 def continuation_summary(rows: torch.Tensor, cont: list[int]) -> dict:
@@ -49,7 +49,7 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
 def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[dict]:
     """:func:`score_continuations` of several continuations of one prompt, sharing the prompt.
 
-    For an :class:`extrap.lm.ExtrapLM` the prompt is run once into the model's KV cache; the
+    For an :class:`extrap.model.protocol.ExtrapLM` the prompt is run once into the model's KV cache; the
     continuations then advance together, one token per step, so ranking N candidates costs
     about one forward pass instead of N.  Other models score every (prompt, continuation)
     pair on its own.

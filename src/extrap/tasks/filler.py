@@ -31,7 +31,7 @@ _DIGITS = re.compile(r"[0-9]")
 _MARKERS = re.compile(r"pass ?key|register_content|\buser\s*:|\bassistant\s*:|topic", re.IGNORECASE)
 MIN_CHARS = 200  # a filler shorter than this is refused (it would repeat every few sentences)
 
-_CACHE: dict[tuple[str, str], Filler] = {}
+_CACHE: dict[tuple[str, str, str], Filler] = {}
 
 
 def sanitize(text: str) -> str:
@@ -113,7 +113,7 @@ def get_filler(source: Any = None, split: str = "validation") -> Filler:
     if split not in SPLITS:
         raise ExtrapError(f"unknown split {split!r}; use one of: {', '.join(SPLITS)}")
     corpus = source if isinstance(source, Corpus) else load_corpus(source or "stdlib")
-    key = (corpus.hash, split)
+    key = (corpus.hash, corpus.name, split)  # the name too: the report names the filler it used
     if key not in _CACHE:
         _CACHE[key] = Filler(corpus.splits[split], f"{corpus.name}/{split}")
     return _CACHE[key]

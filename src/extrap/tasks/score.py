@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.lm import temperature as temperature_ctx
+from extrap.model.protocol import temperature as temperature_ctx
 from extrap.tasks.continuations import score_candidates, score_continuations
 from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of

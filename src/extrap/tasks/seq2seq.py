@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from extrap.lm import model_device
+from extrap.model.protocol import model_device
 from extrap.tasks.continuations import continuation_summary
 
 

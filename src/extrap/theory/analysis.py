@@ -23,18 +23,19 @@ import sympy.codegen.ast  # noqa: F401  assumed symbol, a lambdify, a sum of man
 import sympy.tensor.tensor  # noqa: F401  with the engine instead of in the middle of an analysis
 import torch
 
+from extrap import timeout
 from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
 from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
-from extrap.theory import forms, timeout
+from extrap.theory import forms
 from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
 from extrap.theory.results import HeadResult, check_eps, eps_key
-from extrap.theory.timeout import TimeLimit, time_limit
 from extrap.theory.trf import Series
+from extrap.timeout import TimeLimit, time_limit
 
 DEFAULT_EPS = (1e-3, 1e-6)
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)

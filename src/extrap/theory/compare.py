@@ -24,7 +24,7 @@ from extrap.positional.conventions import T
 from extrap.theory import asymptotics as asy
 from extrap.theory.analysis import analyse, not_applicable_reason, resolve
 from extrap.theory.convergence import fmt
-from extrap.theory.timeout import TimeLimit, time_limit
+from extrap.timeout import TimeLimit, time_limit
 
 DEFAULT_EPS = (1e-3, 1e-6, 1e-9, 1e-12)
 

@@ -30,7 +30,7 @@ from extrap.theory import asymptotics as asy
 from extrap.theory.eventual import Undecided, eventual
 from extrap.theory.oscillation import oscillation_mean
 from extrap.theory.scale import contains, mentions
-from extrap.theory.timeout import TimeLimit, time_limit
+from extrap.timeout import TimeLimit, time_limit
 
 VERDICTS = ("converges", "diverges", "not-applicable", "inconclusive")
 MAX_LEVEL = 5  # compare -r with ln n, ln ln n, ..., ln ln ln ln ln n

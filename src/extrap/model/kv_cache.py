@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from extrap.attention import BiasContext, bias_block, toeplitz_vector
+from extrap.model.attention import BiasContext, bias_block, toeplitz_vector
 
 
 @dataclass
@@ -77,7 +77,7 @@ def attend_cached(q, k, v, ctx: BiasContext, temperature: float | torch.Tensor =
     ``ctx`` holds the positions of the C keys; query a is the key at C - T + a.  Returns (B, H, T, Dh).
     Consecutive key positions with a Toeplitz table (or no bias) take the streaming path: the
     (T, C) bias is a strided view of one vector of T + C - 1 values, as in
-    :func:`extrap.attention.attend` (no gather, no (H, T, C) index tensor).
+    :func:`extrap.model.attention.attend` (no gather, no (H, T, C) index tensor).
     """
     tau = float(temperature)
     scale = 1.0 / (math.sqrt(q.shape[-1]) * tau)

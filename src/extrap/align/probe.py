@@ -9,7 +9,7 @@
   blocks are reduced to sums and dropped before the next layer runs), so for
   an extrap GPT at most one layer's lower-triangular blocks exist at once and
   no (L, L) matrix is assembled.  Still O(L^2) time and memory per layer, so
-  probing lengths are capped at :data:`extrap.align_formulas.MAX_PROBE_LENGTH` (4096; ``max_length=``
+  probing lengths are capped at :data:`extrap.align.formulas.MAX_PROBE_LENGTH` (4096; ``max_length=``
   raises the cap).
 * **Layer logits** (:func:`averaged_layer_logits`): the averaged sorted, centred
   pre-softmax logit vector of one layer, which the closed forms of 004 §6 read.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from extrap.align_formulas import (
+from extrap.align.formulas import (
     SEARCH_MODES,
     check_lengths,
     check_mode,
@@ -33,7 +33,7 @@ from extrap.align_formulas import (
 )
 from extrap.data.streams import segments as spread_segments
 from extrap.errors import ExtrapError
-from extrap.lm import ExtrapLM, model_device, temperature
+from extrap.model.protocol import ExtrapLM, model_device, temperature
 
 DEFAULT_SEGMENTS = 4
 TOKEN_BUDGET = 4096  # segments batched so that batch x length <= this

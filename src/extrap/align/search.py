@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import torch
 
-from extrap.align_formulas import (
+from extrap.align.formulas import (
     DEFAULT_GRID,
     REFINE_STEPS,
     SEARCH_MODES,
@@ -41,7 +41,7 @@ from extrap.align_formulas import (
     check_mode,
     search_tau,
 )
-from extrap.align_probe import DEFAULT_SEGMENTS, Prober, Stats
+from extrap.align.probe import DEFAULT_SEGMENTS, Prober, Stats
 
 
 def algorithm1(

@@ -1,205 +1,35 @@
-"""Attention alignment by softmax temperature (004: Chi, Fan, Rudnicky).
+"""The alignment report and the automatic temperature on a model (004 §6, Algorithm 1).
 
-Longer inputs flatten attention: more keys compete for the same unit of softmax
-mass, so the average maximum probability P_max falls and the average entropy H
-rises ("dispersed attention", 004 Table 1).  004 sharpens every softmax at
-L_ex with a temperature τ < 1, softmax((q k / sqrt(d) + r) / τ), chosen so that
-the sharpness at L_ex matches the sharpness at L_tr with τ = 1.  Nothing is
-fine-tuned; τ is applied only through the model's ``set_temperature`` (:class:`extrap.lm.ExtrapLM`).
-
-Where it lives
---------------
-* :mod:`extrap.align_probe`: probing a model (P_max / entropy statistics over
-  all softmax rows, averaged layer-0 logits).
-* :mod:`extrap.align_search`: Algorithm 1, global or layer by layer.
-* :mod:`extrap.align_formulas`: the model-free part (Props. 1-2, the log-length
-  rule, the τ search itself).
-* here: the closed forms on a model (004 §6, :func:`closed_forms`: σ and l_max
-  from the layer-0 logits, then Prop. 1, Prop. 2 and the log-length rule),
-  :func:`aligned_temperature`, the entry point for an automatic temperature
-  (``eval --temperature auto``), and :func:`align_report`.
-
-``extrap.align`` re-exports the public names of all three, so users import
-alignment from one place.
+:func:`closed_forms` (σ and l_max from the layer-0 logits, then Prop. 1, Prop. 2 and the log-length
+rule), :func:`aligned_temperature` (the τ that ``--temperature auto`` uses at one L_ex) and
+:func:`align_report` (``extrap align``: per L_ex, the chosen τ, Algorithm 1's curve, the closed forms
+and P_max / H before and after).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
-from extrap.align_formulas import (
+from extrap.align.formulas import (
     DEFAULT_GRID,
-    MAX_PROBE_LENGTH,
-    MODES,
-    REFINE_STEPS,
     SEARCH_MODES,
-    Search,
-    averaged_sorted_logits,
     check_grid,
     check_lengths,
     check_mode,
-    check_tau,
     log_length_tau,
-    logit_row_stats,
     prop1,
-    prop1_coefficients,
     prop1_explain,
-    prop1_pmax,
-    prop1_roots,
     prop1_tau,
     prop2_tau,
-    resampled,
-    row_stats,
-    search_tau,
     sigma_of,
-    sorted_centred,
 )
-from extrap.align_probe import (
-    DEFAULT_SEGMENTS,
-    TOKEN_BUDGET,
-    Prober,
-    Stats,
-    attention_stats,
-    averaged_layer_logits,
-    current_temperature,
-    dispersion,
-    layer_logit_blocks,
-    segments_of,
-)
-from extrap.align_search import algorithm1
+from extrap.align.probe import DEFAULT_SEGMENTS, Prober, averaged_layer_logits, segments_of
+from extrap.align.search import algorithm1
 from extrap.errors import ExtrapError
-from extrap.lm import ExtrapLM, temperature
-
-__all__ = [
-    "DEFAULT_GRID",
-    "DEFAULT_SEGMENTS",
-    "MAX_PROBE_LENGTH",
-    "MODES",
-    "REFINE_STEPS",
-    "SEARCH_MODES",
-    "TOKEN_BUDGET",
-    "TemperatureSpec",
-    "algorithm1",
-    "align_report",
-    "aligned_temperature",
-    "attention_stats",
-    "averaged_layer_logits",
-    "averaged_sorted_logits",
-    "check_grid",
-    "check_lengths",
-    "check_layer_taus",
-    "check_mode",
-    "check_tau",
-    "closed_forms",
-    "current_temperature",
-    "dispersion",
-    "layer_logit_blocks",
-    "log_length_tau",
-    "logit_row_stats",
-    "parse_temperature_spec",
-    "prop1",
-    "prop1_coefficients",
-    "prop1_explain",
-    "prop1_pmax",
-    "prop1_roots",
-    "prop1_tau",
-    "prop2_tau",
-    "resampled",
-    "row_stats",
-    "Search",
-    "search_tau",
-    "segments_of",
-    "sigma_of",
-    "sorted_centred",
-    "Stats",
-    "temperature",
-]
-
-
-PER_LAYER = "per-layer"
-TEMPERATURE_FORMS = "none, TAU, TAU_1,...,TAU_R (one per layer) or auto[:MODE][:per-layer]"
-
-
-@dataclass(frozen=True)
-class TemperatureSpec:
-    """A temperature request: none, one τ, one τ per layer, or ``auto`` (004 alignment at each L_ex).
-
-    ``kind``: "none" | "fixed" | "layers" | "auto".  ``tau``: the τ (fixed) or the τs (layers).
-    ``mode``: the alignment mode named after ``auto:`` (None: the caller's default).  ``per_layer``:
-    ``auto:per-layer``, Algorithm 1 layer by layer (one aligned τ per layer).
-    """
-
-    kind: str
-    tau: float | tuple[float, ...] | None = None
-    mode: str | None = None
-    per_layer: bool = False
-
-    def value(self) -> float | list[float] | str | None:
-        """The canonical form: None, a float, a list of floats, or "auto[:MODE][:per-layer]"."""
-        if self.kind == "none":
-            return None
-        if self.kind == "fixed":
-            return float(self.tau)
-        if self.kind == "layers":
-            return list(self.tau)
-        return ":".join(["auto", *([self.mode] if self.mode else []), *([PER_LAYER] if self.per_layer else [])])
-
-
-def parse_temperature_spec(value) -> TemperatureSpec:
-    """Read a temperature given as None, a number, a list of numbers, or text.
-
-    Text: ``none``; ``TAU``; ``TAU_1,...,TAU_R`` (one per layer, checked against the model by
-    :func:`check_layer_taus` where the model is known); ``auto``, ``auto:MODE``, ``auto:per-layer``
-    or ``auto:MODE:per-layer``.  A mistake raises ExtrapError in one line.
-    """
-    if isinstance(value, TemperatureSpec):
-        return value
-    if value is None:
-        return TemperatureSpec("none")
-    if isinstance(value, (list, tuple)):
-        if not value:
-            raise ExtrapError("temperature: the list of per-layer values is empty")
-        return TemperatureSpec("layers", tuple(check_tau(list(value))))
-    if not isinstance(value, str):
-        return TemperatureSpec("fixed", check_tau(value))
-    text = value.strip().lower()
-    if text in ("", "none"):
-        return TemperatureSpec("none")
-    if text.split(":")[0] == "auto":
-        return _auto_spec(text.split(":")[1:])
-    try:
-        taus = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise ExtrapError(f"temperature must be {TEMPERATURE_FORMS}, got {value!r}") from None
-    if "," in text:
-        return TemperatureSpec("layers", tuple(check_tau(taus)))
-    return TemperatureSpec("fixed", check_tau(taus[0]))
-
-
-def _auto_spec(parts: list[str]) -> TemperatureSpec:
-    """``auto`` followed by ``parts`` (the words after each colon): at most one mode and ``per-layer``."""
-    modes = [p for p in parts if p != PER_LAYER]
-    if len(modes) > 1 or parts.count(PER_LAYER) > 1:
-        raise ExtrapError(f"temperature must be {TEMPERATURE_FORMS}, got {':'.join(['auto', *parts])!r}")
-    mode = check_mode(modes[0]) if modes else None
-    per_layer = PER_LAYER in parts
-    if per_layer and mode is not None and mode not in SEARCH_MODES:
-        raise ExtrapError(f"per-layer temperatures need an Algorithm 1 mode (pmax or entropy), not {mode}")
-    return TemperatureSpec("auto", mode=mode, per_layer=per_layer)
-
-
-def check_layer_taus(taus: Sequence[float], n_layer: int) -> list[float]:
-    """One positive finite τ per layer: a list of another length is refused in one line."""
-    taus = check_tau(list(taus))
-    if len(taus) != n_layer:
-        raise ExtrapError(
-            f"temperature: {len(taus)} values given for a model with {n_layer} layers (give one τ per layer)"
-        )
-    return taus
+from extrap.model.protocol import ExtrapLM, temperature
 
 
 def closed_forms(

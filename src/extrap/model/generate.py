@@ -6,7 +6,7 @@ relative PE this is exactly attention restricted to a window of W keys, which
 ``model(x, window=W)`` computes in one pass; :func:`step_logits` checks that
 identity in the tests.
 
-Decoding runs through the model's own ``step`` (:class:`extrap.lm.ExtrapLM`): for
+Decoding runs through the model's own ``step`` (:class:`extrap.model.protocol.ExtrapLM`): for
 :class:`extrap.model.GPT` that is :meth:`extrap.model.Attention.forward` with a cache,
 the same bias blocks and scheme function as the full forward pass.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.kv_cache import KVCache, LayerCache
-from extrap.lm import ExtrapLM
+from extrap.model.kv_cache import KVCache, LayerCache
+from extrap.model.protocol import ExtrapLM
 
 
 @torch.no_grad()

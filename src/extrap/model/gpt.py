@@ -5,11 +5,11 @@ and one :class:`ModelConfig` dataclass.  Positional information enters in exactl
 one of three ways, decided by the scheme's capabilities:
 
 * ``adds_bias``: r(t) from the scheme's function, added to the logits block by block
-  (:mod:`extrap.attention`), with learnable parameters per layer;
+  (:mod:`extrap.model.attention`), with learnable parameters per layer;
 * ``embeds``: an absolute embedding added to the token embedding;
 * ``rotates``: queries and keys rotated by the scheme.
 
-:class:`GPT` implements :class:`extrap.lm.ExtrapLM`.  Its KV cache and its probes run through
+:class:`GPT` implements :class:`extrap.model.protocol.ExtrapLM`.  Its KV cache and its probes run through
 :meth:`Attention.forward` itself (keyword arguments ``cache``, ``return_probs``,
 ``return_logits``), so the forward pass is written once.
 
@@ -26,10 +26,10 @@ import torch
 import torch.nn as nn
 
 from extrap import positional
-from extrap.attention import BiasContext, attend, bias_block, toeplitz_table
 from extrap.errors import ExtrapError
-from extrap.kv_cache import KVCache, LayerCache, attend_cached
-from extrap.lm import Blocks, ModelShape, Output, check_temperatures
+from extrap.model.attention import BiasContext, attend, bias_block, toeplitz_table
+from extrap.model.kv_cache import KVCache, LayerCache, attend_cached
+from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 
 
 @dataclass
@@ -215,7 +215,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """The extrap LM; implements :class:`extrap.lm.ExtrapLM`."""
+    """The extrap LM; implements :class:`extrap.model.protocol.ExtrapLM`."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
