@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
+
+if TYPE_CHECKING:  # the records import torch: loaded when the command runs, not when the CLI starts
+    from extrap.erf import ErfReport, ErfSettings, RunErf
 
 
 def register(sub) -> None:
@@ -76,92 +81,90 @@ def _fmt(v, spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _trf_setting(row: dict) -> str:
-    return f"eps={row['trf_eps']:g}, {row['trf_reduce']}"
+def _trf_setting(row: RunErf) -> str:
+    return f"eps={row.trf_eps:g}, {row.trf_reduce}"
 
 
-def _print_table(report: dict) -> None:
-    rows = report["runs"]
+def _print_table(report: ErfReport) -> None:
+    rows = report.runs
     r0 = rows[0]
-    width = max(len("run"), *(len(r["run"]) for r in rows))
-    pw = max(len("pe"), *(len(r["pe"]) for r in rows))
+    width = max(len("run"), *(len(r.run) for r in rows))
+    pw = max(len("pe"), *(len(r.pe) for r in rows))
     trf = f"TRF({_trf_setting(r0)})"
     print(f"{'run':<{width}}  {'pe':<{pw}}  {'L_ex':>6}  {'grad ERF':>9}  {'attn ERF':>9}  {trf:>7}")
     for r in rows:
-        attn = r["attn_erf"]["summary"] if r["attn_erf"] else None
+        grad = r.grad.erf if r.grad else None
+        attn = r.attn.summary if r.attn else None
         print(
-            f"{r['run']:<{width}}  {r['pe']:<{pw}}  {r['length']:>6}  {_fmt(r['grad_erf']):>9}  "
-            f"{_fmt(attn):>9}  {_fmt(r['trf'], 'd' if isinstance(r['trf'], int) else '.1f'):>{len(trf)}}"
+            f"{r.run:<{width}}  {r.pe:<{pw}}  {r.length:>6}  {_fmt(grad):>9}  "
+            f"{_fmt(attn):>9}  {_fmt(r.trf, 'd' if isinstance(r.trf, int) else '.1f'):>{len(trf)}}"
         )
     notes = [
-        f"grad ERF: mean over {r0['segments']} segments of the fewest most recent tokens holding "
-        f"> {r0['threshold']} of the input gradient (003 §5.1)"
+        f"grad ERF: mean over {r0.segments} segments of the fewest most recent tokens holding "
+        f"> {r0.threshold} of the input gradient (003 §5.1)"
     ]
-    if r0["attn_erf"]:
-        a = r0["attn_erf"]
+    if r0.attn:
+        a = r0.attn
         notes.append(
-            f"attn ERF: mean over heads of the median n_emp(eps={a['eps']:g}) (000), L={a['length']}, "
-            f"queries i >= {a['first_query']}" + (" (capped for dense attention)" if a["length"] < r0["length"] else "")
+            f"attn ERF: mean over heads of the median n_emp(eps={a.eps:g}) (000), L={a.length}, "
+            f"queries i >= {a.first_query}" + (" (capped for dense attention)" if a.length < r0.length else "")
         )
-    params = "initial" if r0["trf_source"] == "init" else "trained"
+    params = "initial" if r0.trf_source == "init" else "trained"
     notes.append(
-        f"TRF: theory n_the(eps={r0['trf_eps']:g}) (000 Eq. 22) at the {params} bias parameters, "
-        f"{r0['trf_reduce']} over heads"
+        f"TRF: theory n_the(eps={r0.trf_eps:g}) (000 Eq. 22) at the {params} bias parameters, "
+        f"{r0.trf_reduce} over heads"
         + (" and layers" if params == "trained" else "")
         + "; '-' = not a Toeplitz bias RPE, divergent, or unknown"
     )
     for n in notes:
         print("  " + n)
     if len(rows) > 1:
-        for key, label in (("grad", "grad ERF"), ("attn", "attn ERF")):
-            s = report["spearman"][key]
+        for s, label in ((report.spearman.grad, "grad ERF"), (report.spearman.attn, "attn ERF")):
             print(
-                f"Spearman(TRF({_trf_setting(r0)}), {label}) = {_fmt(s['rho'], '.3f')} "
-                f"over {s['n']} run(s) with a finite TRF"
+                f"Spearman(TRF({_trf_setting(r0)}), {label}) = {_fmt(s.rho, '.3f')} over {s.n} run(s) with a finite TRF"
             )
 
 
-def run(args) -> int:
+def settings_of(args) -> ErfSettings:
+    """The measurement the command line asks for (an unset --trf-eps / --trf-reduce: ERF_TRF's)."""
     from extrap.devices import resolve_device
+    from extrap.erf import ErfSettings
+
+    trf = {k: getattr(args, k) for k in ("trf_eps", "trf_reduce") if getattr(args, k) is not None}
+    return ErfSettings(
+        kind=args.kind,
+        length=args.length,
+        segments=args.segments,
+        threshold=args.threshold,
+        eps=args.eps,
+        split=args.split,
+        batch=args.batch,
+        trf_source=args.trf_source,
+        device=str(resolve_device(args.device)),
+        corpus=args.corpus,
+        **trf,
+    )
+
+
+def run(args) -> int:
     from extrap.erf import compare_trf_erf, plot_gradient_curves
     from extrap.io import run_metadata
 
     _check(args)
-    device = str(resolve_device(args.device))
-    result = compare_trf_erf(
-        args.runs,
-        eps=args.eps,
-        kind=args.kind,
-        progress=not args.json,
-        length=args.length,
-        segments=args.segments,
-        threshold=args.threshold,
-        split=args.split,
-        batch=args.batch,
-        **{k: getattr(args, k) for k in ("trf_eps", "trf_reduce") if getattr(args, k) is not None},  # else ERF_TRF
-        trf_source=args.trf_source,
-        device=device,
-        corpus=args.corpus,
-    )
+    report = compare_trf_erf(args.runs, settings_of(args), progress=not args.json)
     meta = run_metadata()
-    report = {
-        "runs": result["rows"],
-        "spearman": result["spearman"],
-        "extrap_version": meta["extrap_version"],
-        "command": meta["command"],
-    }
+    report = replace(report, extrap_version=meta["extrap_version"], command=meta["command"])
     if args.plot:
-        paths = plot_gradient_curves(report["runs"], args.plot)
-        report["plots"] = [str(p) for p in paths]
+        report = replace(report, plots=tuple(str(p) for p in plot_gradient_curves(report.runs, args.plot)))
     if args.csv:
         from extrap.results.tables import erf_table, write_csv
 
         write_csv(args.csv, erf_table(report))
     if args.json:
-        print(json.dumps(report, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
+        print(json.dumps(report.to_json(), indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         _print_table(report)
-        for p in report.get("plots", []):
+        for p in report.plots:
             print(f"wrote {p}")
     sys.stdout.flush()
     return 0

@@ -15,12 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
+
+if TYPE_CHECKING:  # the theory engine loads sympy and torch: imported when the command runs
+    from extrap.theory import HeadResult
+    from extrap.theory.reports import CheckpointHead
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +123,7 @@ def expand_pes(names: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from extrap.positional import get
     from extrap.theory import analyse, collapse, compare, eps_key
+    from extrap.theory.reports import TheoryReport
 
     eps = args.eps
     lengths = args.lengths
@@ -140,15 +147,11 @@ def run(args: argparse.Namespace) -> int:
             comparisons.append(compare(schemes[0], other, args.heads, eps=eps))
     plots = _plots(schemes, args) if args.plot else []
     if args.csv:
-        _write_csv(args.csv, [r.to_dict() for r in rows])
+        _write_csv(args.csv, rows)
 
     if args.json:
-        out = {"results": [r.to_dict() for r in rows]}
-        if comparisons:
-            out["comparisons"] = [c.to_dict() for c in comparisons]
-        if plots:
-            out["plots"] = [str(p) for p in plots]
-        print(json.dumps(out, indent=None, default=str, allow_nan=False))
+        report = TheoryReport(tuple(rows), tuple(comparisons), tuple(str(p) for p in plots))
+        print(json.dumps(report.to_json(), indent=None, default=str, allow_nan=False))
         return 0
     keys = [eps_key(e) for e in eps]
     _print_table(rows, keys, max(lengths), args.explain)
@@ -169,31 +172,42 @@ class CheckpointRow:
     verdict: str | None
     test: str | None
     series_sum: float | None
-    trf: dict
+    trf: Mapping
     growth: Any = None
     tail_term: Any = None
     trf_note: str | None = None
     explanation: str | None = None
     dilution: Any = None
-    params: dict | None = None  # the head's learned parameter values
+    params: Mapping | None = None  # the head's learned parameter values
 
     @classmethod
-    def of(cls, r: dict) -> CheckpointRow:
-        layer = "" if r.get("layer") is None else f" L{r['layer']}"
-        keep = ("head", "verdict", "test", "growth", "tail_term", "trf_note", "explanation", "dilution", "params")
-        series_sum = None if r.get("series_sum") is None else float(r["series_sum"])
+    def of(cls, h: CheckpointHead) -> CheckpointRow:
+        r = h.result
+        layer = "" if h.layer is None else f" L{h.layer}"
+        keep = ("head", "verdict", "test", "growth", "tail_term", "trf_note", "explanation")
         return cls(
-            pe=f"{r['pe']} [{r['part']}{layer}]",
-            series_sum=series_sum,
-            trf=r.get("trf") or {},
-            **{k: r.get(k) for k in keep},
+            pe=f"{r.pe} [{h.part}{layer}]",
+            series_sum=_finite(r.series_sum),
+            trf=r.trf,
+            dilution=None if r.dilution is None else {k: _finite(v) for k, v in r.dilution.items()},
+            params=h.params,
+            **{k: getattr(r, k) for k in keep},
         )
+
+
+def _finite(x) -> float | None:
+    """``x`` as a float, None where it has no finite float64 value (as --json writes it)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 def _run_checkpoint(args, eps, lengths) -> int:
     """``--checkpoint``: per-head verdicts of a run's learned bias, or of an hf: checkpoint's."""
     from extrap.run import is_hf
     from extrap.theory import eps_key
+    from extrap.theory.reports import CheckpointTheory
 
     src = args.checkpoint
     plots = []
@@ -201,58 +215,52 @@ def _run_checkpoint(args, eps, lengths) -> int:
         from extrap.hf import hf_theory, plot_t5_tables
 
         rows = hf_theory(src, eps, lengths, args.train_length)
-        if args.plot and any(r.get("pe", "").startswith("t5") for r in rows):
+        if args.plot and any(r.result.pe.startswith("t5") for r in rows):
             plots = plot_t5_tables(src, args.plot)
     else:
         rows = _run_rows(src, eps, lengths, args.train_length)
     if args.csv:
         _write_csv(args.csv, rows)
     if args.json:
-        print(
-            json.dumps(
-                {"checkpoint": str(src), "results": rows, **({"plots": [str(p) for p in plots]} if plots else {})},
-                default=str,
-                allow_nan=False,
-            )
-        )
+        report = CheckpointTheory(str(src), tuple(rows), tuple(str(p) for p in plots))
+        print(json.dumps(report.to_json(), default=str, allow_nan=False))
         return 0
     keys = [eps_key(e) for e in eps]
     view = [CheckpointRow.of(r) for r in rows]
     _print_table(view, keys, max(lengths), args.explain)
-    for note in dict.fromkeys(r["slope_note"] for r in rows if r.get("slope_note")):
+    for note in dict.fromkeys(r.slope_note for r in rows if r.slope_note):
         print(f"note: {note}")
     for p in plots:
         print(f"wrote {p}")
     return 0
 
 
-def _run_rows(src, eps, lengths, train_length: int | None) -> list[dict]:
+def _run_rows(src, eps, lengths, train_length: int | None) -> list[CheckpointHead]:
     """Rows of a run directory: each layer's heads, with their learned parameter values, analysed at
     the run's own training length unless ``train_length`` is given."""
     from extrap.positional import get
     from extrap.run.parameters import head_values, read_checkpoint_bias
     from extrap.theory import analyse_checkpoint
+    from extrap.theory.reports import CheckpointHead
 
     ckpt = read_checkpoint_bias(src)
     tl = train_length or ckpt.train_length or DEFAULT_TRAIN_LENGTH
     res = analyse_checkpoint(ckpt.layers, ckpt.spec, ckpt.heads, eps=eps, lengths=lengths, train_length=tl)
     scheme = get(ckpt.spec)
     rows = []
-    for layer, results in res["layers"].items():
-        stored = {k: v.detach().double() for k, v in ckpt.layers[layer].items()}
+    for layer in res.layers:
+        stored = {k: v.detach().double() for k, v in ckpt.layers[layer.name].items()}
         values = scheme.values(stored, ckpt.heads) if stored else {}
-        for r in results:
-            row = {"checkpoint": str(src), "part": "decoder", "layer": _layer_index(layer), **r.to_dict()}
-            if values:
-                row["params"] = head_values(values, r.head)
-            rows.append(row)
+        for r in layer.heads:
+            params = head_values(values, r.head) if values else None
+            rows.append(CheckpointHead(str(src), "decoder", _layer_index(layer.name), r, params))
     return rows
 
 
 # ---------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------
-def _write_csv(path: str, results: list[dict]) -> None:
+def _write_csv(path: str, results: list[HeadResult] | list[CheckpointHead]) -> None:
     from extrap.io import run_metadata
     from extrap.results.tables import theory_table, write_csv
 
@@ -291,7 +299,7 @@ def format_table(rows, eps_keys: list[str], top_length: int) -> str:
     return "\n".join(lines)
 
 
-def _params_text(params: dict | None, most: int = 8) -> str:
+def _params_text(params: Mapping | None, most: int = 8) -> str:
     """``r1=1.62 r2=0.931``; a vector shows its first and last values past ``most`` (JSON has them all)."""
 
     def show(v) -> str:

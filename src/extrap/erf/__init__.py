@@ -29,7 +29,8 @@ validation (or test) token stream:
 several runs and reports Spearman rank correlations (000 Figs. 5-6 compare the
 trends of TRF and ERF across RPEs).
 
-:mod:`.measures` holds the two measurements on a model; :mod:`.runs` applies them to runs.
+:mod:`.measures` holds the two measurements on a model; :mod:`.runs` applies them to runs, as asked
+by one :class:`ErfSettings`, and :mod:`.records` holds what they report (:class:`RunErf`, :class:`ErfReport`).
 """
 
 from extrap.erf.measures import (
@@ -52,6 +53,7 @@ from extrap.erf.measures import (
     gradient_erf,
     gradient_norms,
 )
+from extrap.erf.records import ERF_DEFAULTS, ErfReport, ErfSettings, ErfSpearman, RankCorrelation, RunErf
 from extrap.erf.runs import (
     compare_trf_erf,
     plot_gradient_curves,
@@ -65,12 +67,18 @@ __all__ = [
     "ATTN_EPS",
     "ATTN_MAX_LENGTH",
     "DEFAULT_SEGMENTS",
+    "ERF_DEFAULTS",
     "GRAD_THRESHOLD",
     "HEAD_REDUCTIONS",
     "KINDS",
     "TRF_SOURCES",
     "AttentionERF",
+    "ErfReport",
+    "ErfSettings",
+    "ErfSpearman",
     "GradientERF",
+    "RankCorrelation",
+    "RunErf",
     "attention_erf",
     "attention_n_emp",
     "by_distance",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -85,20 +85,43 @@ def erf_from_curve(curve: torch.Tensor, threshold: float = GRAD_THRESHOLD) -> to
     return torch.where(above.any(-1), k, torch.full_like(k, curve.shape[-1]))
 
 
-@dataclass
+@dataclass(frozen=True)
 class GradientERF:
-    """Gradient ERF of one model at one length, over several segments."""
+    """Gradient ERF of one model at one length, over several segments.
 
-    erf: float  # mean over segments of the per-segment ERF (tokens)
-    erf_of_mean_curve: int  # ERF read off the averaged curve (as one would from 003 Fig. 4)
-    per_segment: list[int]
-    curve: list[float]  # averaged curve[k-1]: share of the gradient on the k most recent context tokens
+    A number a JSON file wrote as null (not finite when measured) reads back as None.
+    """
+
+    erf: float | None  # mean over segments of the per-segment ERF (tokens)
+    erf_of_mean_curve: int | None  # ERF read off the averaged curve (as one would from 003 Fig. 4)
+    per_segment: tuple[int, ...]
+    curve: tuple[float | None, ...]  # averaged curve[k-1]: share of the gradient on the k most recent context tokens
     length: int  # L_ex: context of L_ex - 1 tokens, predicting the L_ex-th
     segments: int
     threshold: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_json(self) -> dict:
+        return {
+            "erf": self.erf,
+            "erf_of_mean_curve": self.erf_of_mean_curve,
+            "per_segment": list(self.per_segment),
+            "curve": list(self.curve),
+            "length": self.length,
+            "segments": self.segments,
+            "threshold": self.threshold,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> GradientERF:
+        return cls(
+            erf=d.get("erf"),
+            erf_of_mean_curve=d.get("erf_of_mean_curve"),
+            per_segment=tuple(d.get("per_segment") or ()),
+            curve=tuple(d.get("curve") or ()),
+            length=d.get("length"),
+            segments=d.get("segments"),
+            threshold=d.get("threshold"),
+        )
 
 
 def gradient_erf(
@@ -130,8 +153,8 @@ def gradient_erf(
     return GradientERF(
         erf=float(per_seg.double().mean()),
         erf_of_mean_curve=int(erf_from_curve(mean_curve, threshold)),
-        per_segment=[int(v) for v in per_seg],
-        curve=[float(v) for v in mean_curve],
+        per_segment=tuple(int(v) for v in per_seg),
+        curve=tuple(float(v) for v in mean_curve),
         length=length,
         segments=segments,
         threshold=threshold,
@@ -166,21 +189,37 @@ def attention_n_emp(probs: torch.Tensor, eps: float = ATTN_EPS, first_query: int
     return (mass > total * (1 - eps)).to(torch.int8).argmax(-1) + 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttentionERF:
-    """Attention ERF (000 n_emp) per layer and head, aggregated over segments and queries."""
+    """Attention ERF (000 n_emp) per layer and head, aggregated over segments and queries.
 
-    summary: float  # mean over (layer, head) of the per-head median n_emp
-    max_head: float  # largest per-head median
-    per_layer_head: list[list[float]]  # (n_layer, n_head) median n_emp over queries and segments
-    per_layer_head_mean: list[list[float]]
-    eps: float
-    length: int
-    first_query: int  # queries i >= first_query (0-based) are aggregated
-    segments: int
+    Only ``summary`` is required: early study files recorded the summary alone.
+    """
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    summary: float | None  # mean over (layer, head) of the per-head median n_emp
+    max_head: float | None = None  # largest per-head median
+    per_layer_head: tuple[tuple[float, ...], ...] = ()  # (n_layer, n_head) median n_emp over queries and segments
+    per_layer_head_mean: tuple[tuple[float, ...], ...] = ()
+    eps: float | None = None
+    length: int | None = None
+    first_query: int | None = None  # queries i >= first_query (0-based) are aggregated
+    segments: int | None = None
+
+    def to_json(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["per_layer_head"] = [list(row) for row in self.per_layer_head]
+        out["per_layer_head_mean"] = [list(row) for row in self.per_layer_head_mean]
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict | float) -> AttentionERF:
+        """The JSON object, or the bare summary number an early study file holds."""
+        if not isinstance(d, dict):
+            return cls(summary=d)
+        known = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for key in ("per_layer_head", "per_layer_head_mean"):
+            known[key] = tuple(tuple(row) for row in known.get(key) or ())
+        return cls(**known)
 
 
 def attention_erf(
@@ -226,8 +265,8 @@ def attention_erf(
     return AttentionERF(
         summary=sum(heads) / len(heads),
         max_head=max(heads),
-        per_layer_head=med,
-        per_layer_head_mean=mean,
+        per_layer_head=tuple(tuple(row) for row in med),
+        per_layer_head_mean=tuple(tuple(row) for row in mean),
         eps=eps,
         length=length,
         first_query=first_query,

@@ -6,11 +6,15 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from extrap.errors import ExtrapError
 from extrap.hf.common import CAUSAL_FAMILIES, T5_FAMILIES, architecture, check_folder, read_hf_config
+
+if TYPE_CHECKING:
+    from extrap.theory.reports import CheckpointHead
 
 T5_TRAIN_LENGTH = 512  # T5's pre-training input length (Raffel et al. 2020)
 
@@ -123,8 +127,9 @@ def alibi_checkpoint_slopes(folder: Path, cfg) -> CheckpointSlopes:
     return CheckpointSlopes(slopes, note)
 
 
-def _t5_rows(folder: Path, eps, lengths, train_length: int) -> list[dict]:
+def _t5_rows(folder: Path, eps, lengths, train_length: int) -> list[CheckpointHead]:
     from extrap.theory import analyse
+    from extrap.theory.reports import CheckpointHead
 
     rows = []
     for t in t5_tables(folder):
@@ -135,32 +140,36 @@ def _t5_rows(folder: Path, eps, lengths, train_length: int) -> list[dict]:
         H = t["table"].shape[0]
         for r in analyse(spec, H, {"table": t["table"]}, eps=eps, lengths=lengths, train_length=train_length):
             params = {"table": t["table"][r.head].tolist()}
-            rows.append(
-                {"checkpoint": f"hf:{folder}", "part": t["part"], "layer": t["layer"], **r.to_dict(), "params": params}
-            )
+            rows.append(CheckpointHead(f"hf:{folder}", t["part"], t["layer"], r, params))
     return rows
 
 
-def _alibi_rows(folder: Path, cfg, eps, lengths, train_length: int) -> list[dict]:
+def _alibi_rows(folder: Path, cfg, eps, lengths, train_length: int) -> list[CheckpointHead]:
     from extrap.positional import alibi_slopes
     from extrap.theory import analyse
+    from extrap.theory.reports import CheckpointHead
 
     found = alibi_checkpoint_slopes(folder, cfg)
     slopes = found.slopes
     H = len(slopes)
     press = alibi_slopes(H)
     values = {"slope": torch.tensor(slopes, dtype=torch.float64)}
-    rows = []
-    for r in analyse("alibi", H, values, eps=eps, lengths=lengths, train_length=train_length):
-        row = {"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict()}
-        row.update(slope=slopes[r.head], press_slope=press[r.head], params={"slope": slopes[r.head]})
-        if found.note:
-            row["slope_note"] = found.note
-        rows.append(row)
-    return rows
+    return [
+        CheckpointHead(
+            f"hf:{folder}",
+            "decoder",
+            None,
+            r,
+            params={"slope": slopes[r.head]},
+            slope=slopes[r.head],
+            press_slope=press[r.head],
+            slope_note=found.note,
+        )
+        for r in analyse("alibi", H, values, eps=eps, lengths=lengths, train_length=train_length)
+    ]
 
 
-def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = None) -> list[dict]:
+def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = None) -> list[CheckpointHead]:
     """Per-head theory rows for an HF checkpoint's positional bias (T5 tables, BLOOM/MPT ALiBi).
 
     ``train_length`` None: 512 for T5 (its pre-training input length), the config's
@@ -168,6 +177,7 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
     ``params`` holds the head's parameters (T5: its bucket table; ALiBi: its slope).
     """
     from extrap.theory import analyse
+    from extrap.theory.reports import CheckpointHead
 
     folder = check_folder(path)
     cfg = read_hf_config(folder)
@@ -181,10 +191,7 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
         return _alibi_rows(folder, cfg, eps, lengths, tl)
     if mtype in CAUSAL_FAMILIES:
         scheme = "rope" if CAUSAL_FAMILIES[mtype] == "rope" else "learned"
-        return [
-            {"checkpoint": f"hf:{folder}", "part": "decoder", "layer": None, **r.to_dict()}
-            for r in analyse(scheme, 1, eps=eps)
-        ]
+        return [CheckpointHead(f"hf:{folder}", "decoder", None, r) for r in analyse(scheme, 1, eps=eps)]
     raise ExtrapError(f"not supported: {architecture(cfg)}")
 
 

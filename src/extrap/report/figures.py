@@ -50,7 +50,8 @@ def series(rep: EvalReport | None) -> tuple[list[int], list[float]]:
 def ppl_axes(ax, curves: list[tuple[str, list[int], list[float]]], train_length, title: str) -> None:
     ys = [p for _, _, ps in curves for p in ps]
     for k, (label, xs, ps) in enumerate(curves):
-        ax.plot(xs, ps, marker="o", ms=3, label=label, **curve_style(k))
+        style = curve_style(k)
+        ax.plot(xs, ps, marker="o", ms=3, label=label, color=style.color, ls=style.ls)
     ax.set_xscale("log", base=2)
     if ys and min(ys) > 0 and max(ys) / min(ys) > 20:  # exploding PEs would flatten the rest
         ax.set_yscale("log")
@@ -137,7 +138,8 @@ def grad_curves_figure(results: StudyResults, notes: dict):
     for k, (pe, curve) in enumerate(curves):
         ys = [num(y) for y in curve]
         ys = [y if y is not None else math.nan for y in ys]
-        ax.plot(range(1, len(ys) + 1), ys, label=pe_label(results, pe), **curve_style(k))
+        style = curve_style(k)
+        ax.plot(range(1, len(ys) + 1), ys, label=pe_label(results, pe), color=style.color, ls=style.ls)
     ax.set_xscale("log", base=2)
     ax.axhline(0.99, color="grey", ls=":", lw=1)
     if isinstance(results.train_length, int):

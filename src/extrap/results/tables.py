@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 from extrap.io import atomic_write_text
 
 if TYPE_CHECKING:
+    from extrap.erf import ErfReport
     from extrap.results import StudyResults
+    from extrap.theory import HeadResult
+    from extrap.theory.reports import CheckpointHead
 
 PROVENANCE = ("extrap_version", "seed", "corpus_hash")
 TRAILING = ("text", "prompt", "explanation", "command")  # long text: the last columns
@@ -153,17 +156,17 @@ def theory_rows(result: Mapping) -> list[dict[str, Any]]:
     return [{**front, "eps": eps, "trf": n, **rest, **tail} for eps, n in trf.items()]
 
 
-def theory_table(results: Iterable[Mapping], meta: Mapping | None = None) -> Table:
+def theory_table(results: Iterable[HeadResult | CheckpointHead], meta: Mapping | None = None) -> Table:
     """``extrap theory`` (PEs or ``--checkpoint``): one row per scheme or layer, head and eps."""
     head = provenance(meta or {})
-    return Table([{**head, **row, **_command(meta or {})} for r in results for row in theory_rows(r)])
+    return Table([{**head, **row, **_command(meta or {})} for r in results for row in theory_rows(r.to_json())])
 
 
-def erf_table(report: Mapping) -> Table:
+def erf_table(report: ErfReport) -> Table:
     """``extrap erf``: one row per run, Spearman's ρ over the runs repeated on each."""
-    rho = flat(report.get("spearman") or {}, "spearman.")
+    rho = flat(report.spearman.to_json(), "spearman.")
     rows = []
-    for r in report.get("runs", []):
+    for r in (run.to_json() for run in report.runs):
         values = flat(r, skip=(*PROVENANCE, "command", "grad_curve"))
         rows.append({**provenance(r), **values, **rho, **_command(r)})
     return Table(rows)

@@ -19,11 +19,12 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 
+from extrap.erf import RunErf
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results import (
@@ -52,7 +53,7 @@ from extrap.study.orchestrator import (
     saved_record,
 )
 from extrap.study.presets import DEFAULT_PES, STUDY_PRESETS, SlopeVariants, StudySettings
-from extrap.study.trained import initial_rows, trained_theory
+from extrap.study.trained import TrainedTheory, initial_rows, trained_theory
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 THEORY_EPS = (1e-3, 1e-6)  # the theory table's ε
@@ -108,11 +109,12 @@ def pe_job(args: dict) -> dict:
         )
 
     evals = {p: recorded(rd, f"eval-{p}", lambda p=p: evaluated(p)) for p in PROTOCOLS}
-    receptive = recorded(
-        rd, "erf", lambda: erf.run_erf(run(), "both", length=L_tr * args["erf_multiple"], segments=args["erf_segments"])
-    )
+    at = erf.ErfSettings(length=L_tr * args["erf_multiple"], segments=args["erf_segments"])
+    receptive = recorded(rd, "erf", lambda: erf.run_erf(run(), at).to_json())
     lengths = [L_tr * k for k in args["multiples"] if k > 1]
-    theory = recorded(rd, "theory-trained", lambda: trained_theory(rd.path, args["pe"], THEORY_EPS, lengths, L_tr))
+    theory = recorded(
+        rd, "theory-trained", lambda: trained_theory(rd.path, args["pe"], THEORY_EPS, lengths, L_tr).to_json()
+    )
     return {
         "pe": args["pe"],
         "run_dir": str(rd.path),
@@ -169,47 +171,48 @@ def measure_timing(run_dir: Path, settings: StudySettings, threads: int) -> Timi
 
 
 def theory_rows(
-    pes: list[str], num_heads: int, train_length: int, lengths: list[int], per_pe: dict[str, dict]
+    pes: list[str], num_heads: int, train_length: int, lengths: list[int], trained: Mapping[str, TrainedTheory]
 ) -> list[TheoryRow]:
     """000 Theorem 0.4 and Eq. 22 for every PE, one row per head: initial parameters, then (schemes
     with learned bias parameters) the trained values of every layer."""
     rows = []
     for pe in pes:
         rows += initial_rows(pe, num_heads, THEORY_EPS, lengths, train_length)
-        rows += (per_pe.get(pe, {}).get("theory") or {}).get("rows") or []
-    return [TheoryRow.from_dict(r) for r in rows]
+        rows += [TheoryRow.from_dict(h.to_json()) for h in trained[pe].rows] if pe in trained else []
+    return rows
 
 
-def erf_entry(pe: str, res: dict, num_heads: int) -> ErfEntry:
+def erf_entry(pe: str, measured: RunErf, trained: TrainedTheory | None, num_heads: int) -> ErfEntry:
     """One run's measured ERFs beside the TRF (theory.STUDY_TRF) of the values its model uses."""
     from extrap.theory import STUDY_TRF, receptive_field
 
-    e, attn = res["erf"], res["erf"].get("attn_erf")
     initial = receptive_field(pe, eps=STUDY_TRF.eps, reduce=STUDY_TRF.reduce, num_heads=num_heads)
+    grad = measured.grad
     entry = ErfEntry(
-        grad_erf=e.get("grad_erf"),
-        grad_curve=e.get("grad_curve"),
-        attn_erf=attn.get("summary") if isinstance(attn, dict) else attn,
+        grad_erf=grad.erf if grad else None,
+        grad_curve=list(grad.curve) if grad else None,
+        attn_erf=measured.attn.summary if measured.attn else None,
         trf=initial.value,
         trf_eps=STUDY_TRF.eps,
         trf_reduce=STUDY_TRF.reduce,
         trf_params=INITIAL,
         trf_reason=initial.reason,
     )
-    trained = res.get("theory") or {}
-    if "trf" in trained:  # a scheme with learned bias parameters: the TRF of the trained model
-        entry.trf, entry.trf_reason, entry.trf_params = trained["trf"], trained.get("trf_reason"), TRAINED
+    if trained is not None and trained.learns_bias:  # learned bias parameters: the TRF of the trained model
+        entry.trf, entry.trf_reason, entry.trf_params = trained.trf, trained.trf_reason, TRAINED
         entry.trf_initial = initial.value
     return entry
 
 
-def erf_section(per_pe: dict[str, dict], num_heads: int) -> tuple[dict[str, ErfEntry], Spearman]:
+def erf_section(
+    measured: Mapping[str, RunErf], trained: Mapping[str, TrainedTheory], num_heads: int
+) -> tuple[dict[str, ErfEntry], Spearman]:
     """Each run's measured ERFs beside its TRF (trained values where the scheme learns them), and their
     rank correlation."""
     from extrap.erf import spearman
     from extrap.theory import STUDY_TRF
 
-    section = {pe: erf_entry(pe, res, num_heads) for pe, res in per_pe.items()}
+    section = {pe: erf_entry(pe, m, trained.get(pe), num_heads) for pe, m in measured.items()}
     finite = [(v.trf, v.grad_erf, v.attn_erf) for v in section.values() if v.trf is not None]
     sp = Spearman(n=len(finite), trf_eps=STUDY_TRF.eps, trf_reduce=STUDY_TRF.reduce, trf_params=TRAINED)
     if len(finite) >= 3:
@@ -219,7 +222,9 @@ def erf_section(per_pe: dict[str, dict], num_heads: int) -> tuple[dict[str, ErfE
     return section, sp
 
 
-def timing_section(out: Path, pes: list[str], done: dict, settings: StudySettings, jobs: int) -> Timing | None:
+def timing_section(
+    out: Path, pes: list[str], done: Collection[str], settings: StudySettings, jobs: int
+) -> Timing | None:
     """000 Table 1 on the first trained model (ALiBi when there is one), measured once per study folder."""
     path = out / TIMING_FILE
     if not path.exists():
@@ -243,7 +248,9 @@ def assemble(
     """The study's results from the per-PE outputs, with theory, TRFs and (extrapolation) timing."""
     out, L_tr = request.out, train_length
     per_pe = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
-    erf, sp = erf_section(per_pe, num_heads)
+    measured = {pe: RunErf.from_json(r["erf"]) for pe, r in per_pe.items()}
+    trained = {pe: TrainedTheory.from_json(r.get("theory") or {}) for pe, r in per_pe.items()}
+    erf, sp = erf_section(measured, trained, num_heads)
     results = StudyResults(
         preset=request.preset,
         experiment=request.experiment,
@@ -254,7 +261,7 @@ def assemble(
         delta=request.delta,
         **provenance([r["run_dir"] for r in per_pe.values()]),
         settings=asdict(settings),
-        theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], per_pe),
+        theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], trained),
         runs={pe: run_summary(r["run_dir"], r["train"], out) for pe, r in per_pe.items()},
         eval={pe: {p: EvalReport.from_dict(rep) for p, rep in r["eval"].items()} for pe, r in per_pe.items()},
         erf=erf,

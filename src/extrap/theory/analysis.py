@@ -33,7 +33,7 @@ from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
-from extrap.theory.results import HeadResult, check_eps, eps_key
+from extrap.theory.results import CheckpointAnalysis, HeadResult, LayerResults, check_eps, eps_key
 from extrap.theory.trf import Series
 from extrap.timeout import TimeLimit, time_limit
 
@@ -321,7 +321,7 @@ def analyse_checkpoint(
     lengths: Iterable[int] | None = None,
     train_length: int | None = None,
     loader: Loader | None = None,
-) -> dict:
+) -> CheckpointAnalysis:
     """Per-layer, per-head analysis of learned bias parameters.
 
     ``source`` is either a run directory, read by ``loader(path) -> (spec, num_heads,
@@ -333,7 +333,7 @@ def analyse_checkpoint(
     ``train_length`` (the L_tr of the dilution): given, else the run's own when ``source`` is a run
     directory read by the default loader, else 512.
 
-    Returns ``{"pe": spec, "num_heads": H, "layers": {layer: [HeadResult, ...]}}``.
+    Returns every layer's :class:`HeadResult` rows, in the order of ``source``.
     """
     if isinstance(source, (str, Path)):
         if loader is None:
@@ -352,27 +352,29 @@ def analyse_checkpoint(
         raise ExtrapError("analyse_checkpoint needs the scheme spec and the number of heads")
     scheme = resolve(spec)
     train_length = train_length or DEFAULT_TRAIN_LENGTH
-    layers = {}
+    layers = []
     for layer, params in stored.items():
         if not_applicable_reason(scheme):
-            layers[str(layer)] = analyse(scheme, num_heads)
+            layers.append(LayerResults(str(layer), tuple(analyse(scheme, num_heads))))
             continue
         missing = [q.name for q in scheme.params(num_heads) if q.name not in params]
         if missing:
             raise ExtrapError(f"layer {layer}: missing parameter(s) {', '.join(missing)} for {scheme.spec}")
         tensors = {k: torch.as_tensor(v).detach().double() for k, v in params.items()}
-        layers[str(layer)] = analyse(
-            scheme, num_heads, scheme.values(tensors, num_heads), eps=eps, lengths=lengths, train_length=train_length
-        )
-    return {"pe": scheme.spec, "num_heads": num_heads, "layers": layers}
+        values = scheme.values(tensors, num_heads)
+        heads = analyse(scheme, num_heads, values, eps=eps, lengths=lengths, train_length=train_length)
+        layers.append(LayerResults(str(layer), tuple(heads)))
+    return CheckpointAnalysis(pe=scheme.spec, num_heads=num_heads, layers=tuple(layers))
 
 
 __all__ = [
+    "CheckpointAnalysis",
     "DEFAULT_EPS",
     "DEFAULT_LENGTHS",
     "DEFAULT_TRAIN_LENGTH",
     "SERIES_TIMEOUT",
     "HeadResult",
+    "LayerResults",
     "analyse",
     "analyse_checkpoint",
     "check_eps",

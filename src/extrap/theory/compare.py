@@ -43,7 +43,7 @@ class Comparison:
     trf_a: dict[str, int | None] = field(default_factory=dict)
     trf_b: dict[str, int | None] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         return {
             "a": self.a,
             "b": self.b,
@@ -55,6 +55,11 @@ class Comparison:
             "trf_a": self.trf_a,
             "trf_b": self.trf_b,
         }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Comparison:
+        keys = ("a", "b", "head_a", "head_b", "smaller", "limit", "explanation")
+        return cls(**{k: d.get(k) for k in keys}, trf_a=dict(d.get("trf_a") or {}), trf_b=dict(d.get("trf_b") or {}))
 
 
 def compare(

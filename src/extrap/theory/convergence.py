@@ -20,6 +20,7 @@ one head's symbolic bias by analysis, never from partial sums:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import mpmath
@@ -38,6 +39,9 @@ MAX_LEVEL = 5  # compare -r with ln n, ln ln n, ..., ln ln ln ln ln n
 _N_NAMES = ["n", "ln n", "ln ln n", "ln ln ln n", "ln^(4) n", "ln^(5) n"]  # L_0 .. L_5 of n
 _J_NAMES = ["j", "ln j", "ln ln j", "ln ln ln j", "ln^(4) j", "ln^(5) j"]
 _TEST_NAMES = {1: "log-scale (Cauchy p-test)", 2: "Bertrand (ln n)"}
+
+Substitution = Mapping[sympy.Basic, sympy.Basic]
+"""Parameter symbol -> one head's exact value: the rule ``xreplace`` applies to a scheme's form."""
 
 
 @dataclass
@@ -58,7 +62,7 @@ class Verdict:
     settles: bool = False  # the eventual r(t) is a constant
     oscillates: bool = False  # the eventual r(t) has sin/cos in it
 
-    def for_head(self, values: dict) -> Verdict:
+    def for_head(self, values: Substitution) -> Verdict:
         """This verdict of a scheme's form with symbols for its parameters, for one head's ``values``
         (symbol -> number); its ``expr`` is substituted on first use."""
         out = replace(self, exponents=[_subs(q, values) for q in self.exponents])
@@ -67,7 +71,7 @@ class Verdict:
         return out
 
 
-def _subs(e, values: dict):
+def _subs(e, values: Substitution):
     return e.xreplace(values) if isinstance(e, sympy.Basic) else e
 
 

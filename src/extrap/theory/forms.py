@@ -32,7 +32,7 @@ from extrap.positional import ops
 from extrap.positional.base import BiasRPE
 from extrap.positional.conventions import T
 from extrap.theory.asymptotics import GiveUp
-from extrap.theory.convergence import Verdict, classify, classify_tail
+from extrap.theory.convergence import Substitution, Verdict, classify, classify_tail
 from extrap.theory.eventual import Undecided, eventual
 from extrap.theory.scale import mentions
 
@@ -83,7 +83,7 @@ class _Structure:
     tail: tuple | None = None  # (eventual branch, cutoff) of ``form``, the same for every head
     verdict: Verdict | None = None  # classify_tail of that branch, valid for every head
 
-    def subs(self, exact: Mapping) -> dict:
+    def subs(self, exact: Mapping) -> Substitution:
         """symbol -> the head's exact value, from ``scheme.head_values``."""
         out = {}
         for name, sym in self.symbols.items():

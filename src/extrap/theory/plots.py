@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +35,17 @@ DEFAULT_EPS_GRID = tuple(float(f"{x:.0e}") for x in np.logspace(-1, -8, 15))
 LINESTYLES = ("-", "--", ":", "-.")  # after the 10 colours of the default cycle, the next curves change style
 
 
-def curve_style(k: int) -> dict:
+@dataclass(frozen=True)
+class CurveStyle:
+    """A curve's matplotlib colour and line style (``ax.plot(..., color=s.color, ls=s.ls)``)."""
+
+    color: str
+    ls: str
+
+
+def curve_style(k: int) -> CurveStyle:
     """Colour and line style of the k-th curve of a figure: no two of the first 40 curves share both."""
-    return {"color": f"C{k % 10}", "ls": LINESTYLES[(k // 10) % len(LINESTYLES)]}
+    return CurveStyle(color=f"C{k % 10}", ls=LINESTYLES[(k // 10) % len(LINESTYLES)])
 
 
 def luminance(rgba) -> float:
@@ -122,7 +131,16 @@ def trf_curves(
     top = max((n for _, pts in curves for _, n in pts), default=1)
     scale = top if normalise else 1
     for k, (label, pts) in enumerate(curves):
-        ax.plot([e for e, _ in pts], [n / scale for _, n in pts], marker="o", ms=3, label=label, **curve_style(k))
+        style = curve_style(k)
+        ax.plot(
+            [e for e, _ in pts],
+            [n / scale for _, n in pts],
+            marker="o",
+            ms=3,
+            label=label,
+            color=style.color,
+            ls=style.ls,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.invert_xaxis()  # smaller ε (stricter) to the right, where the TRF is larger
@@ -191,7 +209,8 @@ def partial_sums_plot(
             beyond.append(scheme.spec)
         if shown.any():
             label = f"{scheme.spec} ({series_verdict(scheme, head, num_heads)})"
-            ax.plot(np.array(lengths)[shown], row[shown], label=label, **curve_style(len(ax.lines)))
+            style = curve_style(len(ax.lines))
+            ax.plot(np.array(lengths)[shown], row[shown], label=label, color=style.color, ls=style.ls)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("L (distances t = 0 … L−1 summed, in tokens)")

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 REDUCTIONS = ("max", "median", "mean", "none")
 """How the per-head TRFs become one number; ``none`` keeps the per-head list only."""
 
+DIVERGES = "the series diverges"  # how an infinite head's reason starts (its JSON value is null)
+
 
 @dataclass(frozen=True)
 class TRFSetting:
@@ -102,7 +104,7 @@ class TRF:
         known = [h for h in self.heads if h.value is not None]
         return max(known, key=lambda h: h.value) if known else None
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """JSON-ready (an infinite head is written as null, its reason says it diverges)."""
 
         def num(v):
@@ -118,6 +120,19 @@ class TRF:
                 {"layer": h.layer, "head": h.head, "value": num(h.value), "reason": h.reason} for h in self.heads
             ],
         }
+
+    @classmethod
+    def from_json(cls, d: dict) -> TRF:
+        """A TRF as written: a head written null whose reason says its series diverges is infinite again."""
+
+        def _head(h: dict) -> HeadTRF:
+            value, reason = h.get("value"), h.get("reason")
+            if value is None and (reason or "").startswith(DIVERGES):
+                value = math.inf
+            return HeadTRF(h.get("layer"), h.get("head"), value, reason)
+
+        heads = tuple(_head(h) for h in d.get("heads") or ())
+        return cls(d.get("pe"), d.get("eps"), d.get("reduce"), d.get("value"), heads, d.get("reason"))
 
 
 Values = Mapping[str, torch.Tensor]
@@ -198,7 +213,7 @@ def _head(r: HeadResult, eps: float, layer: int | None) -> HeadTRF:
         note = (r.trf_note or "not computed").removeprefix(f"eps={eps_key(eps)}: ")
         return HeadTRF(layer, r.head, None, f"no TRF at eps={eps_key(eps)}: {note}")
     if r.verdict == "diverges":
-        return HeadTRF(layer, r.head, math.inf, f"the series diverges ({r.test})")
+        return HeadTRF(layer, r.head, math.inf, f"{DIVERGES} ({r.test})")
     if r.verdict == "inconclusive":
         return HeadTRF(layer, r.head, None, "no test decides whether the series converges")
     return HeadTRF(layer, r.head, None, r.explanation)

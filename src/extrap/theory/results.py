@@ -1,9 +1,10 @@
-"""What the theory engine reports for one head, and the keys and checks of its eps values."""
+"""What the theory engine reports for one head and for a checkpoint's layers, and the keys and checks of its eps."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mpmath
@@ -58,9 +59,10 @@ class HeadResult:
         return max(15, min(30, int(-mpmath.log10(rel)) - 1))
 
     def same_as(self, other: HeadResult) -> bool:
-        return self.to_dict(head=0) == other.to_dict(head=0)
+        """Whether the two heads report the same (their head numbers aside)."""
+        return replace(self, head=0).to_json() == replace(other, head=0).to_json()
 
-    def to_dict(self, head: Any = "keep") -> dict:
+    def to_json(self) -> dict:
         """JSON-ready and strict: finite floats and ints only, B also as a 30-digit string.
 
         A value that is not a finite float64 number (B beyond 1.8e308, an overflowing
@@ -69,7 +71,7 @@ class HeadResult:
         notes = dict(self.notes)
         out = {
             "pe": self.pe,
-            "head": ("all" if self.head is None else self.head) if head == "keep" else head,
+            "head": "all" if self.head is None else self.head,
             "verdict": self.verdict,
             "test": self.test,
             "series_sum": None if self.series_sum is None else _strict(float(self.series_sum), "series_sum", notes),
@@ -88,6 +90,76 @@ class HeadResult:
             out["exponents"] = list(self.exponents)
         out.update({f"{name}_note": why for name, why in notes.items()})
         return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> HeadResult:
+        """A head as written: B from its digits, at the precision they were written."""
+        series_sum, error = _read_sum(d.get("series_sum"), d.get("series_sum_digits"))
+        notes = {k.removesuffix("_note"): v for k, v in d.items() if k.endswith("_note") and k != "trf_note"}
+        return cls(
+            pe=d.get("pe"),
+            head=None if d.get("head") == "all" else d.get("head"),
+            verdict=d.get("verdict"),
+            test=d.get("test"),
+            explanation=d.get("explanation"),
+            series_sum=series_sum,
+            series_sum_error=error,
+            trf=dict(d.get("trf") or {}),
+            **{k: d.get(k) for k in ("trf_note", "tail_term", "growth", "dilution", "train_length", "evidence")},
+            exponents=list(d.get("exponents") or ()),
+            notes=notes,
+        )
+
+
+ParamValues = Mapping[str, Any]
+"""One head's parameter values by name, as ``scheme.head_values`` gives them: a float each, or a list
+for a parameter with a vector per head (T5's bucket table); JSON-ready."""
+
+
+@dataclass(frozen=True)
+class LayerResults:
+    """The heads of one layer of a checkpoint, ``name`` its parameter prefix (``blocks.0.attn``)."""
+
+    name: str
+    heads: tuple[HeadResult, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointAnalysis:
+    """:func:`extrap.theory.analyse_checkpoint`: every layer's heads at the learned parameter values."""
+
+    pe: str
+    num_heads: int
+    layers: tuple[LayerResults, ...]
+
+    def to_json(self) -> dict:
+        layers = {x.name: [h.to_json() for h in x.heads] for x in self.layers}
+        return {"pe": self.pe, "num_heads": self.num_heads, "layers": layers}
+
+    @classmethod
+    def from_json(cls, d: dict) -> CheckpointAnalysis:
+        layers = tuple(
+            LayerResults(str(name), tuple(HeadResult.from_json(h) for h in heads))
+            for name, heads in (d.get("layers") or {}).items()
+        )
+        return cls(pe=d.get("pe"), num_heads=d.get("num_heads"), layers=layers)
+
+
+def _read_sum(value: float | None, digits: str | None) -> tuple:
+    """(B, its error bound) from the JSON's float and digits, so that ``to_json`` writes both again.
+
+    The digits (30 at most, every one kept) are B unless they are too few to give back the float
+    (15 or 16 digits); then B is the float, with an error bound that prints as many digits.
+    """
+    if digits is None:
+        return (None if value is None else mpmath.mpf(value)), None
+    with mpmath.workdps(40):
+        b = mpmath.mpf(digits)
+    if value is None or float(b) == value:
+        return b, None
+    shown = len(digits.split("e")[0].lstrip("-").replace(".", "").lstrip("0"))
+    b = mpmath.mpf(value)
+    return b, abs(b) * mpmath.mpf(10) ** -(max(15, shown) + 1.5)  # digits(): max(15, shown)
 
 
 def _strict(value, name: str, notes: dict[str, str]):

@@ -1,0 +1,94 @@
+"""What ``extrap theory`` reports: :class:`TheoryReport` for PEs, :class:`CheckpointTheory` for ``--checkpoint``.
+
+Each ``to_json`` writes the object the command prints with ``--json``; ``from_json`` reads it back,
+as written by this or an earlier version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extrap.theory.compare import Comparison
+from extrap.theory.results import HeadResult, ParamValues
+
+_PLACE = ("checkpoint", "part", "layer")
+_EXTRA = ("slope", "press_slope", "params", "slope_note")
+
+
+@dataclass(frozen=True)
+class CheckpointHead:
+    """One head of a checkpoint's own bias: where it sits, its analysis and its parameter values.
+
+    ``layer`` is the block index (None where one set of values serves every layer: BLOOM/MPT).
+    A BLOOM/MPT head also records the ALiBi ``slope`` its model computes, Press et al.'s slope
+    for that head (``press_slope``) and, when the config asks for other slopes, ``slope_note``.
+    """
+
+    checkpoint: str
+    part: str  # encoder | decoder
+    layer: int | str | None
+    result: HeadResult
+    params: ParamValues | None = None
+    slope: float | None = None
+    press_slope: float | None = None
+    slope_note: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"checkpoint": self.checkpoint, "part": self.part, "layer": self.layer, **self.result.to_json()}
+        if self.slope is not None:
+            out.update(slope=self.slope, press_slope=self.press_slope)
+        if self.params is not None:
+            out["params"] = dict(self.params)
+        if self.slope_note is not None:
+            out["slope_note"] = self.slope_note
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> CheckpointHead:
+        result = HeadResult.from_json({k: v for k, v in d.items() if k not in _PLACE + _EXTRA})
+        return cls(**{k: d.get(k) for k in _PLACE + _EXTRA}, result=result)
+
+
+@dataclass(frozen=True)
+class CheckpointTheory:
+    """``extrap theory --checkpoint``: every head of a run's learned bias or of an hf: checkpoint's."""
+
+    checkpoint: str
+    results: tuple[CheckpointHead, ...]
+    plots: tuple[str, ...] = ()  # T5 bucket-table heatmaps written
+
+    def to_json(self) -> dict:
+        out = {"checkpoint": self.checkpoint, "results": [r.to_json() for r in self.results]}
+        if self.plots:
+            out["plots"] = list(self.plots)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> CheckpointTheory:
+        results = tuple(CheckpointHead.from_json(r) for r in d.get("results") or ())
+        return cls(checkpoint=d.get("checkpoint"), results=results, plots=tuple(d.get("plots") or ()))
+
+
+@dataclass(frozen=True)
+class TheoryReport:
+    """``extrap theory PE ...``: every head's analysis, the Theorem 0.5 comparisons and the figures written."""
+
+    results: tuple[HeadResult, ...]
+    comparisons: tuple[Comparison, ...] = ()
+    plots: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        out = {"results": [r.to_json() for r in self.results]}
+        if self.comparisons:
+            out["comparisons"] = [c.to_json() for c in self.comparisons]
+        if self.plots:
+            out["plots"] = list(self.plots)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> TheoryReport:
+        return cls(
+            results=tuple(HeadResult.from_json(r) for r in d.get("results") or ()),
+            comparisons=tuple(Comparison.from_json(c) for c in d.get("comparisons") or ()),
+            plots=tuple(d.get("plots") or ()),
+        )
