@@ -3,6 +3,7 @@
 import json
 import math
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ from extrap.cli import main
 from extrap.erf import (
     ATTN_EPS,
     ATTN_MAX_LENGTH,
+    ErfReport,
+    ErfSettings,
+    RankCorrelation,
+    RunErf,
     attention_erf,
     attention_n_emp,
     compare_trf_erf,
@@ -97,8 +102,8 @@ def test_last_token_only_model_has_erf_one():
     model = tiny_model("window:1", 1)
     stream = torch.randint(0, 50, (500,), generator=torch.Generator().manual_seed(2))
     g = gradient_erf(model, stream, length=30, segments=5, batch=2)
-    assert g.per_segment == [1] * 5 and g.erf == 1.0 and g.erf_of_mean_curve == 1
-    assert len(g.curve) == 29 and g.curve == [1.0] * 29
+    assert g.per_segment == (1,) * 5 and g.erf == 1.0 and g.erf_of_mean_curve == 1
+    assert len(g.curve) == 29 and g.curve == (1.0,) * 29
 
 
 def test_gradient_erf_argument_checks():
@@ -219,23 +224,27 @@ def test_attention_erf_of_pure_bias_matches_the_series():
 # runs, comparison, CLI
 # ---------------------------------------------------------------------------
 def test_trained_window_run(runs):
-    row = run_erf(runs["w4"], length=48, segments=4, eps=1e-3)
+    row = run_erf(runs["w4"], ErfSettings(length=48, segments=4, eps=1e-3))
     bound = (4 - 1) * 2 + 1
-    assert row["grad_erf"] <= bound and max(row["grad_per_segment"]) <= bound <= 4 * 2
-    assert row["grad_curve"][bound - 1] == 1.0 and len(row["grad_curve"]) == 47
-    assert all(v <= 4 for r in row["attn_erf"]["per_layer_head"] for v in r)
-    assert row["trf"] == 4 and row["pe"] == "window:4" and row["corpus_hash"]
+    assert row.grad.erf <= bound and max(row.grad.per_segment) <= bound <= 4 * 2
+    assert row.grad.curve[bound - 1] == 1.0 and len(row.grad.curve) == 47
+    assert all(v <= 4 for r in row.attn.per_layer_head for v in r)
+    assert row.trf == 4 and row.pe == "window:4" and row.provenance["corpus_hash"]
+    assert RunErf.from_json(row.to_json()) == row  # the record and its JSON say the same
 
 
 def test_compare_trf_erf_ranks_windows(runs):
-    res = compare_trf_erf([runs["w1"], runs["w2"], runs["w4"], runs["alibi"]], eps=0.01, length=40, segments=2)
-    rows = res["rows"]
-    assert [r["trf"] for r in rows[:3]] == [1, 2, 4]
-    assert [r["grad_erf"] for r in rows[:3]] == sorted(r["grad_erf"] for r in rows[:3])
+    res = compare_trf_erf(
+        [runs["w1"], runs["w2"], runs["w4"], runs["alibi"]], ErfSettings(eps=0.01, length=40, segments=2)
+    )
+    rows = res.runs
+    assert [r.trf for r in rows[:3]] == [1, 2, 4]
+    assert [r.grad.erf for r in rows[:3]] == sorted(r.grad.erf for r in rows[:3])
     windows = spearman_table(rows[:3])
-    assert windows["grad"] == {"rho": pytest.approx(1.0), "n": 3}
-    assert windows["attn"]["n"] == 3
-    assert res["spearman"]["grad"]["n"] >= 3  # alibi joins once the theory engine gives it a TRF
+    assert windows.grad == RankCorrelation(rho=pytest.approx(1.0), n=3)
+    assert windows.attn.n == 3
+    assert res.spearman.grad.n >= 3  # alibi joins once the theory engine gives it a TRF
+    assert ErfReport.from_json(res.to_json()) == res
 
 
 def test_cli_json_schema(runs, capsys, tmp_path):
@@ -329,9 +338,10 @@ def test_erf_and_study_report_the_same_trf_setting(capsys):
     from extrap.cli import build_parser
 
     assert ERF_TRF is STUDY_TRF
-    defaults = inspect.signature(run_erf).parameters
-    assert (defaults["trf_eps"].default, defaults["trf_reduce"].default) == (STUDY_TRF.eps, STUDY_TRF.reduce)
-    assert defaults["eps"].default == ATTN_EPS == 1e-2  # n_emp's eps is its own setting
+    assert inspect.signature(run_erf).parameters["settings"].default == ErfSettings()
+    defaults = ErfSettings()
+    assert (defaults.trf_eps, defaults.trf_reduce) == (STUDY_TRF.eps, STUDY_TRF.reduce)
+    assert defaults.eps == ATTN_EPS == 1e-2  # n_emp's eps is its own setting
     with pytest.raises(SystemExit):
         build_parser().parse_args(["erf", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
@@ -360,8 +370,7 @@ def test_a_trf_without_a_number_is_null_in_strict_json(runs, capsys, monkeypatch
 
     def nan_curve(*a, **k):
         g = real(*a, **k)
-        g.curve[0] = math.nan
-        return g
+        return replace(g, curve=(math.nan, *g.curve[1:]))
 
     monkeypatch.setattr(erf_runs, "gradient_erf", nan_curve)
     assert main(["erf", runs["w1"], "--length", "16", "--segments", "1", "--kind", "grad", "--json"]) == 0

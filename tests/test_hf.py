@@ -252,12 +252,12 @@ def test_theory_t5_and_bloom(saved, capsys, tmp_path):
     from extrap.hf import hf_theory
 
     rows = hf_theory(f"hf:{saved('t5')}", eps=[1e-3], lengths=[64])
-    assert {r["part"] for r in rows} == {"encoder", "decoder"}
-    assert len([r for r in rows if r["part"] == "encoder"]) == 4
-    assert all(r["verdict"] == "diverges" and r.get("tail_term") is not None for r in rows)
+    assert {r.part for r in rows} == {"encoder", "decoder"}
+    assert len([r for r in rows if r.part == "encoder"]) == 4
+    assert all(r.result.verdict == "diverges" and r.result.tail_term is not None for r in rows)
     rows = hf_theory(f"hf:{saved('bloom')}", eps=[1e-3], lengths=[64])
-    assert len(rows) == 4 and all(r["verdict"] == "converges" for r in rows)
-    assert all(r["slope"] == pytest.approx(r["press_slope"]) for r in rows)
+    assert len(rows) == 4 and all(r.result.verdict == "converges" for r in rows)
+    assert all(r.slope == pytest.approx(r.press_slope) for r in rows)
     assert (
         main(
             [
@@ -422,12 +422,12 @@ def hf_cache(tmp_path, monkeypatch):
 
 
 def test_erf_api_and_cli(saved, tiny_text, hf_cache, capsys):
-    from extrap.erf import run_erf
+    from extrap.erf import ErfSettings, run_erf
 
     folder = saved("mpt")
-    row = run_erf(f"hf:{folder}", length=24, segments=2, corpus=tiny_text)
-    assert row["hf_path"] == str(folder) and row["trf"] is None and 1 <= row["grad_erf"] <= 23
-    assert len(row["attn_erf"]["per_layer_head"]) == 2
+    row = run_erf(f"hf:{folder}", ErfSettings(length=24, segments=2, corpus=tiny_text))
+    assert row.provenance["hf_path"] == str(folder) and row.trf is None and 1 <= row.grad.erf <= 23
+    assert len(row.attn.per_layer_head) == 2
     rc = main(["erf", f"hf:{saved('llama')}", "--length", "24", "--segments", "2", "--corpus", tiny_text, "--json"])
     assert rc == 0
     rep = json.loads(capsys.readouterr().out)
@@ -540,7 +540,7 @@ def test_mpt_theory(saved, capsys):
     from extrap.hf import hf_theory
 
     rows = hf_theory(f"hf:{saved('mpt')}", eps=[1e-3], lengths=[64])
-    assert len(rows) == 4 and all(r["verdict"] == "converges" for r in rows)
+    assert len(rows) == 4 and all(r.result.verdict == "converges" for r in rows)
     assert main(["theory", "--checkpoint", f"hf:{saved('mpt')}", "--eps", "1e-3", "--lengths", "64"]) == 0
     assert "converges" in capsys.readouterr().out
 
@@ -550,13 +550,13 @@ def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
     """erf, align (Algorithm 1 and Prop. 2) and task scoring each run on every causal family."""
     import extrap
     from extrap.align import align_report
-    from extrap.erf import run_erf
+    from extrap.erf import ErfSettings, run_erf
     from extrap.run import eval_stream
     from extrap.tasks import min_length, score_task
 
     path = f"hf:{saved(kind)}"
-    row = run_erf(path, length=24, segments=2, corpus=tiny_text)
-    assert 1 <= row["grad_erf"] <= 23 and len(row["attn_erf"]["per_layer_head"]) == 2
+    row = run_erf(path, ErfSettings(length=24, segments=2, corpus=tiny_text))
+    assert 1 <= row.grad.erf <= 23 and len(row.attn.per_layer_head) == 2
     run = extrap.load(path, device="cpu", corpus=tiny_text)
     stream = eval_stream(run, "validation", 200)
     for mode in ("pmax", "prop2"):

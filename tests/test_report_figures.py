@@ -155,18 +155,20 @@ def test_gradient_curve_plot_without_an_erf_and_beyond_ten_runs(tmp_path, monkey
     drawn = []
     real = extrap.plotting.save_figure
     monkeypatch.setattr(extrap.plotting, "save_figure", lambda fig, *a, **k: drawn.append(fig) or real(fig, *a, **k))
-    from extrap.erf import plot_gradient_curves
+    from extrap.erf import RunErf, plot_gradient_curves
 
     rows = [
-        {
-            "pe": f"pe{k}",
-            "run": f"runs/pe{k}",
-            "grad_curve": [min(1.0, (j + 1) / (k + 4)) for j in range(32)],
-            "grad_erf": None if k == 0 else float(k + 3),
-            "threshold": 0.99,
-            "train_length": 16,
-            "length": 32,
-        }
+        RunErf.from_json(
+            {
+                "pe": f"pe{k}",
+                "run": f"runs/pe{k}",
+                "grad_curve": [min(1.0, (j + 1) / (k + 4)) for j in range(32)],
+                "grad_erf": None if k == 0 else float(k + 3),
+                "threshold": 0.99,
+                "train_length": 16,
+                "length": 32,
+            }
+        )
         for k in range(12)
     ]
     paths = plot_gradient_curves(rows, tmp_path)

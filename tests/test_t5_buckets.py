@@ -120,10 +120,12 @@ def test_t5_checkpoint_tail_weights_use_the_past_buckets(tmp_path):
     for part, bidirectional in (("encoder", True), ("decoder", False)):
         stack = model.encoder if part == "encoder" else model.decoder
         weight = stack.block[0].layer[0].SelfAttention.relative_attention_bias.weight.detach()
-        got = [r for r in rows if r["part"] == part]
-        assert [r["head"] for r in got] == [0, 1, 2, 3]
-        assert [r["tail_term"] for r in got] == pytest.approx(_expected_tail(weight, bidirectional, nb, md), rel=1e-9)
-        assert torch.equal(torch.tensor([r["params"]["table"] for r in got]), weight.double().T)
+        got = [r for r in rows if r.part == part]
+        assert [r.result.head for r in got] == [0, 1, 2, 3]
+        assert [r.result.tail_term for r in got] == pytest.approx(
+            _expected_tail(weight, bidirectional, nb, md), rel=1e-9
+        )
+        assert torch.equal(torch.tensor([r.params["table"] for r in got]), weight.double().T)
 
 
 def test_t5_encoder_only_checkpoint(tmp_path):
@@ -135,8 +137,8 @@ def test_t5_encoder_only_checkpoint(tmp_path):
     _save(model, tmp_path / "enc")
     rows = hf_theory(f"hf:{tmp_path / 'enc'}", eps=[1e-3], lengths=[64])
     weight = model.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.detach()
-    assert {r["part"] for r in rows} == {"encoder"}
-    assert [r["tail_term"] for r in rows] == pytest.approx(_expected_tail(weight, True, 32, 128), rel=1e-9)
+    assert {r.part for r in rows} == {"encoder"}
+    assert [r.result.tail_term for r in rows] == pytest.approx(_expected_tail(weight, True, 32, 128), rel=1e-9)
 
 
 def test_umt5_tables_of_every_layer(tmp_path):
@@ -148,8 +150,8 @@ def test_umt5_tables_of_every_layer(tmp_path):
     model = transformers.UMT5EncoderModel(cfg)
     _save(model, tmp_path / "umt5")
     rows = hf_theory(f"hf:{tmp_path / 'umt5'}", eps=[1e-3], lengths=[64])
-    assert sorted({r["layer"] for r in rows}) == [0, 1] and len(rows) == 8
+    assert sorted({r.layer for r in rows}) == [0, 1] and len(rows) == 8
     for layer in (0, 1):
         weight = model.encoder.block[layer].layer[0].SelfAttention.relative_attention_bias.weight.detach()
-        got = [r["tail_term"] for r in rows if r["layer"] == layer]
+        got = [r.result.tail_term for r in rows if r.layer == layer]
         assert got == pytest.approx(_expected_tail(weight, True, 8, 16), rel=1e-9)

@@ -22,6 +22,7 @@ from extrap.theory import (
     ERF_TRF,
     STUDY_TRF,
     WINDOW_AUTO_TRF,
+    CheckpointAnalysis,
     analyse,
     analyse_checkpoint,
     classify,
@@ -144,7 +145,7 @@ def test_infinite_first_term_diverges():
         P.get("formula:-log(n)-2*log(log(n))")
     r = analyse(_InverseLogSquared(), 1, eps=(1e-3,))[0]
     assert r.verdict == "diverges" and r.test == "infinite term"
-    row = r.to_dict()  # S(L) is infinite: no dilution number, and a note that says why
+    row = r.to_json()  # S(L) is infinite: no dilution number, and a note that says why
     assert row["dilution"]["1024"] is None and "undefined" in row["dilution_note"]
     json.dumps(row, allow_nan=False)
 
@@ -312,10 +313,12 @@ def test_analyse_checkpoint_dict_of_raw_params():
         4,
         eps=(1e-3,),
     )
-    assert out["pe"] == "kerple-log" and out["num_heads"] == 4
-    assert [r.verdict for r in out["layers"]["layers.0"]] == ["diverges", "diverges", "converges", "converges"]
-    assert all(r.verdict == "converges" for r in out["layers"]["layers.1"])
-    assert out["layers"]["layers.1"][0].trf["0.001"] == zeta_trf(3, 1e-3)
+    assert out.pe == "kerple-log" and out.num_heads == 4
+    layers = {x.name: x.heads for x in out.layers}
+    assert [r.verdict for r in layers["layers.0"]] == ["diverges", "diverges", "converges", "converges"]
+    assert all(r.verdict == "converges" for r in layers["layers.1"])
+    assert layers["layers.1"][0].trf["0.001"] == zeta_trf(3, 1e-3)
+    assert CheckpointAnalysis.from_json(out.to_json()).to_json() == out.to_json()
     with pytest.raises(ExtrapError):
         analyse_checkpoint({"layers.0": {"r1": stored["r1"]}}, "kerple-log", 4)
 
@@ -341,12 +344,13 @@ def test_analyse_checkpoint_run_dir(tmp_path):
         tensors.update({f"blocks.{i}.attn.bias_params.{k}": v for k, v in layer(r1).items()})
     save_file(tensors, str(ckpt / "model.safetensors"))
     out = analyse_checkpoint(tmp_path, eps=(1e-3,), lengths=())
-    assert out["pe"] == "kerple-log" and out["num_heads"] == 2
-    assert list(out["layers"]) == ["blocks.0.attn", "blocks.1.attn"]
-    assert [r.verdict for r in out["layers"]["blocks.0.attn"]] == ["diverges", "converges"]
-    assert [r.verdict for r in out["layers"]["blocks.1.attn"]] == ["converges", "diverges"]
+    assert out.pe == "kerple-log" and out.num_heads == 2
+    layers = {x.name: x.heads for x in out.layers}
+    assert list(layers) == ["blocks.0.attn", "blocks.1.attn"]
+    assert [r.verdict for r in layers["blocks.0.attn"]] == ["diverges", "converges"]
+    assert [r.verdict for r in layers["blocks.1.attn"]] == ["converges", "diverges"]
     # float32 storage: the head's r1 is softplus(raw) in float32, close to 3
-    assert out["layers"]["blocks.1.attn"][0].trf["0.001"] == pytest.approx(zeta_trf(3, 1e-3), abs=2)
+    assert layers["blocks.1.attn"][0].trf["0.001"] == pytest.approx(zeta_trf(3, 1e-3), abs=2)
     # a loader callable can replace the file format entirely
     out = analyse_checkpoint(
         tmp_path,
@@ -354,7 +358,7 @@ def test_analyse_checkpoint_run_dir(tmp_path):
         eps=(1e-3,),
         lengths=(),
     )
-    assert [r.trf["0.001"] for r in out["layers"]["all"]] == [14, 28]
+    assert [x.name for x in out.layers] == ["all"] and [r.trf["0.001"] for r in out.layers[0].heads] == [14, 28]
 
 
 # ---------------------------------------------------------------------------
@@ -410,8 +414,8 @@ def test_analyse_checkpoint_of_a_real_model(tmp_path):
     (tmp_path / "latest.json").write_text(json.dumps({"step": 1, "checkpoint": "checkpoints/step-0000001"}))
     (tmp_path / "config.json").write_text(json.dumps({"model": cfg.__dict__}))
     out = analyse_checkpoint(tmp_path, eps=(1e-3,), lengths=())
-    assert len(out["layers"]) == 2
-    for heads in out["layers"].values():  # init r1 = linspace(1.5, 3): every head converges
+    assert len(out.layers) == 2
+    for heads in (x.heads for x in out.layers):  # init r1 = linspace(1.5, 3): every head converges
         assert [r.verdict for r in heads] == ["converges"] * 4
         assert heads[-1].trf["0.001"] == pytest.approx(zeta_trf(3, 1e-3), abs=1)
 
@@ -484,7 +488,7 @@ def test_receptive_field_divergent_head_gives_no_number_and_the_reason():
     for spec, why in (("rope", "rotary"), ("sinusoidal", "absolute"), ("fire", "not Toeplitz")):
         r = receptive_field(spec, eps=1e-3, num_heads=4)
         assert r.value is None and r.heads == () and r.reason.startswith("not a Toeplitz bias") and why in r.reason
-    assert r.to_dict()["value"] is None
+    assert r.to_json()["value"] is None
 
 
 def test_receptive_field_engine_time_limit_is_a_reason(monkeypatch, caplog):

@@ -131,17 +131,17 @@ def test_mpt_slopes_are_those_the_model_computes(tmp_path, capsys, n_heads):
     folder = _mpt(tmp_path, n_heads, 16)
     actual = _slopes_in_attention(folder)
     rows = hf_theory(f"hf:{folder}", eps=[1e-3], lengths=[64])
-    assert [r["slope"] for r in rows] == pytest.approx(actual, rel=1e-5)
-    assert [r["params"]["slope"] for r in rows] == [r["slope"] for r in rows]
+    assert [r.slope for r in rows] == pytest.approx(actual, rel=1e-5)
+    assert [r.params["slope"] for r in rows] == [r.slope for r in rows]
     asked = [-float(x) for x in build_mpt_alibi_tensor(n_heads, 2, 16).reshape(n_heads, 2)[:, 0]]
-    assert [r["slope"] for r in rows] != pytest.approx(asked, rel=1e-3)  # not the config's 16
-    assert all("alibi_bias_max = 16" in r["slope_note"] and "= 8" in r["slope_note"] for r in rows)
-    assert {r["train_length"] for r in rows} == {96}  # the model's max_seq_len
+    assert [r.slope for r in rows] != pytest.approx(asked, rel=1e-3)  # not the config's 16
+    assert all("alibi_bias_max = 16" in r.slope_note and "= 8" in r.slope_note for r in rows)
+    assert {r.result.train_length for r in rows} == {96}  # the model's max_seq_len
     out = _json(capsys, "--checkpoint", f"hf:{folder}", "--eps", "1e-3", "--lengths", "64")
-    assert all(r["slope_note"] == rows[0]["slope_note"] for r in out["results"])
+    assert all(r["slope_note"] == rows[0].slope_note for r in out["results"])
     assert main(["theory", "--checkpoint", f"hf:{folder}", "--eps", "1e-3", "--lengths", "64"]) == 0
     notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:")]
-    assert notes == [f"note: {rows[0]['slope_note']}"]
+    assert notes == [f"note: {rows[0].slope_note}"]
 
 
 def test_mpt_config_that_matches_the_model_has_no_note(tmp_path, capsys):
@@ -149,12 +149,12 @@ def test_mpt_config_that_matches_the_model_has_no_note(tmp_path, capsys):
 
     folder = _mpt(tmp_path, 4, 8)
     rows = hf_theory(f"hf:{folder}", eps=[1e-3], lengths=[64])
-    assert [r["slope"] for r in rows] == pytest.approx(_slopes_in_attention(folder), rel=1e-5)
-    assert [r["slope"] for r in rows] == pytest.approx([2.0 ** -(2 * k) for k in range(1, 5)], rel=1e-12)
-    assert not any("slope_note" in r for r in rows)
+    assert [r.slope for r in rows] == pytest.approx(_slopes_in_attention(folder), rel=1e-5)
+    assert [r.slope for r in rows] == pytest.approx([2.0 ** -(2 * k) for k in range(1, 5)], rel=1e-12)
+    assert not any("slope_note" in r.to_json() for r in rows)
     assert main(["theory", "--checkpoint", f"hf:{folder}", "--eps", "1e-3", "--lengths", "64"]) == 0
     assert "note:" not in capsys.readouterr().out
-    assert math.isfinite(rows[0]["series_sum"])
+    assert math.isfinite(rows[0].to_json()["series_sum"])
 
 
 def test_the_python_api_measures_dilution_from_the_runs_own_training_length(kerple_run):
@@ -162,7 +162,7 @@ def test_the_python_api_measures_dilution_from_the_runs_own_training_length(kerp
 
     run, _ = kerple_run
     res = analyse_checkpoint(run, lengths=[128, 256])
-    heads = [r for layer in res["layers"].values() for r in layer]
+    heads = [r for layer in res.layers for r in layer.heads]
     assert heads and all(r.train_length == 64 for r in heads)  # the run's L_tr, not the default 512
-    given = analyse_checkpoint(run, lengths=[128], train_length=100)["layers"]
-    assert all(r.train_length == 100 for layer in given.values() for r in layer)
+    given = analyse_checkpoint(run, lengths=[128], train_length=100).layers
+    assert all(r.train_length == 100 for layer in given for r in layer.heads)

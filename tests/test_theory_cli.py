@@ -234,14 +234,14 @@ def test_every_json_is_strict(capsys):
     assert row["dilution"]["16384"] == 32.0 and "1.97e+434" in row["growth"]
 
 
-def test_head_result_to_dict_is_strict_at_the_source():
+def test_head_result_to_json_is_strict_at_the_source():
     import mpmath
 
     from extrap.theory import HeadResult
 
     r = HeadResult("x", 0, "converges", "t", "e", series_sum=mpmath.mpf("1e400"), tail_term=math.nan)
     r.dilution = {"1024": math.inf, "2048": 2.0}
-    d = r.to_dict()
+    d = r.to_json()
     json.dumps(d, allow_nan=False)
     assert d["series_sum"] is None and mpmath.mpf(d["series_sum_digits"]) > mpmath.mpf("1e399") and d["series_sum_note"]
     assert d["tail_term"] is None and d["tail_term_note"]

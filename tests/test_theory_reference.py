@@ -49,11 +49,11 @@ def cases() -> list[tuple[str, int, dict | None]]:
 
 
 def record(spec: str, heads: int, values: dict | None) -> list[dict]:
-    """One case as JSON: HeadResult.to_dict plus B to 30 digits and its error bound."""
+    """One case as JSON: HeadResult.to_json plus B to 30 digits and its error bound."""
     tensors = None if values is None else {k: torch.tensor(v, dtype=torch.float64) for k, v in values.items()}
     rows = []
     for r in analyse(spec, heads, tensors, eps=EPS):
-        d = r.to_dict()
+        d = r.to_json()
         if r.series_sum is not None:
             d["series_sum_30"] = mpmath.nstr(r.series_sum, 30)
             d["series_sum_error_30"] = mpmath.nstr(r.series_sum_error or 0, 5)

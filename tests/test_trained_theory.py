@@ -12,6 +12,9 @@ import shutil
 
 import pytest
 
+from extrap.erf import RunErf
+from extrap.study.trained import TrainedTheory
+
 EPS = (1e-3, 1e-6)
 
 
@@ -46,7 +49,7 @@ def theory_command(run_dir, eps, capsys) -> list[dict]:
     return json.loads(capsys.readouterr().out)["results"]
 
 
-def study_theory(run_dir) -> dict:
+def study_theory(run_dir) -> TrainedTheory:
     from extrap.study.trained import trained_theory
 
     return trained_theory(run_dir, "kerple-log", EPS, [64], 32)
@@ -59,16 +62,21 @@ def test_study_rows_are_the_theory_commands_rows(kerple_run, capsys):
 
     out = study_theory(kerple_run)
     cli = theory_command(kerple_run, EPS, capsys)
-    assert [(r["layer"], r["head"]) for r in out["rows"]] == [(r["layer"], r["head"]) for r in cli]
+    assert [(r.layer, r.result.head) for r in out.rows] == [(r["layer"], r["head"]) for r in cli]
     assert len(cli) >= 4  # two layers of two heads at least
     init = positional.get("kerple-log").init_values(2)
-    for ours, theirs in zip(out["rows"], cli):
-        assert ours["params"] == "trained"
-        assert (ours["verdict"], ours["trf"], ours["values"]) == (theirs["verdict"], theirs["trf"], theirs["params"])
-        assert ours["initial_values"] == {k: float(v[ours["head"]]) for k, v in init.items()}
-    assert out["trf"] == max(r["trf"]["0.001"] for r in cli)
+    for ours, theirs in zip(out.rows, cli):
+        assert ours.to_json()["params"] == "trained"
+        assert (ours.result.verdict, ours.result.trf, ours.values) == (
+            theirs["verdict"],
+            theirs["trf"],
+            theirs["params"],
+        )
+        assert ours.initial_values == {k: float(v[ours.result.head]) for k, v in init.items()}
+    assert out.trf == max(r["trf"]["0.001"] for r in cli)
     initial = receptive_field("kerple-log", eps=1e-3, reduce="max", num_heads=2).value
-    assert out["trf"] != initial  # training moved the receptive field: the test tells the two apart
+    assert out.trf != initial  # training moved the receptive field: the test tells the two apart
+    assert TrainedTheory.from_json(out.to_json()).to_json() == out.to_json()  # what the study records reads back
 
 
 def edited_copy(run_dir, dest, raw_shift: float = 3.0):
@@ -90,14 +98,14 @@ def edited_copy(run_dir, dest, raw_shift: float = 3.0):
 
 def test_an_edited_checkpoint_changes_the_study_theory(kerple_run, tmp_path, capsys):
     """Raise r1 in the checkpoint: the study's rows and the TRF beside the ERFs follow the file."""
-    from extrap.erf import run_erf
+    from extrap.erf import ErfSettings, run_erf
 
     edited = edited_copy(kerple_run, tmp_path / "edited")
     before, after = study_theory(kerple_run), study_theory(edited)
-    assert after["rows"] != before["rows"] and after["trf"] < before["trf"]
-    assert [r["trf"] for r in after["rows"]] == [r["trf"] for r in theory_command(edited, EPS, capsys)]
-    trf = run_erf(edited, "grad", length=64, segments=1, trf_source="trained")
-    assert trf["trf"] == after["trf"]  # `extrap erf --trf-source trained` reads the same file
+    assert after.to_json()["rows"] != before.to_json()["rows"] and after.trf < before.trf
+    assert [r.result.trf for r in after.rows] == [r["trf"] for r in theory_command(edited, EPS, capsys)]
+    measured = run_erf(edited, ErfSettings(kind="grad", length=64, segments=1, trf_source="trained"))
+    assert measured.trf == after.trf  # `extrap erf --trf-source trained` reads the same file
 
 
 def test_auto_window_follows_the_checkpoint(kerple_run, tmp_path, capsys):
@@ -124,16 +132,16 @@ def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
     from extrap.theory import receptive_field
 
     out = study_theory(kerple_run)
-    entry = erf_entry("kerple-log", {"erf": {"grad_erf": 9.0, "attn_erf": 7.0}, "theory": out}, 2)
+    entry = erf_entry("kerple-log", RunErf.from_json({"grad_erf": 9.0, "attn_erf": 7.0}), out, 2)
     initial = receptive_field("kerple-log", eps=1e-3, reduce="max", num_heads=2).value
-    assert (entry.trf, entry.trf_initial, entry.trf_params) == (out["trf"], initial, "trained")
-    plain = erf_entry("type1", {"erf": {"grad_erf": 9.0}}, 2)  # no learned parameters: the formula's TRF
+    assert (entry.trf, entry.trf_initial, entry.trf_params) == (out.trf, initial, "trained")
+    plain = erf_entry("type1", RunErf.from_json({"grad_erf": 9.0}), None, 2)  # no learned parameters: the formula's TRF
     assert plain.trf == 608 and plain.trf_params == "initial" and plain.trf_initial is None
 
     res = StudyResults(
         pes=["kerple-log"],
         n_head=2,
-        theory=theory_rows(["kerple-log"], 2, 32, [64], {"kerple-log": {"theory": out}}),
+        theory=theory_rows(["kerple-log"], 2, 32, [64], {"kerple-log": out}),
         erf={"kerple-log": entry},
     )
     assert all(r.trained for r in res.model_theory()["kerple-log"])
@@ -142,7 +150,7 @@ def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
     assert any("(initial 1.5)" in row[2] for row in body) and any("(initial 3)" in row[2] for row in body)
     erf = erf_context(res, {}, {})["table"]
     assert "TRF at initial parameters" in erf.headers
-    assert erf.rows[0][1] == str(out["trf"]) and str(initial) in erf.rows[0]
+    assert erf.rows[0][1] == str(out.trf) and str(initial) in erf.rows[0]
 
 
 def test_t5_buckets_are_shown_trained_and_initial(tmp_path):
@@ -154,11 +162,11 @@ def test_t5_buckets_are_shown_trained_and_initial(tmp_path):
 
     run = train_run(tmp_path, "t5", steps=3)
     out = trained_theory(run, "t5", EPS, [64], 32)
-    rows = out["rows"]
-    assert rows and all(len(r["values"]["table"]) == 32 for r in rows)
-    assert all(r["initial_values"]["table"] == [0.0] * 32 for r in rows)
-    assert any(max(map(abs, r["values"]["table"])) > 0 for r in rows)  # the table moved off zero
-    assert out["trf"] is None and out["trf_reason"]  # its last bucket keeps every distance: no TRF
-    res = StudyResults(pes=["t5"], n_head=2, theory=theory_rows(["t5"], 2, 32, [64], {"t5": {"theory": out}}))
+    rows = out.rows
+    assert rows and all(len(r.values["table"]) == 32 for r in rows)
+    assert all(r.initial_values["table"] == [0.0] * 32 for r in rows)
+    assert any(max(map(abs, r.values["table"])) > 0 for r in rows)  # the table moved off zero
+    assert out.trf is None and out.trf_reason  # its last bucket keeps every distance: no TRF
+    res = StudyResults(pes=["t5"], n_head=2, theory=theory_rows(["t5"], 2, 32, [64], {"t5": out}))
     cells = [row[2] for row in theory_table(res).rows if row[1].startswith("trained")]
     assert cells and all(c.startswith("table 32 values in [") and "(initial 32 values, all 0)" in c for c in cells)

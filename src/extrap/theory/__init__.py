@@ -8,7 +8,8 @@
   values), n(eps) reduced over heads and layers, with the reason when there is none;
   :data:`WINDOW_AUTO_TRF`, :data:`ERF_TRF`, :data:`STUDY_TRF` are the settings
   extrap's commands use.
-* :func:`analyse_checkpoint`: the same on learned parameters, per layer.
+* :func:`analyse_checkpoint`: the same on learned parameters, per layer (a :class:`CheckpointAnalysis`).
+* :mod:`extrap.theory.reports`: what ``extrap theory`` prints (:class:`TheoryReport`, :class:`CheckpointTheory`).
 * :func:`compare`: which of two RPEs has the smaller TRF as eps -> 0 (000 Theorem 0.5).
 * :mod:`extrap.theory.plots`: heatmaps (000 Fig. 7), TRF curves (Fig. 6), partial sums.
 
@@ -23,7 +24,9 @@ from extrap.theory.analysis import (
     DEFAULT_EPS,
     DEFAULT_LENGTHS,
     DEFAULT_TRAIN_LENGTH,
+    CheckpointAnalysis,
     HeadResult,
+    LayerResults,
     analyse,
     analyse_checkpoint,
     check_eps,
@@ -45,9 +48,15 @@ from extrap.theory.receptive import (
     TRFSetting,
     receptive_field,
 )
+from extrap.theory.reports import CheckpointHead, CheckpointTheory, TheoryReport
 from extrap.theory.trf import Series, SeriesError
 
 __all__ = [
+    "CheckpointAnalysis",
+    "CheckpointHead",
+    "CheckpointTheory",
+    "LayerResults",
+    "TheoryReport",
     "DEFAULT_EPS",
     "DEFAULT_LENGTHS",
     "DEFAULT_TRAIN_LENGTH",
