@@ -190,7 +190,7 @@ def erf_entry(pe: str, measured: RunErf, trained: TrainedTheory | None, num_head
     grad = measured.grad
     entry = ErfEntry(
         grad_erf=grad.erf if grad else None,
-        grad_curve=list(grad.curve) if grad else None,
+        grad_curve=list(grad.curve) if grad and grad.curve else None,
         attn_erf=measured.attn.summary if measured.attn else None,
         trf=initial.value,
         trf_eps=STUDY_TRF.eps,

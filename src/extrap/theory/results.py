@@ -29,6 +29,9 @@ def check_eps(e) -> float:
     return e
 
 
+_OPTIONAL = ("trf_note", "tail_term", "growth", "dilution", "train_length", "evidence")  # in the JSON when set
+
+
 @dataclass
 class HeadResult:
     """Everything the theory engine says about one head (or all heads, ``head=None``)."""
@@ -82,7 +85,7 @@ class HeadResult:
             out["series_sum_digits"] = mpmath.nstr(self.series_sum, self.digits())
             if out["series_sum"] is None:
                 notes["series_sum"] = "B is beyond float64's range; series_sum_digits holds its value"
-        for name in ("trf_note", "tail_term", "growth", "dilution", "train_length", "evidence"):
+        for name in _OPTIONAL:
             value = getattr(self, name)
             if value is not None:
                 out[name] = _strict(value, name, notes)
@@ -105,7 +108,8 @@ class HeadResult:
             series_sum=series_sum,
             series_sum_error=error,
             trf=dict(d.get("trf") or {}),
-            **{k: d.get(k) for k in ("trf_note", "tail_term", "growth", "dilution", "train_length", "evidence")},
+            # written only when set, so a null here was a number that is not finite (its note says which)
+            **{k: math.nan if k in d and d[k] is None else d.get(k) for k in _OPTIONAL},
             exponents=list(d.get("exponents") or ()),
             notes=notes,
         )
