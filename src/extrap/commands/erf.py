@@ -59,7 +59,7 @@ def register(sub) -> None:
         "learned bias, every layer) (default init)",
     )
     p.add_argument("--batch", type=types.positive_int, default=4, help="segments per backward pass (default 4)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    types.add_device(p, default="cpu")
     p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--plot", metavar="DIR", help="write the cumulative gradient curves to DIR as PNG and SVG")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per run to PATH (atomically)")
@@ -122,12 +122,10 @@ def _print_table(report: dict) -> None:
 
 
 def run(args) -> int:
-    from extrap.devices import resolve_device
     from extrap.erf import compare_trf_erf, plot_gradient_curves
     from extrap.io import run_metadata
 
     _check(args)
-    device = str(resolve_device(args.device))
     result = compare_trf_erf(
         args.runs,
         eps=args.eps,
@@ -140,7 +138,7 @@ def run(args) -> int:
         batch=args.batch,
         **{k: getattr(args, k) for k in ("trf_eps", "trf_reduce") if getattr(args, k) is not None},  # else ERF_TRF
         trf_source=args.trf_source,
-        device=device,
+        device=types.loading_device(args),
         corpus=args.corpus,
     )
     meta = run_metadata()
