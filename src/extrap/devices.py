@@ -28,7 +28,8 @@ def resolve_device(name: str | None) -> torch.device:
             raise ExtrapError(f"device {name} requested but no CUDA device is available (use cpu or auto)")
         count = torch.cuda.device_count()
         if dev.index is not None and dev.index >= count:
-            raise ExtrapError(f"device {name} requested but this machine has {count} CUDA device(s): cuda:0..{count - 1}")
+            have = f"{count} CUDA device(s): cuda:0..{count - 1}"
+            raise ExtrapError(f"device {name} requested but this machine has {have}")
     return dev
 
 
