@@ -103,8 +103,11 @@ def test_device_cpu_gives_the_default_results_on_eval_align_and_generate(tiny_ru
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-def test_device_cuda_runs_eval_align_and_generate_on_the_gpu(tiny_runs, tmp_path, capsys):
-    run = str(tiny_runs["alibi"])
+def test_device_cuda_runs_eval_align_and_generate_on_the_gpu(tiny_text, tmp_path, capsys):
+    run = str(tmp_path / "run")  # trained on the CPU, as the shared tiny runs are; only evaluated on the GPU
+    train = ["train", "--pe", "alibi", "--preset", "smoke", "--steps", "30", "--train-length", "32"]
+    assert main([*train, "--corpus", tiny_text, "--out", run, "--device", "cpu", "--json"]) == 0
+    capsys.readouterr()
     for extra in (["--backend", "blocked"], []):  # [] : auto, which is FlexAttention on a GPU
         argv = ["eval", run, *EVAL, *extra]
         _same(_json(capsys, argv), _json(capsys, [*argv, "--device", "cuda"]), rel=2e-3)
