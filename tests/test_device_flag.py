@@ -102,6 +102,7 @@ def test_device_cpu_gives_the_default_results_on_eval_align_and_generate(tiny_ru
     _same(_json(capsys, gen), _json(capsys, [*gen, "--device", "auto" if not CUDA else "cpu"]))
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_device_cuda_runs_eval_align_and_generate_on_the_gpu(tiny_text, tmp_path, capsys):
     run = str(tmp_path / "run")  # trained on the CPU, as the shared tiny runs are; only evaluated on the GPU
