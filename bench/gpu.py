@@ -17,7 +17,8 @@ Three parts (``--parts``, default all), each through extrap's own code paths, on
   FlexAttention, as a ratio to causal SDPA without a bias at the same shape; medians of interleaved rounds.
 
 Prints a table and ends with one JSON line (also written to ``--out``, after every part, so a run stopped
-early keeps what it measured).  ``--dry-run`` runs every part at tiny sizes on the CPU in seconds.
+early keeps what it measured).  ``--dry-run`` runs every part at tiny sizes on the CPU in seconds.  The
+default run took 85 s on an H200 (torch 2.11, Python 3.12), compiling included.
 
     PYTHONPATH=src python3 bench/gpu.py [--parts eval,train,attention] [--out gpu.json] [--device cuda:0]
     PYTHONPATH=src python3 bench/gpu.py --dry-run
