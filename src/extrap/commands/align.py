@@ -63,6 +63,7 @@ def register(sub) -> None:
     p.add_argument("--out", help="also write the JSON report to this file (atomically)")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
     types.add_rope_arguments(p)
+    types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -78,7 +79,8 @@ def run(args) -> int:
     grid = check_grid(args.grid) if args.grid else list(DEFAULT_GRID)
     lengths = args.lengths
 
-    run_ = load_run(args.run, dtype=args.dtype, **types.rope_options(args))  # T5: the encoder is aligned (004)
+    # T5: the encoder is aligned (004)
+    run_ = load_run(args.run, device=types.loading_device(args), dtype=args.dtype, **types.rope_options(args))
     if args.corpus:
         run_.use_corpus(args.corpus)
     L_tr = args.train_length or run_.train_length

@@ -139,6 +139,39 @@ def temperature_spec(text: str):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def device(text: str) -> str:
+    """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``, checked on this machine (:func:`extrap.devices.resolve_device`):
+    CUDA asked for where there is none, or a GPU index past the last, fails here, before anything is loaded."""
+    from extrap.devices import resolve_device
+    from extrap.errors import ExtrapError
+
+    try:
+        resolve_device(text)
+    except ExtrapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_device(p, default: str | None = None, note: str = "") -> None:
+    """``--device``: where the model runs (every command that runs one takes it, with this one meaning)."""
+    said = note or (f"default {default}" if default else "default: the run's own")
+    p.add_argument(
+        "--device",
+        type=device,
+        default=default,
+        metavar="DEVICE",
+        help=f"auto | cpu | cuda | cuda:N: where the model and its inputs live; auto is cuda when available ({said})",
+    )
+
+
+def loading_device(args) -> str | None:
+    """``--device`` as the ``device`` of :func:`extrap.load` (``auto`` resolved); None when not given."""
+    from extrap.devices import resolve_device
+
+    name = getattr(args, "device", None)
+    return None if name is None else str(resolve_device(name))
+
+
 def add_split(p) -> None:
     p.add_argument(
         "--split", default="validation", choices=SPLITS, help="validation | test | heldout (validation then test)"

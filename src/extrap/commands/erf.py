@@ -64,7 +64,7 @@ def register(sub) -> None:
         "learned bias, every layer) (default init)",
     )
     p.add_argument("--batch", type=types.positive_int, default=4, help="segments per backward pass (default 4)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    types.add_device(p, default="cpu")
     p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--plot", metavar="DIR", help="write the cumulative gradient curves to DIR as PNG and SVG")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per run to PATH (atomically)")
@@ -127,7 +127,6 @@ def _print_table(report: ErfReport) -> None:
 
 def settings_of(args) -> ErfSettings:
     """The measurement the command line asks for (an unset --trf-eps / --trf-reduce: ERF_TRF's)."""
-    from extrap.devices import resolve_device
     from extrap.erf import ErfSettings
 
     trf = {k: getattr(args, k) for k in ("trf_eps", "trf_reduce") if getattr(args, k) is not None}
@@ -140,7 +139,7 @@ def settings_of(args) -> ErfSettings:
         split=args.split,
         batch=args.batch,
         trf_source=args.trf_source,
-        device=str(resolve_device(args.device)),
+        device=types.loading_device(args),
         corpus=args.corpus,
         **trf,
     )

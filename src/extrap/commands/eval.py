@@ -66,6 +66,7 @@ def register(sub) -> None:
         help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)",
     )
     types.add_hf_arguments(p)
+    types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--out", help="also write the JSON result to this file (atomically)")
     p.add_argument(
         "--csv", metavar="PATH", help="also write one CSV row per length (with --file: one row) to PATH (atomically)"
@@ -106,17 +107,17 @@ def _check(args) -> None:
         raise ExtrapError(f"--stride {args.stride} is longer than the shortest length {min(args.lengths)}")
 
 
+def _load(args):
+    """The run on ``--device`` (None: cpu for extrap runs, cuda when available for hf: models)."""
+    import extrap
+
+    return extrap.load(args.run, device=types.loading_device(args), **types.hf_options(args))
+
+
 def _score_file(args, window: str) -> int:
     from extrap.evaluate.score import score_file_run
 
-    report = score_file_run(
-        args.run,
-        args.file,
-        window,
-        args.eps,
-        progress=not args.json or sys.stderr.isatty(),
-        hf_options=types.hf_options(args),
-    )
+    report = score_file_run(_load(args), args.file, window, args.eps, progress=not args.json or sys.stderr.isatty())
     _emit(args, report, _print_file)
     return 0
 
@@ -154,7 +155,7 @@ def run(args) -> int:
     if args.file:
         return _score_file(args, window)
     report = evaluate_run(
-        args.run,
+        _load(args),
         lengths=args.lengths,
         protocol=args.protocol,
         stride=args.stride,
@@ -170,7 +171,6 @@ def run(args) -> int:
         align_mode=args.align_mode,
         progress=not args.json or sys.stderr.isatty(),  # JSON goes to stdout; a terminal still sees progress
         corpus=getattr(args, "corpus", None),
-        hf_options=types.hf_options(args),
     )
     _emit(args, report, _print_table)
     return 0

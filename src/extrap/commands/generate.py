@@ -18,6 +18,7 @@ def register(sub) -> None:
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     p.add_argument("--seed", type=int, default=0)
     types.add_rope_arguments(p)
+    types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--json", action="store_true")
     p.add_argument("--csv", metavar="PATH", help="also write the result as one CSV row to PATH (atomically)")
     p.set_defaults(func=run)
@@ -27,9 +28,10 @@ def run(args) -> int:
     import torch
 
     import extrap
+    from extrap.model import model_device
     from extrap.model.generate import generate
 
-    run = extrap.load(args.run, **types.rope_options(args))
+    run = extrap.load(args.run, device=types.loading_device(args), **types.rope_options(args))
     model, tok = run.model, run.tokenizer
     try:
         args.prompt.encode("utf-8")
@@ -38,14 +40,15 @@ def run(args) -> int:
     ids = tok.encode(args.prompt)
     if not ids:
         raise ExtrapError("--prompt is empty")
+    device = model_device(model)  # the prompt and the sampler's generator live where the model does
     t0 = time.perf_counter()
     out = generate(
         model,
-        torch.tensor([ids]),
+        torch.tensor([ids], device=device),
         args.tokens,
         cache_window=args.cache_window,
         greedy=not args.sample,
-        generator=torch.Generator().manual_seed(args.seed),
+        generator=torch.Generator(device=device).manual_seed(args.seed),
     )
     seconds = time.perf_counter() - t0
     text = tok.decode(out[0].tolist())

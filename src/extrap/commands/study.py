@@ -41,6 +41,7 @@ def register(sub) -> None:
     p.add_argument("--steps", type=types.positive_int, help="override the preset's training steps")
     p.add_argument("--corpus", help="override the corpus (default: stdlib)")
     p.add_argument("--delta", type=types.positive_float, default=0.02, help="δ of 000 Definition 0.1")
+    types.add_device(p, note="default: training auto, evaluation and measurements cpu")
     p.set_defaults(func=run)
 
 
@@ -62,6 +63,7 @@ def run(args) -> int:
             steps=args.steps,
             corpus=args.corpus,
             tasks=tasks,
+            device=types.loading_device(args),
         )
     except StudyExistsError as e:
         raise ExtrapError(f"{e}; pass --resume to continue or choose another --out") from None

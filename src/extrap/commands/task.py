@@ -88,7 +88,7 @@ def _register_score(tsub) -> None:
         "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
     )
     c.add_argument("--batch", type=types.positive_int, default=4, help="sequences per forward pass")
-    c.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    types.add_device(c, default="cpu")
     c.add_argument("--details", action="store_true", help="include one record per example in the JSON")
     c.add_argument("--out", help="also write the JSON result to this file (atomically)")
     c.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
@@ -147,13 +147,12 @@ def run_sample(args) -> int:
 
 
 def run_score(args) -> int:
-    from extrap.devices import resolve_device
     from extrap.hf.t5_run import load_run
     from extrap.tasks import score_task
 
     # T5: the prompt goes through the encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)
     run = load_run(
-        args.run, device=str(resolve_device(args.device)), train_length=args.train_length, **types.rope_options(args)
+        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
     )
     task = args.task or run.task
     if not task:

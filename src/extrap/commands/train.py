@@ -39,7 +39,7 @@ def register(sub) -> None:
         dest="task_mix",
         help="with --task: fraction of batches that are plain LM batches (default 0: task only)",
     )
-    p.add_argument("--device", help="auto | cpu | cuda")
+    types.add_device(p, note="default: the config's, else auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument(

@@ -18,6 +18,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from extrap.model.protocol import model_device
+
 CHUNK = 1024  # queries per streamed step, at most
 LOGITS_BUDGET = 2**24  # logits (B, chunk, V) per step, at most, in elements (64 MiB in fp32)
 MIN_CHUNK = 16
@@ -56,6 +58,7 @@ def token_nll(
     streamed (:func:`stream_nll`).  ``on_tokens(n)`` is told how many tokens were just processed.
     """
     if window is None:
+        x, y = x.to(model_device(model)), y.to(model_device(model))  # token ids come from a cpu stream
         out = model(x, window=None, last=score_last)
         s = y if score_last is None else y[:, -score_last:]
         if on_tokens:
@@ -80,6 +83,7 @@ def stream_nll(
     scored one cannot change its output.  Positions stay absolute (the model's ``step(idx, start)``).
     """
     B, T = x.shape
+    x, y = x.to(model_device(model)), y.to(model_device(model))  # token ids come from a cpu stream
     first = T - (score_last if score_last is not None else T)
     start = max(0, first - cone(model.shape.n_layer, window))
     step = chunk_size(B, model.shape.vocab_size, chunk)

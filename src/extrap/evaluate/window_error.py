@@ -20,6 +20,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.evaluate.streaming import token_nll
 from extrap.model.attention import toeplitz_table
+from extrap.model.protocol import model_device
 
 MEASURE_MAX = 32768  # exact attention is measured up to this length
 SAMPLED_ROWS = 16  # query rows whose exact attention is read
@@ -98,7 +99,7 @@ def _dropped(model, seq: torch.Tensor, W: int, rows: list[int]) -> tuple[list[fl
 @torch.no_grad()
 def measure(model, stream: torch.Tensor, W: int, length: int, rows: int = SAMPLED_ROWS) -> WindowMeasure:
     """Score the first ``length`` + 1 tokens of ``stream`` exactly and with the window; read sampled rows."""
-    seq = stream[: length + 1].long().view(1, -1)
+    seq = stream[: length + 1].long().view(1, -1).to(model_device(model))
     x, y = seq[:, :-1], seq[:, 1:]
     out = WindowMeasure(length)
     try:

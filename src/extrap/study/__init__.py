@@ -43,8 +43,12 @@ def run_study(
     steps: int | None = None,
     corpus: str | None = None,
     tasks: list[str] | None = None,
+    device: str | None = None,
 ) -> StudyResults:
-    """Run (or resume) one experiment in folder ``out``; returns its results, also in ``out/results.json``."""
+    """Run (or resume) one experiment in folder ``out``; returns its results, also in ``out/results.json``.
+
+    ``device`` (cpu, cuda, cuda:N): where every job trains and measures; None: training on cuda when
+    available, evaluation on cpu."""
     if experiment not in EXPERIMENTS:
         raise ExtrapError(f"unknown experiment {experiment!r} ({' | '.join(EXPERIMENTS)})")
     if jobs < 1:
@@ -62,6 +66,7 @@ def run_study(
         steps=steps,
         corpus=corpus,
         tasks=tasks,
+        device=device,
     )
     return run_experiment(EXPERIMENTS[experiment](request), request)
 

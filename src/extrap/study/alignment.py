@@ -117,7 +117,7 @@ def alignment_job(args: dict) -> dict:
         path = rd.path / "alignment" / f"L{L}.json"
         if not path.exists():
             if run is None:
-                run = extrap.load(rd.path)
+                run = extrap.load(rd.path, args["overrides"].get("device"))
                 probe = PromptProber(run.model, {})
             rec = length_record(run, L, args["task"], args["settings"], args["cap"], probe)
             atomic_write_json(path, rec)
@@ -260,7 +260,7 @@ def build(request: StudyRequest) -> Experiment:
     cap = settings.max_probe_length or align.MAX_PROBE_LENGTH
     common = {
         "settings": asdict(settings),
-        "overrides": {"corpus": request.corpus} if request.corpus else {},
+        "overrides": {k: v for k, v in (("corpus", request.corpus), ("device", request.device)) if v},
         "threads": request.threads,
         "cap": cap,
     }
@@ -272,6 +272,7 @@ def build(request: StudyRequest) -> Experiment:
             "tasks": list(tasks),
             "steps": request.steps,
             "corpus": request.corpus,
+            "device": request.device,
         },
         must_match=("preset", "experiment", "steps", "corpus"),  # other tasks or PEs may join: runs are per task, PE
         headline=f"study alignment: {', '.join(pes)}, preset {request.preset}, "

@@ -95,7 +95,7 @@ def pe_job(args: dict) -> dict:
         )
         training.train(rd.path, m, t, resume=rd.exists(), progress=False)
     L_tr = rd.read_config().train_length
-    run = cache(lambda: extrap.load(rd.path))  # loaded only when a stage is missing
+    run = cache(lambda: extrap.load(rd.path, args["overrides"].get("device")))  # only when a stage is missing
 
     def evaluated(protocol):
         return evaluate.evaluate_run(
@@ -292,7 +292,7 @@ def build(request: StudyRequest) -> Experiment:
     if request.preset not in STUDY_PRESETS:
         raise ExtrapError(f"unknown preset {request.preset!r} (choose from {', '.join(STUDY_PRESETS)})")
     settings = STUDY_PRESETS[request.preset]
-    overrides = {"steps": request.steps, "corpus": request.corpus}
+    overrides = {"steps": request.steps, "corpus": request.corpus, "device": request.device}
     model_cfg, train_cfg = build_configs("nope", settings.train_preset, overrides=overrides)
     L_tr = train_cfg.train_length
     variants = slope_variants(L_tr, settings.slope_variants) if request.experiment == "alibi-slopes" else None
@@ -320,6 +320,7 @@ def build(request: StudyRequest) -> Experiment:
             "delta": request.delta,
             "steps": request.steps,
             "corpus": request.corpus,
+            "device": request.device,
         },
         must_match=("preset", "experiment", "pes", "delta", "steps", "corpus"),  # a report covers all its PEs
         headline=f"study: {len(pes)} PEs, preset {request.preset}, L_tr={L_tr}, {request.jobs} at a time "

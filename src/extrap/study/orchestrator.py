@@ -59,6 +59,7 @@ class StudyRequest:
     steps: int | None = None
     corpus: str | None = None
     tasks: list[str] | None = None
+    device: str | None = None  # every job trains and measures there (None: train on cuda if any, measure on cpu)
 
     @property
     def threads(self) -> int:
