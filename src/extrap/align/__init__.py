@@ -30,7 +30,7 @@ The names below are the public entry points; everything else is imported from it
 
 from extrap.align.formulas import DEFAULT_GRID, MAX_PROBE_LENGTH, MODES, SEARCH_MODES
 from extrap.align.probe import DEFAULT_SEGMENTS, segments_of
-from extrap.align.records import AlignReport, AlignSettings, Algorithm1, ClosedForms, LengthReport, Stats
+from extrap.align.records import Algorithm1, AlignReport, AlignSettings, ClosedForms, LengthReport, Stats
 from extrap.align.report import align_report, aligned_temperature, closed_forms
 from extrap.align.search import algorithm1
 from extrap.align.temperature import TemperatureSpec, check_layer_taus, parse_temperature_spec

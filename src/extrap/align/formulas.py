@@ -336,15 +336,9 @@ class Search:
 
     @classmethod
     def from_json(cls, d: dict) -> Search:
-        return cls(
-            tau=d["tau"],
-            grid_tau=d["grid_tau"],
-            target=d["target"],
-            value=d.get("value"),
-            curve=_curve(d.get("curve")),
-            refined=_curve(d.get("refined")),
-            at_grid_edge=bool(d.get("at_grid_edge", False)),
-        )
+        tau, grid_tau, target, value = d["tau"], d["grid_tau"], d["target"], d.get("value")
+        curve, refined = _curve(d.get("curve")), _curve(d.get("refined"))
+        return cls(tau, grid_tau, target, value, curve, refined, bool(d.get("at_grid_edge", False)))
 
 
 def search_tau(

@@ -72,11 +72,13 @@ class Algorithm1:
     """004 Algorithm 1 at one L_ex: one global search, or one search per layer (greedy, layer by layer).
 
     ``target``: the statistic at L_tr, τ = 1 (all layers).  ``tau``, ``grid_tau``: one value, or a tuple per layer.
+    ``brief``: a summary without the curves (:meth:`summary`, what the alignment study stores).
     """
 
     target: float
     search: Search | None = None  # global
     layers: tuple[Search, ...] = ()  # per layer, in layer order
+    brief: bool = False
 
     @property
     def per_layer(self) -> bool:
@@ -96,26 +98,25 @@ class Algorithm1:
 
     def summary(self) -> Algorithm1:
         """The picks without the curves (what the alignment study stores)."""
-        return Algorithm1(
-            self.target, self.search.summary() if self.search else None, tuple(s.summary() for s in self.layers)
-        )
+        search = self.search.summary() if self.search else None
+        return Algorithm1(self.target, search, tuple(s.summary() for s in self.layers), brief=True)
 
     def to_json(self) -> dict:
         if not self.layers:
             return self.search.to_json()
-        return {
-            "tau": list(self.tau),
-            "grid_tau": list(self.grid_tau),
-            "target": self.target,
-            "layers": [{"layer": i, **s.to_json()} for i, s in enumerate(self.layers)],
-            "at_grid_edge": self.at_grid_edge,
-        }
+        head = {"tau": list(self.tau), "grid_tau": list(self.grid_tau), "target": self.target}
+        if self.brief:  # the study's summary: the layers' picks only, unnumbered
+            return {**head, "at_grid_edge": self.at_grid_edge, "layers": [s.to_json() for s in self.layers]}
+        layers = [{"layer": i, **s.to_json()} for i, s in enumerate(self.layers)]
+        return {**head, "layers": layers, "at_grid_edge": self.at_grid_edge}
 
     @classmethod
     def from_json(cls, d: dict) -> Algorithm1:
         if "layers" in d:
-            return cls(d["target"], layers=tuple(Search.from_json(v) for v in d["layers"]))
-        return cls(d["target"], search=Search.from_json(d))
+            layers = tuple(Search.from_json(v) for v in d["layers"])
+            return cls(d["target"], layers=layers, brief=any(s.curve is None for s in layers))
+        search = Search.from_json(d)
+        return cls(d["target"], search=search, brief=search.curve is None)
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,11 @@ class LogLengthForm:
 
     log_length: float
     note: str
+
+    @property
+    def prop1_status(self) -> None:
+        """Prop. 1 was not solved (nothing was probed)."""
+        return None
 
     def tau(self, mode: str) -> float | None:
         return self.log_length if mode == "log-length" else None

@@ -44,7 +44,7 @@ Averages = Callable[[int], torch.Tensor]
 
 
 class AveragedLogits:
-    """004 §6's averaged sorted layer-0 logits at each length, over ``segments`` windows of ``stream``, computed once."""
+    """004 §6's averaged sorted layer-0 logits per length, over ``segments`` windows of ``stream``, computed once."""
 
     def __init__(self, model: ProbedLM, stream: torch.Tensor, segments: int = DEFAULT_SEGMENTS):
         self.model, self.stream, self.segments = model, stream, segments

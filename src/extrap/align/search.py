@@ -80,7 +80,9 @@ def algorithm1(
     return Algorithm1(ref.get(mode), layers=_layer_by_layer(probe, ref, R, length, mode, grid, refine, refine_steps))
 
 
-def _layer_by_layer(probe, ref: Stats, R: int, length: int, mode: str, grid, refine, refine_steps) -> tuple[Search, ...]:
+def _layer_by_layer(
+    probe, ref: Stats, R: int, length: int, mode: str, grid, refine, refine_steps
+) -> tuple[Search, ...]:
     """Greedy per-layer search: τ_l with τ_0..τ_{l-1} fixed and later layers not run."""
     taus: list[float] = []
     layers = []

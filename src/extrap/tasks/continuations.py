@@ -34,7 +34,9 @@ def continuation_summary(rows: torch.Tensor, cont: list[int]) -> Continuation:
 
 
 @torch.no_grad()
-def score_continuations(model: ExtrapLM, pairs: list[tuple[list[int], list[int]]], batch: int = 4) -> list[Continuation]:
+def score_continuations(
+    model: ExtrapLM, pairs: list[tuple[list[int], list[int]]], batch: int = 4
+) -> list[Continuation]:
     """For (prompt ids, continuation ids): log-likelihood, greedy match, greedy prediction ids.
 
     Rows are right-padded (harmless for a causal model); only the logits of the
