@@ -7,9 +7,19 @@ import pytest
 import torch
 
 import extrap
-from extrap.align import DEFAULT_GRID, ClosedForms, algorithm1, aligned_temperature, closed_forms, segments_of
+from extrap.align import (
+    DEFAULT_GRID,
+    Algorithm1,
+    ClosedForms,
+    algorithm1,
+    aligned_temperature,
+    closed_forms,
+    segments_of,
+)
 from extrap.align import report as align_report_module
 from extrap.align.formulas import (
+    Prop1,
+    SoftmaxStat,
     averaged_sorted_logits,
     check_lengths,
     check_mode,
@@ -234,6 +244,54 @@ def test_per_layer_matches_every_layer(loaded):
     after = attention_stats(model, segments_of(stream, 40, 2), res.tau)
     for layer in range(len(model.blocks)):
         assert abs(after.layers[layer].pmax - ref.layers[layer].pmax) < 0.005
+
+
+@pytest.mark.parametrize(
+    "mode, per_layer", [("pmax", False), ("entropy", True), ("prop1", False), ("log-length", False)]
+)
+    "mode, per_layer", [("pmax", False), ("entropy", True), ("prop1", False), ("log-length", False)]
+)
+def test_align_report_records_round_trip_through_json(loaded, mode, per_layer):
+    """align_report's record reads back from its JSON unchanged (τ lists, curves, closed forms, before/after)."""
+    from extrap.align import AlignReport, AlignSettings, align_report
+    from extrap.align.records import AlignRun
+
+    run, stream = loaded
+    settings = AlignSettings(run.train_length, (40, 48), mode, per_layer=per_layer, segments=2, grid=(1.0, 0.8, 0.6))
+    rep = align_report(run.model, stream, settings)
+    assert [r.length for r in rep.lengths] == [40, 48] and rep.grid == (1.0, 0.8, 0.6)
+    text = json.loads(json.dumps(rep.to_json()))
+    assert AlignReport.from_json(text) == rep
+    assert list(text) == ["train_length", "mode", "per_layer", "segments", "grid", "refine", "reference", "lengths"]
+    row = rep.lengths[1]
+    assert (row.algorithm1 is not None) == (mode in ("pmax", "entropy"))
+    if per_layer:
+        assert isinstance(row.tau, tuple) and text["lengths"][1]["tau"] == list(row.tau)
+        assert [v["layer"] for v in text["lengths"][1]["algorithm1"]["layers"]] == list(range(len(row.tau)))
+        brief = row.algorithm1.summary().to_json()  # what the alignment study stores: no curves, no layer numbers
+        assert "curve" not in brief["layers"][0] and "layer" not in brief["layers"][0]
+        assert Algorithm1.from_json(brief) == row.algorithm1.summary()
+    aligned = AlignRun("somewhere", "alibi", "validation", 30, rep)
+    assert AlignRun.from_json(json.loads(json.dumps(aligned.to_json()))) == aligned
+
+
+def test_prop1_and_stats_round_trip():
+    from extrap.align import Stats
+
+    p1 = prop1(4, 8, 2.0, 1.0, 0.1)
+    assert Prop1.from_json(json.loads(json.dumps(p1.to_json()))) == p1
+    assert list(p1.to_json()) == ["tau", "roots", "P", "A", "B", "C", "peak_tau", "peak_pmax", "status"]
+    st = Stats(0.5, 1.0, (SoftmaxStat(0.4, 1.1), SoftmaxStat(0.6, 0.9)), rows=12)
+    assert st.to_json() == {
+        "pmax": 0.5,
+        "entropy": 1.0,
+        "rows_per_layer": 12,
+        "layers": [{"pmax": 0.4, "entropy": 1.1}, {"pmax": 0.6, "entropy": 0.9}],
+    }
+    assert Stats.from_json(st.to_json()) == st and st.get("pmax", 1) == 0.6
+    old = {"prop1": None, "prop1_closest": 0.7, "prop2": 0.5, "surprise": 1}  # an earlier version's, unknown keys
+    cf = ClosedForms.from_json(old)
+    assert cf.prop1 is None and cf.prop1_status == "no valid root" and cf.tau("prop2") == 0.5
 
 
 def test_closed_forms_on_the_model(loaded):

@@ -79,6 +79,8 @@ def test_run_load_opens_t5_and_is_the_only_loader(t5_dir, run):
 
     assert isinstance(run.model, T5Model) and isinstance(run.model, Seq2SeqLM)
     assert not isinstance(run.model, ExtrapLM)  # the encoder is aligned, never evaluated as a causal LM
+    with pytest.raises(ExtrapError, match="encoder-decoder, not a causal LM"):
+        run.model.new_cache()  # what evaluation, ERF and generation reach for is refused in one line
     assert run.train_length == 32 and run.pe == "hf:t5/t5-bias" and run.config.model_type == "t5"
     assert isinstance(extrap.load(f"hf:{t5_dir}", device="cpu").model, T5Model)
     assert not hasattr(t5_run, "load_run") and not hasattr(t5_run, "load_t5_run")

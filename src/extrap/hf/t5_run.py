@@ -13,6 +13,8 @@ the temperature act on.  :class:`T5Model` puts a ``T5ForConditionalGeneration`` 
   scoring (:mod:`extrap.tasks.seq2seq`).
 
 Together: :class:`extrap.model.protocol.Seq2SeqLM`, the protocol that alignment and task scoring read.
+A T5 is not a causal LM (:class:`extrap.model.protocol.ExtrapLM`): evaluation, ERF and generation, which
+need one, are refused in one line when they reach for the forward pass, the embeddings or the KV cache.
 :func:`extrap.load` (``extrap.run.load``, the one place that tells runs apart) opens a T5 ``hf:PATH`` with
 :func:`load_hf_t5`, which returns the model inside an :class:`extrap.hf.HFRun` (tokenizer, provenance,
 corpus).  T5's L_tr: the config's ``n_positions`` when it has one, else 512, the input length of T5's
@@ -35,6 +37,12 @@ from extrap.hf.tokenizer import HFTokenizer
 from extrap.model.protocol import Blocks, ModelShape, check_temperatures
 
 T5_TRAIN_LENGTH = 512  # T5's pre-training input length (Raffel et al. 2020, §3.1.2)
+CAUSAL_ONLY = frozenset({"embed", "default_positions", "new_cache", "step", "attention_rows"})  # of ExtrapLM
+
+
+class NotCausalError(ExtrapError, AttributeError):
+    """A T5 asked for what only a causal LM has.  An AttributeError too, so a protocol check
+    (``isinstance(model, ExtrapLM)``) says no instead of failing."""
 
 
 def _config_value(config, name: str):
@@ -72,6 +80,21 @@ class T5Model(nn.Module):
     @property
     def shape(self) -> ModelShape:
         return self.cfg
+
+    def not_causal(self) -> NotCausalError:
+        return NotCausalError(
+            f"not supported: {type(self.hf).__name__} is an encoder-decoder, not a causal LM; extrap aligns its "
+            "encoder (extrap align), scores tasks with it (extrap task score) and reads its buckets "
+            "(`extrap theory --checkpoint hf:PATH`)"
+        )
+
+    def forward(self, *args, **kwargs):
+        raise self.not_causal()
+
+    def __getattr__(self, name: str):
+        if name in CAUSAL_ONLY:
+            raise self.not_causal()
+        return super().__getattr__(name)
 
     # ---- temperature (004: the encoder's softmax) ------------------------------
     def temperatures(self) -> list[float]:
