@@ -249,8 +249,6 @@ def test_per_layer_matches_every_layer(loaded):
 @pytest.mark.parametrize(
     "mode, per_layer", [("pmax", False), ("entropy", True), ("prop1", False), ("log-length", False)]
 )
-    "mode, per_layer", [("pmax", False), ("entropy", True), ("prop1", False), ("log-length", False)]
-)
 def test_align_report_records_round_trip_through_json(loaded, mode, per_layer):
     """align_report's record reads back from its JSON unchanged (τ lists, curves, closed forms, before/after)."""
     from extrap.align import AlignReport, AlignSettings, align_report
