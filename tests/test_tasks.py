@@ -21,6 +21,7 @@ from extrap.tasks import (
     Example,
     Filler,
     TaskReport,
+    TaskRun,
     TaskSampler,
     TaskSettings,
     make_example,
@@ -403,6 +404,7 @@ def test_cli_score_a_task_run(with_task_cli, capsys, passkey_run, tmp_path):
     assert rep["task"] == "passkey" and rep["train_length"] == 128
     assert [r["length"] for r in rep["results"]] == [128, 256]
     assert json.loads(out_file.read_text())["accuracy"] == rep["accuracy"]
+    assert TaskRun.from_json(rep).to_json() == rep  # the run, the report and the provenance read back
     assert (
         cli.main(
             [
