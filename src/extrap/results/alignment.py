@@ -8,9 +8,12 @@ rule beyond the probe cap: :class:`extrap.align.records.LogLengthForm`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from extrap.align.records import ClosedForms, LogLengthForm, read_closed_forms
 from extrap.results.records import Record, mapped, one, plain
+
+if TYPE_CHECKING:  # extrap.align needs torch; the results and the report do not, until closed forms are read
+    from extrap.align.records import ClosedForms, LogLengthForm
 
 MODES = ("pmax", "entropy", "pmax-layer")  # Algorithm 1 settings (004 Table 4's "w/ P_max", "w/ H"; §8 per layer)
 SETTINGS = ("none",) + MODES  # "none": τ = 1, the unaligned model
@@ -32,8 +35,10 @@ def mean_beyond(acc_by_len: dict | None, train_length: int) -> float | None:
 
 
 def _load_closed_forms(v) -> dict:
-    if not isinstance(v, dict):
+    if not isinstance(v, dict) or not v:
         return {}
+    from extrap.align.records import read_closed_forms
+
     read = {str(k): read_closed_forms(x) for k, x in v.items()}
     return {k: cf for k, cf in read.items() if cf is not None}
 

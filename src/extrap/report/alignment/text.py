@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from extrap.align.records import ClosedForms, LogLengthForm
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from extrap.align.records import ClosedForms, LogLengthForm
 
 LABELS = {"none": "no alignment (τ = 1)", "pmax": "w/ P_max", "entropy": "w/ H", "pmax-layer": "w/ P_max per layer"}
 
