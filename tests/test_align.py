@@ -7,9 +7,19 @@ import pytest
 import torch
 
 import extrap
-from extrap.align import DEFAULT_GRID, algorithm1, aligned_temperature, closed_forms, segments_of
+from extrap.align import (
+    DEFAULT_GRID,
+    Algorithm1,
+    ClosedForms,
+    algorithm1,
+    aligned_temperature,
+    closed_forms,
+    segments_of,
+)
 from extrap.align import report as align_report_module
 from extrap.align.formulas import (
+    Prop1,
+    SoftmaxStat,
     averaged_sorted_logits,
     check_lengths,
     check_mode,
@@ -17,7 +27,6 @@ from extrap.align.formulas import (
     log_length_tau,
     logit_row_stats,
     prop1,
-    prop1_explain,
     prop1_pmax,
     prop1_roots,
     prop1_tau,
@@ -68,8 +77,8 @@ def test_prop2_reproduces_algorithm1_on_gaussian_logits():
     for L_tr, L_ex, s_tr, s_ex in [(512, 4096, 1.0, 1.2), (512, 2048, 1.5, 1.5)]:
         l_tr = torch.randn(32, L_tr, generator=g, dtype=torch.float64) * s_tr
         l_ex = torch.randn(32, L_ex, generator=g, dtype=torch.float64) * s_ex
-        target = logit_row_stats(l_tr, 1.0)["entropy"]
-        found = search_tau(lambda t, rows=l_ex: logit_row_stats(rows, t)["entropy"], target).tau
+        target = logit_row_stats(l_tr, 1.0).entropy
+        found = search_tau(lambda t, rows=l_ex: logit_row_stats(rows, t).entropy, target).tau
         est_tr, est_ex = sigma_of(averaged_sorted_logits(l_tr)), sigma_of(averaged_sorted_logits(l_ex))
         assert est_tr == pytest.approx(s_tr, rel=0.02) and est_ex == pytest.approx(s_ex, rel=0.02)
         assert prop2_tau(L_tr, L_ex, est_tr, est_ex) == pytest.approx(found, abs=0.015)
@@ -95,7 +104,7 @@ def test_prop1_known_root_and_its_coefficients():
     assert prop1_tau(512, 4096, 1.0, 10.0, 0.3) is None  # no real root
     assert log_length_tau(512, 4096) == pytest.approx(0.75)
     res = prop1(L_tr, L_ex, s_tr, s_ex, P)
-    assert res["status"] == "root" and res["tau"] == pytest.approx(tau_star) and res["tau"] > res["peak_tau"]
+    assert res.status == "root" and res.tau == pytest.approx(tau_star) and res.tau > res.peak_tau
 
 
 class _Stub:
@@ -123,16 +132,16 @@ def test_prop1_without_a_root_on_linear_logits_is_explicit(monkeypatch):
         align_report_module, "averaged_layer_logits", lambda m, seg, layer=0: {4: tr, 8: ex}[seg.shape[1]][0]
     )
     cf = closed_forms(_Stub(), torch.arange(16), 4, 8, segments=1)
-    assert cf["sigma_tr"] ** 2 == pytest.approx(5) and cf["sigma_ex"] ** 2 == pytest.approx(21)
-    assert cf["P"] == pytest.approx(math.exp(0.5) / 4)
-    assert (cf["A"], cf["B"], cf["C"]) == pytest.approx((math.log(2) + 0.5, 3.0, 10.5))
-    assert cf["prop1"] is None and cf["prop1_roots"] == [] and cf["prop1_status"] == "no real root"
-    assert cf["prop1_peak_tau"] == pytest.approx(7.0) and cf["prop1_peak_pmax"] == pytest.approx(math.exp(3 / 14) / 8)
-    assert "no real root at L_ex=8" in cf["prop1_note"] and "below P = 0.412" in cf["prop1_note"]
+    assert cf.sigma_tr**2 == pytest.approx(5) and cf.sigma_ex**2 == pytest.approx(21)
+    assert cf.P == pytest.approx(math.exp(0.5) / 4)
+    assert (cf.A, cf.B, cf.C) == pytest.approx((math.log(2) + 0.5, 3.0, 10.5))
+    assert cf.prop1 is None and cf.prop1_roots == () and cf.prop1_status == "no real root"
+    assert cf.prop1_peak_tau == pytest.approx(7.0) and cf.prop1_peak_pmax == pytest.approx(math.exp(3 / 14) / 8)
+    assert "no real root at L_ex=8" in cf.prop1_note and "below P = 0.412" in cf.prop1_note
     with pytest.raises(ExtrapError, match="no real root"):  # an explicit error, never a made-up τ
         aligned_temperature(_Stub(), torch.arange(16), 4, 8, "prop1", segments=1)
     # the softmax itself needs almost no change: linear logits keep their top probability (τ ≈ 1)
-    found = search_tau(lambda t: logit_row_stats(ex.double(), t)["pmax"], logit_row_stats(tr.double(), 1.0)["pmax"])
+    found = search_tau(lambda t: logit_row_stats(ex.double(), t).pmax, logit_row_stats(tr.double(), 1.0).pmax)
     assert found.tau > 0.95
 
 
@@ -143,11 +152,11 @@ def test_prop1_rejects_a_root_on_the_wrong_branch():
     roots (B ± sqrt(B² - 4AC)) / 2A = 0.424 and -5.28; 2C/B = 0.922.
     """
     res = prop1(4, 8, 2.0, 1.0, 0.1)
-    assert res["A"] == pytest.approx(math.log(0.8)) and res["B"] == pytest.approx(math.log(0.4) + 2)
-    assert res["roots"] == pytest.approx([0.4237, -5.281], abs=1e-3)
-    assert res["peak_tau"] == pytest.approx(0.9225, abs=1e-3)
-    assert res["status"] == "no valid root" and res["tau"] is None and prop1_tau(4, 8, 2.0, 1.0, 0.1) is None
-    assert "no valid root" in prop1_explain(res, 8)
+    assert res.A == pytest.approx(math.log(0.8)) and res.B == pytest.approx(math.log(0.4) + 2)
+    assert res.roots == pytest.approx([0.4237, -5.281], abs=1e-3)
+    assert res.peak_tau == pytest.approx(0.9225, abs=1e-3)
+    assert res.status == "no valid root" and res.tau is None and prop1_tau(4, 8, 2.0, 1.0, 0.1) is None
+    assert "no valid root" in res.explain(8)
 
 
 def test_prop1_matches_algorithm1_on_gaussian_logits_with_a_planted_max():
@@ -161,8 +170,8 @@ def test_prop1_matches_algorithm1_on_gaussian_logits_with_a_planted_max():
         return x
 
     l_tr, l_ex = logits(L_tr, s_tr), logits(L_ex, s_ex)
-    target = logit_row_stats(l_tr, 1.0)["pmax"]
-    found = search_tau(lambda t: logit_row_stats(l_ex, t)["pmax"], target).tau
+    target = logit_row_stats(l_tr, 1.0).pmax
+    found = search_tau(lambda t: logit_row_stats(l_ex, t).pmax, target).tau
     P = math.exp(lmax - math.log(L_tr) - s_tr**2 / 2)  # Eq. (2)
     assert prop1_tau(L_tr, L_ex, s_tr, s_ex, P) == pytest.approx(found, abs=0.02)
 
@@ -191,9 +200,9 @@ def test_streamed_stats_match_dense_probabilities_and_logits_match_the_model(loa
         model.set_temperature(1.0)
     for layer, blocks in enumerate(probs):
         p = dense_probs(blocks, 48).double()
-        assert st.layers[layer]["pmax"] == pytest.approx(float(p.amax(-1).mean()), rel=1e-6)
+        assert st.layers[layer].pmax == pytest.approx(float(p.amax(-1).mean()), rel=1e-6)
         h = -torch.special.xlogy(p, p).sum(-1).mean()
-        assert st.layers[layer]["entropy"] == pytest.approx(float(h), rel=1e-6)
+        assert st.layers[layer].entropy == pytest.approx(float(h), rel=1e-6)
     assert current_temperature(model) == [1.0, 1.0]  # probes restore τ
     # layer-0 pre-softmax logits reproduce the model's probabilities at τ = 1
     with torch.no_grad():
@@ -212,42 +221,89 @@ def test_algorithm1_aligns_pmax_within_0_01(loaded):
     res = algorithm1(model, stream, L_tr, L_ex, "pmax", segments=4)
     ref = attention_stats(model, segments_of(stream, L_tr, 4), 1.0).pmax
     before = attention_stats(model, segments_of(stream, L_ex, 4), 1.0).pmax
-    after = attention_stats(model, segments_of(stream, L_ex, 4), res["tau"]).pmax
+    after = attention_stats(model, segments_of(stream, L_ex, 4), res.tau).pmax
     assert before < ref - 0.02  # dispersed attention (004 Table 1)
-    assert abs(after - ref) < 0.01 and res["target"] == pytest.approx(ref)
-    assert 0.5 <= res["tau"] < 1.0 and [t for t, _ in res["curve"]] == list(DEFAULT_GRID)
-    s = [v for _, v in res["curve"]]
+    assert abs(after - ref) < 0.01 and res.target == pytest.approx(ref)
+    assert 0.5 <= res.tau < 1.0 and [t for t, _ in res.search.curve] == list(DEFAULT_GRID)
+    s = [v for _, v in res.search.curve]
     assert all(a < b for a, b in zip(s, s[1:]))  # lowering τ sharpens
-    assert aligned_temperature(model, stream, L_tr, L_ex, "pmax", segments=4) == pytest.approx(res["tau"])
+    assert aligned_temperature(model, stream, L_tr, L_ex, "pmax", segments=4) == pytest.approx(res.tau)
     assert aligned_temperature(model, stream, L_tr, 16) == 1.0
     # entropy mode lowers H towards L_tr's
     ent = algorithm1(model, stream, L_tr, L_ex, "entropy", segments=4)
-    h_after = attention_stats(model, segments_of(stream, L_ex, 4), ent["tau"]).entropy
-    assert abs(h_after - ent["target"]) < abs(ent["curve"][0][1] - ent["target"])
+    h_after = attention_stats(model, segments_of(stream, L_ex, 4), ent.tau).entropy
+    assert abs(h_after - ent.target) < abs(ent.search.curve[0][1] - ent.target)
 
 
 def test_per_layer_matches_every_layer(loaded):
     run, stream = loaded
     model, L_tr = run.model, run.train_length
     res = algorithm1(model, stream, L_tr, 40, "pmax", segments=2, per_layer=True)
-    assert isinstance(res["tau"], list) and len(res["tau"]) == len(model.blocks)
+    assert isinstance(res.tau, tuple) and len(res.tau) == len(model.blocks)
     ref = attention_stats(model, segments_of(stream, L_tr, 2), 1.0)
-    after = attention_stats(model, segments_of(stream, 40, 2), res["tau"])
+    after = attention_stats(model, segments_of(stream, 40, 2), res.tau)
     for layer in range(len(model.blocks)):
-        assert abs(after.layers[layer]["pmax"] - ref.layers[layer]["pmax"]) < 0.005
+        assert abs(after.layers[layer].pmax - ref.layers[layer].pmax) < 0.005
+
+
+@pytest.mark.parametrize(
+    "mode, per_layer", [("pmax", False), ("entropy", True), ("prop1", False), ("log-length", False)]
+)
+def test_align_report_records_round_trip_through_json(loaded, mode, per_layer):
+    """align_report's record reads back from its JSON unchanged (τ lists, curves, closed forms, before/after)."""
+    from extrap.align import AlignReport, AlignSettings, align_report
+    from extrap.align.records import AlignRun
+
+    run, stream = loaded
+    settings = AlignSettings(run.train_length, (40, 48), mode, per_layer=per_layer, segments=2, grid=(1.0, 0.8, 0.6))
+    rep = align_report(run.model, stream, settings)
+    assert [r.length for r in rep.lengths] == [40, 48] and rep.grid == (1.0, 0.8, 0.6)
+    text = json.loads(json.dumps(rep.to_json()))
+    assert AlignReport.from_json(text) == rep
+    assert list(text) == ["train_length", "mode", "per_layer", "segments", "grid", "refine", "reference", "lengths"]
+    row = rep.lengths[1]
+    assert (row.algorithm1 is not None) == (mode in ("pmax", "entropy"))
+    if per_layer:
+        assert isinstance(row.tau, tuple) and text["lengths"][1]["tau"] == list(row.tau)
+        assert [v["layer"] for v in text["lengths"][1]["algorithm1"]["layers"]] == list(range(len(row.tau)))
+        brief = row.algorithm1.summary().to_json()  # what the alignment study stores: no curves, no layer numbers
+        assert "curve" not in brief["layers"][0] and "layer" not in brief["layers"][0]
+        assert Algorithm1.from_json(brief) == row.algorithm1.summary()
+    aligned = AlignRun("somewhere", "alibi", "validation", 30, rep)
+    assert AlignRun.from_json(json.loads(json.dumps(aligned.to_json()))) == aligned
+
+
+def test_prop1_and_stats_round_trip():
+    from extrap.align import Stats
+
+    p1 = prop1(4, 8, 2.0, 1.0, 0.1)
+    assert Prop1.from_json(json.loads(json.dumps(p1.to_json()))) == p1
+    assert list(p1.to_json()) == ["tau", "roots", "P", "A", "B", "C", "peak_tau", "peak_pmax", "status"]
+    st = Stats(0.5, 1.0, (SoftmaxStat(0.4, 1.1), SoftmaxStat(0.6, 0.9)), rows=12)
+    assert st.to_json() == {
+        "pmax": 0.5,
+        "entropy": 1.0,
+        "rows_per_layer": 12,
+        "layers": [{"pmax": 0.4, "entropy": 1.1}, {"pmax": 0.6, "entropy": 0.9}],
+    }
+    assert Stats.from_json(st.to_json()) == st and st.get("pmax", 1) == 0.6
+    old = {"prop1": None, "prop1_closest": 0.7, "prop2": 0.5, "surprise": 1}  # an earlier version's, unknown keys
+    cf = ClosedForms.from_json(old)
+    assert cf.prop1 is None and cf.prop1_status == "no valid root" and cf.tau("prop2") == 0.5
 
 
 def test_closed_forms_on_the_model(loaded):
     run, stream = loaded
     cf = closed_forms(run.model, stream, 32, 32, segments=2)
-    assert cf["sigma_tr"] == pytest.approx(cf["sigma_ex"]) and cf["prop2"] == pytest.approx(1.0)
-    assert cf["log_length"] == 1.0
-    if cf["lmax_tr"] > cf["sigma_tr"] ** 2:
-        assert cf["prop1"] == pytest.approx(1.0)
+    assert cf.sigma_tr == pytest.approx(cf.sigma_ex) and cf.prop2 == pytest.approx(1.0)
+    assert cf.log_length == 1.0
+    if cf.lmax_tr > cf.sigma_tr**2:
+        assert cf.prop1 == pytest.approx(1.0)
     cf = closed_forms(run.model, stream, 32, 64, segments=2)
-    assert cf["sigma_tr"] > 0 and cf["log_length"] == pytest.approx(math.log(32) / math.log(64))
+    assert cf.sigma_tr > 0 and cf.log_length == pytest.approx(math.log(32) / math.log(64))
     for key in ("prop1", "prop2", "P", "A", "B", "C", "lmax_tr", "lmax_ex"):
-        assert key in cf
+        assert key in cf.to_json()
+    assert ClosedForms.from_json(json.loads(json.dumps(cf.to_json()))) == cf  # the JSON round trip
 
 
 def test_bad_input_raises():

@@ -440,19 +440,19 @@ def test_erf_api_and_cli(saved, tiny_text, hf_cache, capsys):
 @pytest.mark.parametrize("kind", ["llama", "bloom"])
 def test_align_api_closed_forms(saved, tiny_text, hf_cache, kind):
     import extrap
-    from extrap.align import align_report, aligned_temperature
+    from extrap.align import AlignSettings, align_report, aligned_temperature
     from extrap.run import eval_stream
 
     run = extrap.load(f"hf:{saved(kind)}", device="cpu", corpus=tiny_text)
     stream = eval_stream(run, "validation", 200)
-    rep = align_report(run.model, stream, 16, [32], "prop2", segments=2)
-    cf = rep["lengths"][0]["closed_form"]
-    assert 0 < cf["sigma_tr"] < 10 and 0 < cf["sigma_ex"] < 10 and cf["prop2"] > 0
-    assert rep["lengths"][0]["tau"] == cf["prop2"] and rep["lengths"][0]["after"]["pmax"] > 0
-    rep1 = align_report(run.model, stream, 16, [32], "prop1", segments=2)["lengths"][0]
-    assert rep1["closed_form"]["sigma_tr"] == cf["sigma_tr"]  # same layer-0 logits
-    if rep1["tau"] is not None:  # Prop. 1 may have no valid root (ALiBi); then it says why
-        assert aligned_temperature(run.model, stream, 16, 32, "prop1", segments=2) == pytest.approx(rep1["tau"])
+    rep = align_report(run.model, stream, AlignSettings(16, [32], "prop2", segments=2))
+    cf = rep.lengths[0].closed_form
+    assert 0 < cf.sigma_tr < 10 and 0 < cf.sigma_ex < 10 and cf.prop2 > 0
+    assert rep.lengths[0].tau == cf.prop2 and rep.lengths[0].after.pmax > 0
+    rep1 = align_report(run.model, stream, AlignSettings(16, [32], "prop1", segments=2)).lengths[0]
+    assert rep1.closed_form.sigma_tr == cf.sigma_tr  # same layer-0 logits
+    if rep1.tau is not None:  # Prop. 1 may have no valid root (ALiBi); then it says why
+        assert aligned_temperature(run.model, stream, 16, 32, "prop1", segments=2) == pytest.approx(rep1.tau)
     else:
         with pytest.raises(ExtrapError, match="Prop. 1"):
             aligned_temperature(run.model, stream, 16, 32, "prop1", segments=2)
@@ -491,25 +491,17 @@ def test_align_cli(saved, tiny_text, hf_cache, capsys):
 
 def test_task_score_api_and_cli(saved, tiny_text, hf_cache, capsys):
     import extrap
-    from extrap.tasks import min_length, score_task
+    from extrap.tasks import TaskSettings, min_length, score_task
 
     folder = saved("llama")
     run = extrap.load(f"hf:{folder}", device="cpu")
     L = min_length("passkey", run.tokenizer) + 8
-    rep = score_task(
-        run.model,
-        run.tokenizer,
-        "passkey",
-        [L],
-        n=2,
-        method="rank",
-        temperature="auto",
-        train_length=L // 2,
-        filler=tiny_text,
-        buckets=2,
+    settings = TaskSettings(
+        "passkey", [L], n=2, method="rank", temperature="auto", train_length=L // 2, filler=tiny_text, buckets=2
     )
-    res = rep["results"][0]
-    assert res["n"] == 2 and 0 <= res["accuracy"] <= 1 and 0.5 <= res["temperature"] <= 1.0
+    rep = score_task(run.model, run.tokenizer, settings)
+    res = rep.results[0]
+    assert res.n == 2 and 0 <= res.accuracy <= 1 and 0.5 <= res.temperature <= 1.0
     assert run.model.temperatures() == [1.0, 1.0]  # restored
     rc = main(
         [
@@ -549,10 +541,10 @@ def test_mpt_theory(saved, capsys):
 def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
     """erf, align (Algorithm 1 and Prop. 2) and task scoring each run on every causal family."""
     import extrap
-    from extrap.align import align_report
+    from extrap.align import AlignSettings, align_report
     from extrap.erf import ErfSettings, run_erf
     from extrap.run import eval_stream
-    from extrap.tasks import min_length, score_task
+    from extrap.tasks import TaskSettings, min_length, score_task
 
     path = f"hf:{saved(kind)}"
     row = run_erf(path, ErfSettings(length=24, segments=2, corpus=tiny_text))
@@ -560,14 +552,13 @@ def test_every_tool_on_every_causal_family(saved, tiny_text, hf_cache, kind):
     run = extrap.load(path, device="cpu", corpus=tiny_text)
     stream = eval_stream(run, "validation", 200)
     for mode in ("pmax", "prop2"):
-        rep = align_report(run.model, stream, 16, [32], mode, segments=2, grid=[1.0, 0.8, 0.6], refine=False)
-        tau = rep["lengths"][0]["tau"]
+        settings = AlignSettings(16, [32], mode, segments=2, grid=[1.0, 0.8, 0.6], refine=False)
+        tau = align_report(run.model, stream, settings).lengths[0].tau
         assert 0 < tau <= 1.0 + 1e-9 or mode == "prop2" and tau > 0
     L = min_length("passkey", run.tokenizer) + 8
-    res = score_task(run.model, run.tokenizer, "passkey", [L], n=2, method="rank", filler=tiny_text, buckets=2)[
-        "results"
-    ][0]
-    assert res["n"] == 2 and 0 <= res["accuracy"] <= 1
+    settings = TaskSettings("passkey", [L], n=2, method="rank", filler=tiny_text, buckets=2)
+    res = score_task(run.model, run.tokenizer, settings).results[0]
+    assert res.n == 2 and 0 <= res.accuracy <= 1
     assert run.model.temperatures() == [1.0, 1.0]  # nothing left applied
 
 

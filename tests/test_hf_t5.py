@@ -116,7 +116,7 @@ def test_algorithm1_on_t5_encoder_model_and_loading(tmp_path):
     torch.manual_seed(1)
     enc = T5EncoderModel(_config()).eval()
     res = t5_algorithm1(enc, torch.randint(0, 100, (1, 32)), torch.randint(0, 100, (1, 48)), "pmax")
-    assert 0.5 <= res["tau"] <= 1.0 and len(res["curve"]) == 11
+    assert 0.5 <= res.tau <= 1.0 and len(res.search.curve) == 11
     enc.save_pretrained(tmp_path / "enc")
     again = load_t5(tmp_path / "enc", encoder_only=True)
     assert len(attention_modules(again, "encoder")) == 2

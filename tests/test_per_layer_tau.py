@@ -13,7 +13,7 @@ from extrap.errors import ExtrapError
 from extrap.evaluate import evaluate_run
 from extrap.model import GPT, ModelConfig
 from extrap.run import eval_stream
-from extrap.tasks import score_task
+from extrap.tasks import TaskSettings, score_task
 
 TAUS = [0.9, 0.6]  # the smoke preset's two layers
 
@@ -98,15 +98,17 @@ def test_task_score_takes_a_tau_list_and_auto_per_layer(alibi_run, capsys, monke
         return real(*a, **k)
 
     monkeypatch.setattr(model, "forward", spy)
-    rep = score_task(model, tok, "passkey", [100], n=2, temperature="0.7,0.9")
-    assert rep["temperature"] == [0.7, 0.9] and rep["results"][0]["temperature"] == [0.7, 0.9]
+    rep = score_task(model, tok, TaskSettings("passkey", [100], n=2, temperature="0.7,0.9"))
+    assert rep.temperature == (0.7, 0.9) and rep.results[0].temperature == (0.7, 0.9)
     assert seen and all(t == pytest.approx([0.7, 0.9]) for t in seen)
     assert model.temperatures() == [1.0, 1.0]  # restored
     with pytest.raises(ExtrapError, match="3 values given for a model with 2 layers"):
-        score_task(model, tok, "passkey", [100], n=2, temperature=[0.7, 0.9, 1.0])
-    rep = score_task(model, tok, "passkey", [100, 200], n=2, temperature="auto:per-layer", train_length=100)
-    taus = [r["temperature"] for r in rep["results"]]
-    assert rep["temperature"] == "auto:per-layer" and taus[0] == [1.0, 1.0] and len(taus[1]) == 2
+        score_task(model, tok, TaskSettings("passkey", [100], n=2, temperature=[0.7, 0.9, 1.0]))
+    rep = score_task(
+        model, tok, TaskSettings("passkey", [100, 200], n=2, temperature="auto:per-layer", train_length=100)
+    )
+    taus = [r.temperature for r in rep.results]
+    assert rep.temperature == "auto:per-layer" and taus[0] == (1.0, 1.0) and len(taus[1]) == 2
     argv = ["task", "score", str(alibi_run), "--task", "passkey", "--lengths", "100", "--n", "2", "--json"]
     out = _json(capsys, [*argv, "--temperature", "0.9,0.6"])
     assert out["temperature"] == TAUS and out["results"][0]["temperature"] == TAUS

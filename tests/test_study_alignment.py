@@ -9,7 +9,7 @@ import pytest
 from extrap import report
 from extrap.cli import main
 from extrap.report import alignment as ra
-from extrap.results import StudyResults, load_results
+from extrap.results import DepthSummary, StudyResults, best_setting, load_results
 from extrap.study import alignment as sa
 
 
@@ -178,18 +178,39 @@ THREE_LAYERS = SimpleNamespace(shape=SimpleNamespace(n_layer=3))
 def test_beyond_the_probe_cap_uses_the_log_length_rule():
     found = sa.find_taus(THREE_LAYERS, probe=None, train_length=128, length=8192, cap=4096)
     t = math.log(128) / math.log(8192)
-    assert found["tau"]["pmax"] == found["tau"]["entropy"] == pytest.approx(t)
-    assert found["tau"]["pmax-layer"] == [pytest.approx(t)] * 3
-    assert all(s.startswith("log-length (L > probe cap 4096)") for s in found["source"].values())
+    assert found.tau["pmax"] == found.tau["entropy"] == pytest.approx(t)
+    assert found.tau["pmax-layer"] == (pytest.approx(t),) * 3
+    assert all(s.startswith("log-length (L > probe cap 4096)") for s in found.source.values())
+    assert found.to_json()["closed_forms"] == {"log_length": t, "note": "log-length (L > probe cap 4096)"}
     at_tr = sa.find_taus(THREE_LAYERS, probe=None, train_length=128, length=128, cap=4096)
-    assert at_tr["tau"]["pmax"] == 1.0 and at_tr["source"]["entropy"] == "L_tr"
+    assert at_tr.tau["pmax"] == 1.0 and at_tr.source["entropy"] == "L_tr"
+    assert at_tr.to_json() == {
+        "tau": {"pmax": 1.0, "entropy": 1.0, "pmax-layer": [1.0] * 3},
+        "source": {m: "L_tr" for m in sa.MODES},
+        "algorithm1": {},
+        "closed_forms": None,
+    }
+
+
+def test_length_record_round_trips_through_its_json(smoke):
+    """An L<length>.json the study wrote reads back into the same record and writes back byte for byte."""
+    from extrap.study.alignment_records import LengthRecord
+
+    files = sorted((smoke / "runs").rglob("alignment/L*.json"))
+    assert files
+    for path in files:
+        d = json.loads(path.read_text())
+        rec = LengthRecord.from_json(d)
+        assert json.dumps(rec.to_json()) == json.dumps(d)  # the same keys in the same order
+        assert LengthRecord.from_json(rec.to_json()) == rec
 
 
 def test_merge_stats_weights_every_row_once():
-    from extrap.align.probe import Stats
+    from extrap.align import Stats
+    from extrap.align.formulas import SoftmaxStat
 
-    a = Stats(pmax=0.5, entropy=1.0, layers=[{"pmax": 0.5, "entropy": 1.0}], rows=10)
-    b = Stats(pmax=0.2, entropy=2.0, layers=[{"pmax": 0.2, "entropy": 2.0}], rows=30)
+    a = Stats(pmax=0.5, entropy=1.0, layers=(SoftmaxStat(0.5, 1.0),), rows=10)
+    b = Stats(pmax=0.2, entropy=2.0, layers=(SoftmaxStat(0.2, 2.0),), rows=30)
     m = sa.merge_stats([a, b])
     assert m.rows == 40 and m.pmax == pytest.approx(0.275) and m.entropy == pytest.approx(1.75)
 
@@ -242,7 +263,7 @@ def synthetic(taus=None, acc=None, sources=None):
         "closed_forms": {
             k: {"prop1": None, "prop1_status": "no real root", "prop2": 0.6, "log_length": 0.7} for k in key[1:]
         },
-        "depth": sa.depth_summary({st: dict(zip(key, v)) for st, v in acc.items()}, {}, L_TR).to_dict(),
+        "depth": DepthSummary(best_setting({st: dict(zip(key, v)) for st, v in acc.items()}, L_TR)).to_dict(),
     }
     return {
         "experiment": "alignment",

@@ -65,9 +65,27 @@ def t5_dir(tmp_path_factory, hf_tokenizer):
 
 @pytest.fixture(scope="module")
 def run(t5_dir):
-    from extrap.hf.t5_run import load_t5_run
+    from extrap.run import load
 
-    return load_t5_run(t5_dir, device="cpu", train_length=32)
+    return load(f"hf:{t5_dir}", device="cpu", train_length=32)
+
+
+def test_run_load_opens_t5_and_is_the_only_loader(t5_dir, run):
+    """``extrap.run.load`` tells an extrap run, an hf: causal LM and an hf: T5 apart; no second loader is left."""
+    import extrap
+    from extrap.hf import t5_run
+    from extrap.hf.t5_run import T5Model
+    from extrap.model.protocol import ExtrapLM, Seq2SeqLM
+
+    assert isinstance(run.model, T5Model) and isinstance(run.model, Seq2SeqLM)
+    assert not isinstance(run.model, ExtrapLM)  # the encoder is aligned, never evaluated as a causal LM
+    with pytest.raises(ExtrapError, match="encoder-decoder, not a causal LM"):
+        run.model.new_cache()  # what evaluation, ERF and generation reach for is refused in one line
+    assert run.train_length == 32 and run.pe == "hf:t5/t5-bias" and run.config.model_type == "t5"
+    assert isinstance(extrap.load(f"hf:{t5_dir}", device="cpu").model, T5Model)
+    assert not hasattr(t5_run, "load_run") and not hasattr(t5_run, "load_t5_run")
+    with pytest.raises(ExtrapError, match="RoPE"):
+        extrap.load(f"hf:{t5_dir}", device="cpu", rope="linear", factor=2.0)
 
 
 def _json(capsys, argv) -> dict:
@@ -76,7 +94,7 @@ def _json(capsys, argv) -> dict:
 
 
 def test_align_cli_equals_python_api_and_t5_probes(t5_dir, run, corpus, capsys):
-    from extrap.align import align_report, segments_of
+    from extrap.align import AlignSettings, align_report, segments_of
     from extrap.hf.t5 import t5_algorithm1
     from extrap.run import eval_stream
 
@@ -84,7 +102,8 @@ def test_align_cli_equals_python_api_and_t5_probes(t5_dir, run, corpus, capsys):
     cli = _json(capsys, [*argv, "--json"])
     run.use_corpus(corpus)
     stream = eval_stream(run, "validation", 65)
-    api = align_report(run.model, stream, 32, [64], "pmax", segments=2)
+    report = align_report(run.model, stream, AlignSettings(32, [64], "pmax", segments=2))
+    api = report.to_json()
     row, ref = cli["lengths"][0], api["lengths"][0]
     assert cli["pe"] == "hf:t5/t5-bias" and cli["reference"] == api["reference"]
     assert row["tau"] == ref["tau"] and row["after"]["pmax"] == pytest.approx(ref["after"]["pmax"])
@@ -92,25 +111,26 @@ def test_align_cli_equals_python_api_and_t5_probes(t5_dir, run, corpus, capsys):
     assert 0.5 <= row["tau"] < 1.0 and row["after"]["pmax"] > row["before"]["pmax"]
     # extrap.hf.t5's own probes (forward hooks on every T5Attention) find the same τ on the same segments
     direct = t5_algorithm1(run.model.hf, segments_of(stream, 32, 2), segments_of(stream, 64, 2), "pmax")
-    assert direct["tau"] == pytest.approx(row["tau"], abs=1e-9)
-    assert direct["target"] == pytest.approx(cli["reference"]["pmax"], abs=1e-9)
+    assert direct.tau == pytest.approx(report.lengths[0].tau, abs=1e-9)
+    assert direct.target == pytest.approx(report.reference.stats.pmax, abs=1e-9)
     per_layer = _json(capsys, [*argv, "--per-layer", "--json"])["lengths"][0]
-    api = align_report(run.model, stream, 32, [64], "pmax", per_layer=True, segments=2)["lengths"][0]
-    assert per_layer["tau"] == api["tau"] and len(per_layer["tau"]) == 2
+    api = align_report(run.model, stream, AlignSettings(32, [64], "pmax", per_layer=True, segments=2)).lengths[0]
+    assert tuple(per_layer["tau"]) == api.tau and len(api.tau) == 2
     assert run.model.temperatures() == [1.0, 1.0]  # probes restore τ
 
 
 def test_task_score_cli_equals_python_api(t5_dir, run, corpus, capsys):
-    from extrap.tasks import min_length, score_task
+    from extrap.tasks import TaskSettings, min_length, score_task
 
     L = min_length("passkey", run.tokenizer) + 20
     argv = ["task", "score", f"hf:{t5_dir}", "--task", "passkey", "--lengths", str(L), "--n", "6", "--corpus", corpus]
     for method in ("greedy", "rank"):
         cli = _json(capsys, [*argv, "--score", method, "--details", "--json"])
-        api = score_task(run.model, run.tokenizer, "passkey", [L], n=6, method=method, filler=corpus, details=True)
+        settings = TaskSettings("passkey", [L], n=6, method=method, filler=corpus, details=True)
+        api = score_task(run.model, run.tokenizer, settings)
         assert "error" not in cli["results"][0] and cli["results"][0]["n"] == 6
-        assert cli["accuracy"] == api["accuracy"]
-        assert [e["prediction"] for e in cli["examples"]] == [e["prediction"] for e in api["examples"]]
+        assert cli["accuracy"] == api.accuracy
+        assert [e["prediction"] for e in cli["examples"]] == [e.prediction for e in api.examples]
     cli = _json(capsys, [*argv, "--temperature", "0.9,0.7", "--json"])
     assert cli["temperature"] == [0.9, 0.7] and cli["results"][0]["temperature"] == [0.9, 0.7]
     more = ["--lengths", f"{L},{2 * L}", "--train-length", str(L), "--temperature", "auto:per-layer", "--json"]
@@ -125,26 +145,26 @@ def test_teacher_forced_loglik_is_the_decoders_and_reads_the_encoder(run, corpus
 
     tok, model = run.tokenizer, run.model
     ex = make_example("passkey", tok, 150, seed=3, filler=corpus)
-    prompt, target = tok.encode(ex["prompt"]), tok.encode(ex["target"])
+    prompt, target = ex.prompt_ids(tok), tok.encode(ex.target)
     got = seq2seq_continuations(model, [(prompt, target)])[0]
     with torch.no_grad():  # transformers' own loss on the labels: mean negative log-likelihood
         loss = model.hf(input_ids=torch.tensor([encoder_ids(model, prompt)]), labels=torch.tensor([target])).loss
-    assert got["loglik"] == pytest.approx(-float(loss) * len(target), abs=1e-4)
-    other = ex["candidates"][1]
-    moved = tok.encode(ex["prompt"].replace(ex["answer"], other))
+    assert got.loglik == pytest.approx(-float(loss) * len(target), abs=1e-4)
+    other = ex.candidates[1]
+    moved = tok.encode(ex.prompt.replace(ex.answer, other))
     assert moved != prompt
     changed = seq2seq_continuations(model, [(moved, target)])[0]
-    assert abs(changed["loglik"] - got["loglik"]) > 1e-4  # the answer's likelihood depends on the prompt
+    assert abs(changed.loglik - got.loglik) > 1e-4  # the answer's likelihood depends on the prompt
     # a batch of prompts of different lengths (padded under the encoder mask) scores as one at a time
-    short = tok.encode(make_example("passkey", tok, 120, seed=4, filler=corpus)["prompt"])
+    short = make_example("passkey", tok, 120, seed=4, filler=corpus).prompt_ids(tok)
     both = seq2seq_continuations(model, [(prompt, target), (short, target)], batch=2)
     alone = seq2seq_continuations(model, [(short, target)])[0]
-    assert both[0]["loglik"] == pytest.approx(got["loglik"], abs=1e-4)
-    assert both[1]["loglik"] == pytest.approx(alone["loglik"], abs=1e-4)
-    conts = [tok.encode(f" {c}\n") for c in ex["candidates"]]
+    assert both[0].loglik == pytest.approx(got.loglik, abs=1e-4)
+    assert both[1].loglik == pytest.approx(alone.loglik, abs=1e-4)
+    conts = [tok.encode(f" {c}\n") for c in ex.candidates]
     shared = seq2seq_candidates(model, prompt, conts)
     single = seq2seq_continuations(model, [(prompt, c) for c in conts])
-    assert [s["loglik"] for s in shared] == pytest.approx([s["loglik"] for s in single], abs=1e-4)
+    assert [s.loglik for s in shared] == pytest.approx([s.loglik for s in single], abs=1e-4)
 
 
 def test_temperature_acts_on_the_encoder_only(run):
@@ -163,9 +183,9 @@ def test_temperature_acts_on_the_encoder_only(run):
             model.set_temperature(1.0)
         assert torch.equal(model.encode(x), base)
     with pytest.raises(ExtrapError, match="3 values given for a model with 2 layers"):
-        from extrap.tasks import score_task
+        from extrap.tasks import TaskSettings, score_task
 
-        score_task(model, run.tokenizer, "passkey", [150], n=1, temperature=[1.0, 0.9, 0.8])
+        score_task(model, run.tokenizer, TaskSettings("passkey", [150], n=1, temperature=[1.0, 0.9, 0.8]))
 
 
 def test_encoder_only_checkpoint_aligns_but_cannot_score(tmp_path, corpus, capsys, hf_tokenizer):

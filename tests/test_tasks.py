@@ -18,8 +18,12 @@ from extrap.tasks import (
     IGNORE_INDEX,
     TASKS,
     TOPICS,
+    Example,
     Filler,
+    TaskReport,
+    TaskRun,
     TaskSampler,
+    TaskSettings,
     make_example,
     min_length,
     sanitize,
@@ -75,8 +79,9 @@ def test_same_seed_same_example_other_seed_differs(task, filler):
     b = make_example(task, BYTES, 400, seed=7, filler=filler)
     c = make_example(task, BYTES, 400, seed=8, filler=filler)
     assert a == b
-    assert a["prompt"] != c["prompt"] and a["answer"] != c["answer"]
-    assert json.loads(json.dumps(a)) == a  # JSON-ready
+    assert a.prompt != c.prompt and a.answer != c.answer
+    assert Example.from_json(json.loads(json.dumps(a.to_json()))) == a  # the JSON round trip
+    assert list(a.to_json())[:3] == ["task", "seed", "length"] and ("topics" in a.to_json()) == (task == "topic")
 
 
 @pytest.mark.parametrize("tok_name", ["bytes", "bpe"])
@@ -88,24 +93,24 @@ def test_answer_once_and_length_within_tolerance(task, tok_name, filler, bpe):
         for L, seed in [(need, s) for s in range(4)] + [(need + 17, 0), (300, 1), (300, 2), (1200, 3)]:
             if True:
                 ex = make_example(task, tok, L, seed=seed, filler=filler, include_target=include)
-                total = ex["prompt_tokens"] + (ex["target_tokens"] if include else 0)
+                total = ex.prompt_tokens + (ex.target_tokens if include else 0)
                 assert 0.9 * L <= total <= L, (task, L, seed, total)
-                assert ex["prompt_tokens"] == len(tok.encode(ex["prompt"]))
-                assert ex["prompt"].count(ex["answer"]) == 1
-                assert ex["target"] == f" {ex['answer']}\n"
-                cands = ex["candidates"]
-                assert cands[0] == ex["answer"] and len(set(cands)) == len(cands) >= 2
-                assert 0.0 <= ex["depth"] <= 1.0
+                assert ex.prompt_tokens == len(tok.encode(ex.prompt))
+                assert ex.prompt.count(ex.answer) == 1
+                assert ex.target == f" {ex.answer}\n"
+                cands = ex.candidates
+                assert cands[0] == ex.answer and len(set(cands)) == len(cands) >= 2
+                assert 0.0 <= ex.depth <= 1.0
     ex = make_example("line", tok, 1200, seed=0)
-    assert all(ex["prompt"].count(v) == 1 for v in ex["candidates"])  # other values come from the prompt
+    assert all(ex.prompt.count(v) == 1 for v in ex.candidates)  # other values come from the prompt
 
 
 def test_topic_candidates_are_topics_of_the_conversation_each_once(filler):
     ex = make_example("topic", BYTES, 2000, seed=3, filler=filler, depth=0.0)
-    assert ex["answer"] == ex["topics"][0] and set(ex["candidates"]) <= set(ex["topics"])
-    assert all(ex["prompt"].lower().count(t) == 1 for t in ex["topics"])
-    assert ex["prompt"].startswith(f"USER: Let's talk about {ex['answer']}.")
-    assert ex["prompt"].endswith("ASSISTANT: The first topic was")
+    assert ex.answer == ex.topics[0] and set(ex.candidates) <= set(ex.topics)
+    assert all(ex.prompt.lower().count(t) == 1 for t in ex.topics)
+    assert ex.prompt.startswith(f"USER: Let's talk about {ex.answer}.")
+    assert ex.prompt.endswith("ASSISTANT: The first topic was")
 
 
 def test_topic_names_are_not_substrings_of_each_other():
@@ -119,18 +124,17 @@ def test_depth_places_the_needle_where_asked(task, tok_name, filler, bpe):
     tok = BYTES if tok_name == "bytes" else bpe
     for want in (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0):
         ex = make_example(task, tok, 1500, seed=1, filler=filler, depth=want)
-        assert abs(ex["depth"] - want) < 0.04, (want, ex["depth"])
-        needle = "The pass key is " if task == "passkey" else f"line {ex['key']}:"
-        start = ex["prompt"].index(needle)
-        assert ex["needle_token"] == len(tok.encode(ex["prompt"][:start]))
-        rel = ex["needle_token"] / ex["prompt_tokens"]
+        assert abs(ex.depth - want) < 0.04, (want, ex.depth)
+        needle = "The pass key is " if task == "passkey" else f"line {ex.key}:"
+        start = ex.prompt.index(needle)
+        assert ex.needle_token == len(tok.encode(ex.prompt[:start]))
+        rel = ex.needle_token / ex.prompt_tokens
         assert abs(rel - want) < 0.12  # the final question (and line's header) sit outside the haystack
 
 
 def test_topic_depth_moves_the_first_topic(filler):
     depths = [
-        make_example("topic", BYTES, 2000, seed=2, filler=filler, depth=d, n_topics=4)["depth"]
-        for d in (0.0, 0.25, 0.5)
+        make_example("topic", BYTES, 2000, seed=2, filler=filler, depth=d, n_topics=4).depth for d in (0.0, 0.25, 0.5)
     ]
     assert depths[0] == 0.0 and depths == sorted(depths) and abs(depths[2] - 0.5) < 0.08
 
@@ -165,9 +169,9 @@ def test_task_sampler_scores_only_the_answer(filler, bpe):
         for r in range(3):
             ex = s.example(r)
             scored = y[r][y[r] != IGNORE_INDEX].tolist()
-            assert tok.decode(scored) == ex["target"]
-            n = ex["prompt_tokens"] + ex["target_tokens"]
-            assert torch.equal(x[r, 1 : n - 1], torch.tensor(tok.encode(ex["prompt"]) + tok.encode(ex["target"]))[1:-1])
+            assert tok.decode(scored) == ex.target
+            n = ex.prompt_tokens + ex.target_tokens
+            assert torch.equal(x[r, 1 : n - 1], torch.tensor(tok.encode(ex.prompt) + tok.encode(ex.target))[1:-1])
 
 
 def test_task_sampler_resumes_exactly_and_mixes_lm(filler):
@@ -284,18 +288,21 @@ class Oracle(torch.nn.Module):
 def test_oracle_scores_one_and_a_wrong_oracle_zero(task, filler):
     lengths = [min_length(task, BYTES) + 10, 400]
     for method in ("greedy", "rank"):
-        rep = score_task(Oracle(task), BYTES, task, lengths, n=10, seed=1, method=method, filler=filler, details=True)
-        assert rep["accuracy"] == 1.0 and all(r["accuracy"] == 1.0 for r in rep["results"])
-        assert {"task", "method", "n", "seed", "buckets", "temperature", "results", "by_depth"} <= set(rep)
-        r = rep["results"][1]
-        assert {"length", "n", "correct", "accuracy", "mean_prompt_tokens", "seconds", "by_depth"} <= set(r)
-        assert len(r["by_depth"]) == 5 and sum(b["n"] for b in r["by_depth"]) == 10
-        assert sum(b["n"] for b in rep["by_depth"]) == 20 and len(rep["examples"]) == 20
-        assert all(e["prediction"] == e["answer"] for e in rep["examples"])
-    rep = score_task(Oracle(task, wrong=True), BYTES, task, lengths, n=10, seed=1, filler=filler)
-    assert rep["accuracy"] == 0.0
+        rep = score_task(
+            Oracle(task), BYTES, TaskSettings(task, lengths, n=10, seed=1, method=method, filler=filler, details=True)
+        )
+        assert rep.accuracy == 1.0 and all(r.accuracy == 1.0 for r in rep.results)
+        assert {"task", "method", "n", "seed", "buckets", "temperature", "results", "by_depth"} <= set(rep.to_json())
+        assert TaskReport.from_json(json.loads(json.dumps(rep.to_json()))).to_json() == rep.to_json()
+        r = rep.results[1]
+        assert {"length", "n", "correct", "accuracy", "mean_prompt_tokens", "seconds", "by_depth"} <= set(r.to_json())
+        assert len(r.by_depth) == 5 and sum(b.n for b in r.by_depth) == 10
+        assert sum(b.n for b in rep.by_depth) == 20 and len(rep.examples) == 20
+        assert all(e.prediction == e.answer for e in rep.examples)
+    rep = score_task(Oracle(task, wrong=True), BYTES, TaskSettings(task, lengths, n=10, seed=1, filler=filler))
+    assert rep.accuracy == 0.0
     if task == "passkey":  # stratified depths fill every bucket (line and topic: as finely as lines allow)
-        assert all(1 <= b["n"] <= 3 for b in rep["results"][1]["by_depth"])
+        assert all(1 <= b.n <= 3 for b in rep.results[1].by_depth)
 
 
 def test_greedy_scoring_equals_greedy_decoding(filler):
@@ -304,16 +311,16 @@ def test_greedy_scoring_equals_greedy_decoding(filler):
     torch.manual_seed(0)
     model = GPT(ModelConfig(pe="alibi", n_layer=1, d_model=16, n_head=2)).eval()
     examples = [make_example("passkey", BYTES, 90 + 7 * i, seed=i, filler=filler) for i in range(3)]
-    prompts = [BYTES.encode(e["prompt"]) for e in examples]
-    targets = [BYTES.encode(e["target"]) for e in examples]
+    prompts = [BYTES.encode(e.prompt) for e in examples]
+    targets = [BYTES.encode(e.target) for e in examples]
     scored = score_continuations(model, list(zip(prompts, targets)), batch=2)
     for p, t, s in zip(prompts, targets, scored):
         out = generate(model, torch.tensor([p]), len(t))[0, len(p) :].tolist()
-        assert s["greedy"] == (out == t)
-        assert out[: len(s["prediction"])] == s["prediction"]
+        assert s.greedy == (out == t)
+        assert out[: len(s.prediction)] == s.prediction
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([p + t])).logits[0, len(p) - 1 : -1], -1)
-        assert s["loglik"] == pytest.approx(float(logp.gather(1, torch.tensor(t)[:, None]).sum()), abs=1e-4)
+        assert s.loglik == pytest.approx(float(logp.gather(1, torch.tensor(t)[:, None]).sum()), abs=1e-4)
 
 
 @pytest.mark.parametrize("pe", ["t5", "alibi", "rope", "sinusoidal"])
@@ -321,18 +328,18 @@ def test_ranking_shares_the_prompt_and_equals_one_pass_per_candidate(pe, filler,
     torch.manual_seed(0)
     model = GPT(ModelConfig(pe=pe, n_layer=2, d_model=16, n_head=2)).eval()
     ex = make_example("topic", BYTES, 300, seed=0, filler=filler)  # candidates of different token lengths
-    prompt, conts = BYTES.encode(ex["prompt"]), [BYTES.encode(f" {c}\n") for c in ex["candidates"]]
+    prompt, conts = BYTES.encode(ex.prompt), [BYTES.encode(f" {c}\n") for c in ex.candidates]
     for tau in (1.0, 0.7):
         model.set_temperature(tau)
         shared = score_candidates(model, prompt, conts)
         single = score_continuations(model, [(prompt, c) for c in conts])
         for a, b in zip(shared, single):
-            assert a["loglik"] == pytest.approx(b["loglik"], abs=1e-4)
-            assert (a["greedy"], a["prediction"]) == (b["greedy"], b["prediction"])
+            assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
+            assert (a.greedy, a.prediction) == (b.greedy, b.prediction)
     calls = []  # one pass over the prompt, however many candidates: forward() is never called
     monkeypatch.setattr(model, "forward", lambda *a, **k: calls.append(1))
-    rep = score_task(model, BYTES, "topic", [300], n=2, method="rank", filler=filler)
-    assert not calls and rep["results"][0]["n"] == 2
+    rep = score_task(model, BYTES, TaskSettings("topic", [300], n=2, method="rank", filler=filler))
+    assert not calls and rep.results[0].n == 2
 
 
 def test_temperature_is_applied_then_restored(filler, monkeypatch):
@@ -345,30 +352,32 @@ def test_temperature_is_applied_then_restored(filler, monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(model, "forward", spy)
-    rep = score_task(model, BYTES, "passkey", [100], n=2, temperature=0.7, filler=filler)
-    assert rep["temperature"] == 0.7 and rep["results"][0]["temperature"] == 0.7
+    rep = score_task(model, BYTES, TaskSettings("passkey", [100], n=2, temperature=0.7, filler=filler))
+    assert rep.temperature == 0.7 and rep.results[0].temperature == 0.7
     assert seen and all(t == pytest.approx([0.7, 0.7]) for t in seen)
     assert [float(b.attn.temperature) for b in model.blocks] == [1.0, 1.0]
     with pytest.raises(ExtrapError, match="temperature"):
-        score_task(model, BYTES, "passkey", [100], n=2, temperature="hot", filler=filler)
+        score_task(model, BYTES, TaskSettings("passkey", [100], n=2, temperature="hot", filler=filler))
     try:
         from extrap.align import aligned_temperature  # noqa: F401
     except ImportError:
         with pytest.raises(ExtrapError, match="temperature auto needs extrap.align"):
-            score_task(model, BYTES, "passkey", [100], n=2, temperature="auto", filler=filler)
+            score_task(model, BYTES, TaskSettings("passkey", [100], n=2, temperature="auto", filler=filler))
     else:  # 004 Algorithm 1 on the task prompts: nothing to align at L_tr, a grid τ beyond it
         with pytest.raises(ExtrapError, match="training length"):
-            score_task(model, BYTES, "passkey", [100], n=2, temperature="auto", filler=filler)
+            score_task(model, BYTES, TaskSettings("passkey", [100], n=2, temperature="auto", filler=filler))
         with pytest.raises(ExtrapError, match="mode"):
-            score_task(model, BYTES, "passkey", [100], n=2, temperature="auto:magic", train_length=100)
-        rep = score_task(model, BYTES, "passkey", [100, 300], n=2, temperature="auto", train_length=100, filler=filler)
-        taus = [r["temperature"] for r in rep["results"]]
-        assert rep["temperature"] == "auto" and taus[0] == 1.0 and 0.5 <= taus[1] <= 1.0, rep
+            score_task(model, BYTES, TaskSettings("passkey", [100], n=2, temperature="auto:magic", train_length=100))
+        rep = score_task(
+            model, BYTES, TaskSettings("passkey", [100, 300], n=2, temperature="auto", train_length=100, filler=filler)
+        )
+        taus = [r.temperature for r in rep.results]
+        assert rep.temperature == "auto" and taus[0] == 1.0 and 0.5 <= taus[1] <= 1.0, rep
         assert [float(b.attn.temperature) for b in model.blocks] == [1.0, 1.0]
     with pytest.raises(ExtrapError, match="below the minimum"):
-        score_task(model, BYTES, "line", [50, 400], n=2)
+        score_task(model, BYTES, TaskSettings("line", [50, 400], n=2))
     with pytest.raises(ExtrapError, match="method"):
-        score_task(model, BYTES, "line", [400], n=2, method="beam")
+        score_task(model, BYTES, TaskSettings("line", [400], n=2, method="beam"))
 
 
 # ---------------------------------------------------------------------------
@@ -395,6 +404,7 @@ def test_cli_score_a_task_run(with_task_cli, capsys, passkey_run, tmp_path):
     assert rep["task"] == "passkey" and rep["train_length"] == 128
     assert [r["length"] for r in rep["results"]] == [128, 256]
     assert json.loads(out_file.read_text())["accuracy"] == rep["accuracy"]
+    assert TaskRun.from_json(rep).to_json() == rep  # the run, the report and the provenance read back
     assert (
         cli.main(
             [

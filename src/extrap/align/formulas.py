@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -101,11 +101,30 @@ def row_stats(probs: torch.Tensor) -> tuple[float, float, int]:
     return float(pmax.sum()), float(ent.sum()), pmax.numel()
 
 
-def logit_row_stats(logits: torch.Tensor, tau: float) -> dict:
+@dataclass(frozen=True)
+class SoftmaxStat:
+    """Average P_max and entropy H of a set of softmax rows (004 Table 1's "dispersed attention")."""
+
+    pmax: float
+    entropy: float
+
+    def get(self, mode: str) -> float:
+        """The statistic that Algorithm 1 matches in ``mode`` (pmax or entropy)."""
+        return getattr(self, check_mode(mode, SEARCH_MODES))
+
+    def to_json(self) -> dict:
+        return {"pmax": self.pmax, "entropy": self.entropy}
+
+    @classmethod
+    def from_json(cls, d: dict) -> SoftmaxStat:
+        return cls(pmax=d["pmax"], entropy=d["entropy"])
+
+
+def logit_row_stats(logits: torch.Tensor, tau: float) -> SoftmaxStat:
     """Average P_max and entropy of softmax(logits / τ) over the rows of ``logits`` (N, L) (-inf = masked)."""
     p = torch.softmax(logits.double() / tau, dim=-1)
     s_p, s_h, n = row_stats(p)
-    return {"pmax": s_p / n, "entropy": s_h / n}
+    return SoftmaxStat(pmax=s_p / n, entropy=s_h / n)
 
 
 def averaged_sorted_logits(logits: torch.Tensor, length: int | None = None) -> torch.Tensor:
@@ -194,49 +213,81 @@ def prop1_roots(train_length: int, length: int, sigma_tr: float, sigma_ex: float
     return sorted({(B + r) / (2 * A), (B - r) / (2 * A)}, reverse=True)
 
 
-def prop1(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float) -> dict:
-    """004 Prop. 1 solved: {"tau", "status", "roots", "P", "A", "B", "C", "peak_tau", "peak_pmax"}.
+@dataclass(frozen=True)
+class Prop1:
+    """004 Prop. 1 solved at one L_ex (see the module docstring).
 
-    ``status`` "root": ``tau`` is the larger root.  "no real root" / "no valid root":
-    ``tau`` is None (see the module docstring).  ``peak_tau`` = 2C/B and ``peak_pmax``:
-    where §6.1's approximate P_max^ex(τ) peaks and its value there (None unless B, C > 0).
+    ``status`` "root": ``tau`` is the larger root.  "no real root" / "no valid root": ``tau`` is None.
+    ``peak_tau`` = 2C/B and ``peak_pmax``: where §6.1's approximate P_max^ex(τ) peaks and its value
+    there (None unless B, C > 0).
     """
+
+    tau: float | None
+    roots: tuple[float, ...]
+    P: float
+    A: float
+    B: float
+    C: float
+    peak_tau: float | None
+    peak_pmax: float | None
+    status: str
+
+    def to_json(self) -> dict:
+        return {
+            "tau": self.tau,
+            "roots": list(self.roots),
+            "P": self.P,
+            "A": self.A,
+            "B": self.B,
+            "C": self.C,
+            "peak_tau": self.peak_tau,
+            "peak_pmax": self.peak_pmax,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Prop1:
+        return cls(**{**d, "roots": tuple(d.get("roots") or ())})
+
+    def explain(self, length: int) -> str:
+        """One line on why there is no τ at L_ex = ``length``."""
+        if self.status == "no real root":
+            peak = (
+                f"peaks at {self.peak_pmax:.3g} (τ = 2C/B = {self.peak_tau:.3g}), below"
+                if self.peak_tau is not None
+                else "stays below"
+            )
+            return (
+                f"Prop. 1 has no real root at L_ex={length}: B² < 4AC (A={self.A:.3g}, B={self.B:.3g}, "
+                f"C={self.C:.3g}); under 004 §6.1's approximation P_max^ex(τ) {peak} P = {self.P:.3g}"
+            )
+        return (
+            f"Prop. 1 has no valid root at L_ex={length} (A={self.A:.3g}, B={self.B:.3g}, C={self.C:.3g}): "
+            "the larger root is not on the branch where P_max^ex falls as τ rises"
+        )
+
+
+def prop1(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float) -> Prop1:
+    """004 Prop. 1 solved: the larger root when it is a valid temperature, the coefficients and the peak."""
     A, B, C = prop1_coefficients(train_length, length, sigma_tr, sigma_ex, P)
     roots = prop1_roots(train_length, length, sigma_tr, sigma_ex, P)
-    out = {"tau": None, "roots": roots, "P": P, "A": A, "B": B, "C": C, "peak_tau": None, "peak_pmax": None}
+    peak_tau = peak_pmax = None
     if B > 0 and C > 0:  # u = 1/τ: log P_ex = B u - C u² - log L_ex peaks at u = B / 2C
-        out["peak_tau"] = 2 * C / B
-        out["peak_pmax"] = math.exp(B * B / (4 * C) - math.log(length))
+        peak_tau = 2 * C / B
+        peak_pmax = math.exp(B * B / (4 * C) - math.log(length))
+    tau = None
     if not roots and B * B < 4 * A * C:
-        out["status"] = "no real root"
+        status = "no real root"
     elif A > 0 and B > 0 and roots:
-        out["status"], out["tau"] = "root", roots[0]
+        status, tau = "root", roots[0]
     else:
-        out["status"] = "no valid root"
-    return out
+        status = "no valid root"
+    return Prop1(tau, tuple(roots), P, A, B, C, peak_tau, peak_pmax, status)
 
 
 def prop1_tau(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float) -> float | None:
     """004 Prop. 1 (P_max): the larger root of A τ² - B τ + C = 0, or None without a valid one (:func:`prop1`)."""
-    return prop1(train_length, length, sigma_tr, sigma_ex, P)["tau"]
-
-
-def prop1_explain(res: dict, length: int) -> str:
-    """One line on why :func:`prop1` has no τ at L_ex = ``length``."""
-    if res["status"] == "no real root":
-        peak = (
-            f"peaks at {res['peak_pmax']:.3g} (τ = 2C/B = {res['peak_tau']:.3g}), below"
-            if res["peak_tau"] is not None
-            else "stays below"
-        )
-        return (
-            f"Prop. 1 has no real root at L_ex={length}: B² < 4AC (A={res['A']:.3g}, B={res['B']:.3g}, "
-            f"C={res['C']:.3g}); under 004 §6.1's approximation P_max^ex(τ) {peak} P = {res['P']:.3g}"
-        )
-    return (
-        f"Prop. 1 has no valid root at L_ex={length} (A={res['A']:.3g}, B={res['B']:.3g}, C={res['C']:.3g}): "
-        "the larger root is not on the branch where P_max^ex falls as τ rises"
-    )
+    return prop1(train_length, length, sigma_tr, sigma_ex, P).tau
 
 
 def prop1_pmax(train_length: int, length: int, sigma_tr: float, sigma_ex: float, P: float, tau: float) -> float:
@@ -250,18 +301,44 @@ def prop1_pmax(train_length: int, length: int, sigma_tr: float, sigma_ex: float,
 # ---------------------------------------------------------------------------
 # Algorithm 1 as a search over τ (model-free core)
 # ---------------------------------------------------------------------------
-@dataclass
+Curve = tuple[tuple[float, float], ...]  # (τ, S(τ)) pairs
+
+
+def _curve(v) -> Curve | None:
+    return None if v is None else tuple((float(t), float(x)) for t, x in v)
+
+
+@dataclass(frozen=True)
 class Search:
+    """One search over τ: the pick, the target and S at the pick, the grid curve and the refinement.
+
+    ``curve`` / ``refined`` are None in a summary (:meth:`summary`), which keeps only the pick.
+    """
+
     tau: float
     grid_tau: float
     target: float
-    curve: list  # [(τ, S(τ))] on the grid
-    refined: list = field(default_factory=list)  # [(τ, S(τ))] probed by the refinement
-    at_grid_edge: bool = False
+    value: float
+    curve: Curve | None  # (τ, S(τ)) on the grid
+    refined: Curve | None  # (τ, S(τ)) probed by the refinement
+    at_grid_edge: bool
 
-    @property
-    def value(self) -> float:
-        return dict(self.curve + self.refined)[self.tau]
+    def summary(self) -> Search:
+        return replace(self, curve=None, refined=None)
+
+    def to_json(self) -> dict:
+        out = {"tau": self.tau, "grid_tau": self.grid_tau, "target": self.target, "value": self.value}
+        if self.curve is not None:
+            out["curve"] = [list(p) for p in self.curve]
+        if self.refined is not None:
+            out["refined"] = [list(p) for p in self.refined]
+        return {**out, "at_grid_edge": self.at_grid_edge}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Search:
+        tau, grid_tau, target, value = d["tau"], d["grid_tau"], d["target"], d.get("value")
+        curve, refined = _curve(d.get("curve")), _curve(d.get("refined"))
+        return cls(tau, grid_tau, target, value, curve, refined, bool(d.get("at_grid_edge", False)))
 
 
 def search_tau(
@@ -304,13 +381,14 @@ def search_tau(
                 a, fa = m, fm
             else:
                 b = m
-    tau = min(seen, key=lambda p: (abs(p[1] - target), -p[0]))[0]
+    tau, value = min(seen, key=lambda p: (abs(p[1] - target), -p[0]))
     return Search(
         tau=tau,
         grid_tau=grid_tau,
         target=float(target),
-        curve=curve,
-        refined=refined,
+        value=value,
+        curve=tuple(curve),
+        refined=tuple(refined),
         at_grid_edge=not _brackets_anywhere(curve, target),
     )
 

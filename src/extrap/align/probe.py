@@ -19,46 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 
-from extrap.align.formulas import (
-    SEARCH_MODES,
-    check_lengths,
-    check_mode,
-    resampled,
-    row_stats,
-    sorted_centred,
-)
+from extrap.align.formulas import SoftmaxStat, check_lengths, resampled, row_stats, sorted_centred
+from extrap.align.records import LengthStats, Stats
 from extrap.data.streams import segments as spread_segments
 from extrap.errors import ExtrapError
-from extrap.model.protocol import ExtrapLM, model_device, temperature
+from extrap.model.protocol import ExtrapLM, Seq2SeqLM, model_device, temperature
+
+ProbedLM = ExtrapLM | Seq2SeqLM  # alignment reads a causal LM, or the encoder of a T5
 
 DEFAULT_SEGMENTS = 4
 TOKEN_BUDGET = 4096  # segments batched so that batch x length <= this
-
-
-@dataclass
-class Stats:
-    """Average P_max and entropy over all softmax rows, overall and per layer."""
-
-    pmax: float
-    entropy: float
-    layers: list  # [{"pmax", "entropy"}] per layer probed
-    rows: int  # rows averaged per layer
-
-    def get(self, mode: str, layer: int | None = None) -> float:
-        check_mode(mode, SEARCH_MODES)
-        return getattr(self, mode) if layer is None else self.layers[layer][mode]
-
-    def to_dict(self) -> dict:
-        return {
-            "pmax": self.pmax,
-            "entropy": self.entropy,
-            "rows_per_layer": self.rows,
-            "layers": [dict(v) for v in self.layers],
-        }
 
 
 def segments_of(stream: torch.Tensor, length: int, n: int) -> torch.Tensor:
@@ -75,7 +48,7 @@ def segments_of(stream: torch.Tensor, length: int, n: int) -> torch.Tensor:
     return spread_segments(stream.reshape(-1), length, n)
 
 
-def _batches(seg: torch.Tensor, model: ExtrapLM):
+def _batches(seg: torch.Tensor, model: ProbedLM):
     b = max(1, TOKEN_BUDGET // seg.shape[1])
     device = model_device(model)
     for i in range(0, seg.shape[0], b):
@@ -83,7 +56,7 @@ def _batches(seg: torch.Tensor, model: ExtrapLM):
 
 
 @contextmanager
-def _eval_mode(model: ExtrapLM):
+def _eval_mode(model: ProbedLM):
     """Eval mode (no dropout) in the block; the previous mode afterwards."""
     was_training = model.training
     model.eval()
@@ -93,12 +66,12 @@ def _eval_mode(model: ExtrapLM):
         model.train(was_training)
 
 
-def current_temperature(model: ExtrapLM) -> list[float]:
+def current_temperature(model: ProbedLM) -> list[float]:
     return model.temperatures()
 
 
 @torch.no_grad()
-def attention_stats(model: ExtrapLM, segments: torch.Tensor, tau=None, *, upto_layer: int | None = None) -> Stats:
+def attention_stats(model: ProbedLM, segments: torch.Tensor, tau=None, *, upto_layer: int | None = None) -> Stats:
     """Average P_max and entropy of every softmax row of every layer, over ``segments`` (N, L).
 
     ``tau``: temperature for this probe (None: the model's current one).  ``upto_layer``:
@@ -115,10 +88,10 @@ def attention_stats(model: ExtrapLM, segments: torch.Tensor, tau=None, *, upto_l
                     acc[0] += sp
                     acc[1] += sh
                     acc[2] += n
-    layers = [{"pmax": s[0] / s[2], "entropy": s[1] / s[2]} for s in sums]
+    layers = tuple(SoftmaxStat(pmax=s[0] / s[2], entropy=s[1] / s[2]) for s in sums)
     return Stats(
-        pmax=sum(v["pmax"] for v in layers) / len(layers),
-        entropy=sum(v["entropy"] for v in layers) / len(layers),
+        pmax=sum(v.pmax for v in layers) / len(layers),
+        entropy=sum(v.entropy for v in layers) / len(layers),
         layers=layers,
         rows=sums[0][2],
     )
@@ -148,23 +121,20 @@ def dispersion(
     segments: int = DEFAULT_SEGMENTS,
     tau=1.0,
     max_length: int | None = None,
-) -> list[dict]:
+) -> list[LengthStats]:
     """004 Table 1: average P_max and entropy (overall and per layer) at each length, at temperature τ."""
     check_lengths(min(lengths), lengths, max_length)
-    return [
-        {"length": int(L), **attention_stats(model, segments_of(stream, int(L), segments), tau).to_dict()}
-        for L in lengths
-    ]
+    return [LengthStats(int(L), attention_stats(model, segments_of(stream, int(L), segments), tau)) for L in lengths]
 
 
 @torch.no_grad()
-def layer_logit_blocks(model: ExtrapLM, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
+def layer_logit_blocks(model: ProbedLM, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
     """The pre-softmax logit blocks (B, H, Lq, Lk) of one layer for input ``idx`` (B, L); -inf = masked."""
     return model.layer_logits(idx, layer)
 
 
 @torch.no_grad()
-def averaged_layer_logits(model: ExtrapLM, segments: torch.Tensor, layer: int = 0) -> torch.Tensor:
+def averaged_layer_logits(model: ProbedLM, segments: torch.Tensor, layer: int = 0) -> torch.Tensor:
     """004 §6: the averaged sorted (centred) logit vector of one layer over all H x L rows of all segments."""
     L = segments.shape[1]
     total = torch.zeros(L, dtype=torch.float64, device=model_device(model))

@@ -27,7 +27,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -41,12 +41,16 @@ from extrap.align.formulas import (
     check_mode,
     search_tau,
 )
-from extrap.align.probe import DEFAULT_SEGMENTS, Prober, Stats
+from extrap.align.probe import DEFAULT_SEGMENTS, ProbedLM, Prober
+from extrap.align.records import Algorithm1, Stats
+
+# A cache of probes: (length, one τ per layer, last layer run) -> Stats (:class:`Prober` and the study's own)
+Probe = Callable[..., Stats]
 
 
 def algorithm1(
-    model,
-    stream: torch.Tensor,
+    model: ProbedLM,
+    stream: torch.Tensor | None,
     train_length: int,
     length: int,
     mode: str = "pmax",
@@ -57,46 +61,28 @@ def algorithm1(
     refine: bool = True,
     refine_steps: int = REFINE_STEPS,
     max_length: int | None = None,
-    _prober: Prober | None = None,
-) -> dict:
+    prober: Probe | None = None,
+) -> Algorithm1:
     """004 Algorithm 1: the τ at L_ex whose average P_max (or entropy) matches L_tr's at τ = 1.
 
-    Returns {"tau", "grid_tau", "target", "curve": [(τ, S(τ))], "refined", "at_grid_edge"}; with
-    ``per_layer`` ``tau`` is a list (one per layer) and ``layers`` holds each layer's search.
-    ``_prober`` lets a caller share its cache of probes (any callable like :class:`Prober`).
+    With ``per_layer`` the result holds one search per layer (its ``tau`` is a tuple).  ``prober`` lets a
+    caller share its cache of probes (any callable like :class:`Prober`; then ``stream`` may be None).
     """
     check_mode(mode, SEARCH_MODES)
     check_lengths(train_length, [length], max_length)
     grid = check_grid(grid)
     R = model.shape.n_layer
-    probe = _prober or Prober(model, stream, segments)
+    probe = prober or Prober(model, stream, segments)
     ref = probe(train_length, [1.0] * R)
     if not per_layer:
         res = search_tau(lambda t: probe(length, [t] * R).get(mode), ref.get(mode), grid, refine, refine_steps)
-        return _search_record(res)
-    layers = _layer_by_layer(probe, ref, R, length, mode, grid, refine, refine_steps)
-    return {
-        "tau": [v["tau"] for v in layers],
-        "grid_tau": [v["grid_tau"] for v in layers],
-        "target": ref.get(mode),
-        "layers": layers,
-        "at_grid_edge": any(v["at_grid_edge"] for v in layers),
-    }
+        return Algorithm1(res.target, search=res)
+    return Algorithm1(ref.get(mode), layers=_layer_by_layer(probe, ref, R, length, mode, grid, refine, refine_steps))
 
 
-def _search_record(res: Search) -> dict:
-    return {
-        "tau": res.tau,
-        "grid_tau": res.grid_tau,
-        "target": res.target,
-        "value": res.value,
-        "curve": res.curve,
-        "refined": res.refined,
-        "at_grid_edge": res.at_grid_edge,
-    }
-
-
-def _layer_by_layer(probe, ref: Stats, R: int, length: int, mode: str, grid, refine, refine_steps) -> list[dict]:
+def _layer_by_layer(
+    probe, ref: Stats, R: int, length: int, mode: str, grid, refine, refine_steps
+) -> tuple[Search, ...]:
     """Greedy per-layer search: τ_l with τ_0..τ_{l-1} fixed and later layers not run."""
     taus: list[float] = []
     layers = []
@@ -107,5 +93,5 @@ def _layer_by_layer(probe, ref: Stats, R: int, length: int, mode: str, grid, ref
 
         res = search_tau(stat, ref.get(mode, layer), grid, refine, refine_steps)
         taus.append(res.tau)
-        layers.append({"layer": layer, **_search_record(res)})
-    return layers
+        layers.append(res)
+    return tuple(layers)

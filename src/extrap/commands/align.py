@@ -69,9 +69,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from extrap.align import align_report
+    import extrap
+    from extrap.align import AlignSettings, align_report
     from extrap.align.formulas import DEFAULT_GRID, MAX_PROBE_LENGTH, SEARCH_MODES, check_grid, check_lengths
-    from extrap.hf.t5_run import load_run
+    from extrap.align.records import AlignRun
     from extrap.run import eval_stream
 
     if args.per_layer and args.mode not in SEARCH_MODES:
@@ -80,7 +81,7 @@ def run(args) -> int:
     lengths = args.lengths
 
     # T5: the encoder is aligned (004)
-    run_ = load_run(args.run, device=types.loading_device(args), dtype=args.dtype, **types.rope_options(args))
+    run_ = extrap.load(args.run, device=types.loading_device(args), dtype=args.dtype, **types.rope_options(args))
     if args.corpus:
         run_.use_corpus(args.corpus)
     L_tr = args.train_length or run_.train_length
@@ -89,31 +90,29 @@ def run(args) -> int:
         lengths = [L_tr * k for k in (2, 4, 8) if L_tr * k <= cap] or [min(cap, 2 * L_tr)]
     check_lengths(L_tr, lengths, cap)
     stream = eval_stream(run_, args.split, max([L_tr, *lengths]) + 1)
-    report = align_report(
-        run_.model,
-        stream,
+    settings = AlignSettings(
         L_tr,
-        lengths,
+        tuple(lengths),
         args.mode,
         per_layer=args.per_layer,
         segments=args.segments,
-        grid=grid,
+        grid=tuple(grid),
         refine=args.refine,
         max_length=cap,
     )
-    report = {"run": str(run_.path), "pe": run_.pe, "split": args.split, "step": run_.step, **report}
+    rep = AlignRun(str(run_.path), run_.pe, args.split, run_.step, align_report(run_.model, stream, settings))
     if args.out:
         from extrap.io import atomic_write_json
 
-        atomic_write_json(args.out, report)
+        atomic_write_json(args.out, rep.to_json())
     if args.csv:
         from extrap.results.tables import align_table, write_csv
 
-        write_csv(args.csv, align_table(report))
+        write_csv(args.csv, align_table(rep))
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(rep.to_json(), indent=2))
         return 0
-    _print(report)
+    _print(rep)
     sys.stdout.flush()
     return 0
 
@@ -121,48 +120,51 @@ def run(args) -> int:
 def _fmt_tau(t) -> str:
     if t is None:
         return "-"
-    if isinstance(t, list):
+    if isinstance(t, (list, tuple)):
         return "[" + ", ".join(f"{x:.3f}" for x in t) + "]"
     return f"{t:.3f}"
 
 
-def _print(rep: dict) -> None:
-    ref = rep["reference"]
+def _print(aligned) -> None:
+    rep, ref = aligned.report, aligned.report.reference
     print(
-        f"{rep['run']}  pe={rep['pe']}  L_tr={rep['train_length']}  mode={rep['mode']}"
-        f"{'  per-layer' if rep['per_layer'] else ''}  segments={rep['segments']}"
+        f"{aligned.run}  pe={aligned.pe}  L_tr={rep.train_length}  mode={rep.mode}"
+        f"{'  per-layer' if rep.per_layer else ''}  segments={rep.segments}"
     )
-    print(f"dispersed attention (004 Table 1): L_tr={ref['length']}: P_max {ref['pmax']:.4f}  H {ref['entropy']:.4f}")
+    print(
+        f"dispersed attention (004 Table 1): L_tr={ref.length}: P_max {ref.stats.pmax:.4f}  H {ref.stats.entropy:.4f}"
+    )
     print(
         f"{'L_ex':>6} {'tau':>8} {'grid':>6} {'prop1':>7} {'prop2':>7} {'log_L':>7} {'sig_tr':>7} {'sig_ex':>7}"
         f"  {'P_max bef>aft':>15}  {'H bef>aft':>15}"
     )
-    for r in rep["lengths"]:
-        if "error" in r:  # recorded: the other lengths are kept
-            print(f"{r['length']:>6}  failed: {r['error']}")
+    for r in rep.lengths:
+        if r.error is not None:  # recorded: the other lengths are kept
+            print(f"{r.length:>6}  failed: {r.error}")
             continue
-        cf, b, a = r["closed_form"], r["before"], r["after"]
-        grid = r.get("algorithm1", {}).get("grid_tau")
-        p1 = cf["prop1"]
-        ap, ah = (a["pmax"], a["entropy"]) if a else (float("nan"), float("nan"))
+        _print_length(r, rep.per_layer)
+
+
+def _print_length(r, per_layer: bool) -> None:
+    """One L_ex of the text report: the τs, σs and P_max / H, then Algorithm 1's curve or layers."""
+    cf, b, a, a1 = r.closed_form, r.before, r.after, r.algorithm1
+    grid = a1.grid_tau if a1 is not None else None
+    ap, ah = (a.pmax, a.entropy) if a else (float("nan"), float("nan"))
+    print(
+        f"{r.length:>6} {_fmt_tau(r.tau):>8} {_fmt_tau(grid) if grid is not None else '-':>6} "
+        f"{_fmt_tau(cf.prop1):>7} {_fmt_tau(cf.prop2):>7} {cf.log_length:>7.3f} {cf.sigma_tr:>7.3f} "
+        f"{cf.sigma_ex:>7.3f}  {b.pmax:.4f}>{ap:.4f}  {b.entropy:.4f}>{ah:.4f}"
+    )
+    if a1 and not per_layer:
+        curve = "  ".join(f"{t:.2f}:{s:.4f}" for t, s in a1.search.curve)
         print(
-            f"{r['length']:>6} {_fmt_tau(r['tau']):>8} {_fmt_tau(grid) if grid is not None else '-':>6} "
-            f"{_fmt_tau(p1):>7} {_fmt_tau(cf['prop2']):>7} {cf['log_length']:>7.3f} {cf['sigma_tr']:>7.3f} "
-            f"{cf['sigma_ex']:>7.3f}  {b['pmax']:.4f}>{ap:.4f}  {b['entropy']:.4f}>{ah:.4f}"
+            f"       S(τ) target {a1.target:.4f}: {curve}" + ("  (target outside the grid)" if a1.at_grid_edge else "")
         )
-        a1 = r.get("algorithm1")
-        if a1 and not rep["per_layer"]:
-            curve = "  ".join(f"{t:.2f}:{s:.4f}" for t, s in a1["curve"])
+    elif a1:
+        for i, lay in enumerate(a1.layers):
             print(
-                f"       S(τ) target {a1['target']:.4f}: {curve}"
-                + ("  (target outside the grid)" if a1["at_grid_edge"] else "")
+                f"       layer {i}: τ {lay.tau:.3f} (grid {lay.grid_tau:.2f}) target "
+                f"{lay.target:.4f} -> {lay.value:.4f}" + ("  (target outside the grid)" if lay.at_grid_edge else "")
             )
-        elif a1:
-            for lay in a1["layers"]:
-                print(
-                    f"       layer {lay['layer']}: τ {lay['tau']:.3f} (grid {lay['grid_tau']:.2f}) target "
-                    f"{lay['target']:.4f} -> {lay['value']:.4f}"
-                    + ("  (target outside the grid)" if lay["at_grid_edge"] else "")
-                )
-        if cf.get("prop1_note"):
-            print(f"       {cf['prop1_note']}")
+    if cf.prop1_note:
+        print(f"       {cf.prop1_note}")

@@ -132,26 +132,26 @@ def run_sample(args) -> int:
 
         write_csv(args.csv, task_example_table(ex))
     if args.json:
-        print(json.dumps(ex, indent=2))
+        print(json.dumps(ex.to_json(), indent=2))
         return 0
-    print(ex["prompt"])
-    extra = {k: ex[k] for k in ("n_lines", "key", "n_topics") if k in ex}
+    print(ex.prompt)
+    extra = [(k, v) for k, v in ex.extras() if k in ("n_lines", "key", "n_topics")]
     print(
-        f"--- target: {ex['target']!r}  answer: {ex['answer']!r}  "
-        f"depth {ex['depth']:.3f} (asked {ex['requested_depth']:.3f})  "
-        f"{ex['prompt_tokens']} prompt tokens of {ex['length']} ({tok.name}), answer {ex['target_tokens']} tokens"
-        + "".join(f"  {k}={v}" for k, v in extra.items())
+        f"--- target: {ex.target!r}  answer: {ex.answer!r}  "
+        f"depth {ex.depth:.3f} (asked {ex.requested_depth:.3f})  "
+        f"{ex.prompt_tokens} prompt tokens of {ex.length} ({tok.name}), answer {ex.target_tokens} tokens"
+        + "".join(f"  {k}={v}" for k, v in extra)
     )
-    print(f"--- candidates (rank scoring): {', '.join(ex['candidates'])}")
+    print(f"--- candidates (rank scoring): {', '.join(ex.candidates)}")
     return 0
 
 
 def run_score(args) -> int:
-    from extrap.hf.t5_run import load_run
-    from extrap.tasks import score_task
+    import extrap
+    from extrap.tasks import TaskRun, TaskSettings, score_task
 
     # T5: the prompt goes through the encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)
-    run = load_run(
+    run = extrap.load(
         args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
     )
     task = args.task or run.task
@@ -160,9 +160,7 @@ def run_score(args) -> int:
     L_tr = run.train_length
     lengths = args.lengths or [L_tr * 2**k for k in range(4)]
     corpus = args.corpus or run.corpus
-    report = score_task(
-        run.model,
-        run.tokenizer,
+    settings = TaskSettings(
         task,
         lengths,
         n=args.n,
@@ -177,40 +175,47 @@ def run_score(args) -> int:
         details=args.details,
         progress=not args.json,
     )
-    report = {
-        "run": str(run.path),
-        "pe": run.pe,
-        "train_length": L_tr,
-        "trained_on": run.task,
-        "step": run.step,
-        **report,
-        **run.provenance(),
-        "seed": args.seed,
-    }
+    scored = TaskRun(
+        run=str(run.path),
+        pe=run.pe,
+        train_length=L_tr,
+        trained_on=run.task,
+        step=run.step,
+        report=score_task(run.model, run.tokenizer, settings),
+        provenance=run.provenance(),
+    )
     if args.out:
         from extrap.io import atomic_write_json
 
-        atomic_write_json(args.out, report)
+        atomic_write_json(args.out, scored.to_json())
     if args.csv:
         from extrap.results.tables import task_table, write_csv
 
-        write_csv(args.csv, task_table(report))
+        write_csv(args.csv, task_table(scored))
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(scored.to_json(), indent=2))
         return 0
-    print(format_report(report))
+    print(format_report(scored))
     sys.stdout.flush()
     return 0
 
 
-def format_report(report: dict) -> str:
-    """A text table: accuracy per length, then per depth bucket."""
-    tau = report.get("temperature")
+def _tau_text(t) -> str:
+    if t is None:
+        return "-"
+    return f"{t:.3g}" if isinstance(t, (int, float)) else ",".join(f"{x:.2f}" for x in t)
+
+
+def format_report(scored) -> str:
+    """A text table of a :class:`extrap.tasks.TaskRun`: accuracy per length, then per depth bucket."""
+    report = scored.report
+    tau = report.temperature
+    tau = list(tau) if isinstance(tau, tuple) else tau
     lines = [
-        f"{report.get('run', '')}  task={report['task']}  score={report['method']}  n={report['n']}  "
-        f"L_tr={report.get('train_length', '?')}  temperature={'none' if tau is None else tau}"
+        f"{scored.run}  task={report.task}  score={report.method}  n={report.n}  "
+        f"L_tr={scored.train_length}  temperature={'none' if tau is None else tau}"
     ]
-    heads = [f"{b['lo']:.1f}-{b['hi']:.1f}" for b in report["by_depth"]]
+    heads = [f"{b.lo:.1f}-{b.hi:.1f}" for b in report.by_depth]
     lines.append(
         f"{'length':>7} {'acc':>6} {'tokens':>8} {'tau':>6}  "
         + " ".join(f"{h:>7}" for h in heads)
@@ -218,20 +223,18 @@ def format_report(report: dict) -> str:
     )
 
     def cell(b):
-        return f"{b['accuracy']:>7.2f}" if b["accuracy"] is not None else f"{'-':>7}"
+        return f"{b.accuracy:>7.2f}" if b.accuracy is not None else f"{'-':>7}"
 
-    for r in report["results"]:
-        if "error" in r:
-            lines.append(f"{r['length']:>7}  failed: {r['error']}")
+    for r in report.results:
+        if r.error is not None:
+            lines.append(f"{r.length:>7}  failed: {r.error}")
             continue
-        t = r.get("temperature")
-        t = "-" if t is None else (f"{t:.3g}" if isinstance(t, (int, float)) else ",".join(f"{x:.2f}" for x in t))
         lines.append(
-            f"{r['length']:>7} {r['accuracy']:>6.2f} {r['mean_prompt_tokens']:>8.0f} {t:>6}  "
-            + " ".join(cell(b) for b in r["by_depth"])
+            f"{r.length:>7} {r.accuracy:>6.2f} {r.mean_prompt_tokens:>8.0f} {_tau_text(r.temperature):>6}  "
+            + " ".join(cell(b) for b in r.by_depth)
         )
-    if report["accuracy"] is not None:
+    if report.accuracy is not None:
         lines.append(
-            f"{'all':>7} {report['accuracy']:>6.2f} {'':>8} {'':>6}  " + " ".join(cell(b) for b in report["by_depth"])
+            f"{'all':>7} {report.accuracy:>6.2f} {'':>8} {'':>6}  " + " ".join(cell(b) for b in report.by_depth)
         )
     return "\n".join(lines)

@@ -103,6 +103,11 @@ class HFRun:
         }
 
 
+def is_t5_checkpoint(path) -> bool:
+    """Whether the local ``hf:PATH`` folder holds a T5 (its config's model_type is a T5 family)."""
+    return str(getattr(read_hf_config(check_folder(path)), "model_type", "")) in T5_FAMILIES
+
+
 def load_hf(
     path,
     dtype=None,
@@ -118,8 +123,8 @@ def load_hf(
     mtype = str(getattr(hf_cfg, "model_type", ""))
     if mtype in T5_FAMILIES:
         raise ExtrapError(
-            f"not supported: {architecture(hf_cfg)} is an encoder-decoder; use "
-            f"`extrap theory --checkpoint hf:PATH` or extrap.hf.t5 for T5"
+            f"not supported: {architecture(hf_cfg)} is an encoder-decoder; open it with extrap.load "
+            f"(alignment and task scoring) or `extrap theory --checkpoint hf:PATH`"
         )
     if mtype not in CAUSAL_FAMILIES:
         raise ExtrapError(f"not supported: {architecture(hf_cfg)}")

@@ -307,13 +307,15 @@ def t5_algorithm1(
     refine: bool = True,
     part: str = "encoder",
     set_result: bool = False,
-) -> dict:
+):
     """004 Algorithm 1 on a T5 encoder: τ for ``long_ids`` whose average P_max/H matches ``short_ids`` at τ = 1.
 
-    Same search as :func:`extrap.align.algorithm1` (paper grid 1.0 -> 0.5, optional bisection).
-    ``set_result``: leave the chosen τ set on ``part`` (otherwise the previous τ is restored).
+    Same search as :func:`extrap.align.algorithm1` (paper grid 1.0 -> 0.5, optional bisection), and the same
+    record (:class:`extrap.align.Algorithm1`).  ``set_result``: leave the chosen τ set on ``part`` (otherwise
+    the previous τ is restored).
     """
     from extrap.align.formulas import DEFAULT_GRID, SEARCH_MODES, check_mode, search_tau
+    from extrap.align.records import Algorithm1
 
     check_mode(mode, SEARCH_MODES)
     target = t5_attention_stats(model, short_ids, part=part, tau=1.0)[mode]
@@ -322,12 +324,4 @@ def t5_algorithm1(
     )
     if set_result:
         set_t5_temperature(model, res.tau, part)
-    return {
-        "tau": res.tau,
-        "grid_tau": res.grid_tau,
-        "target": res.target,
-        "value": res.value,
-        "curve": res.curve,
-        "refined": res.refined,
-        "at_grid_edge": res.at_grid_edge,
-    }
+    return Algorithm1(res.target, search=res)

@@ -9,12 +9,16 @@ the temperature act on.  :class:`T5Model` puts a ``T5ForConditionalGeneration`` 
   :func:`extrap.hf.t5.set_t5_temperature` (decoder and cross attention keep τ = 1);
 * ``attention_probs`` / ``layer_logits``: the encoder's softmax rows (one layer at a time) and
   pre-softmax logits (q·k + position bias, at the current τ) under eager attention;
-* ``encode`` / ``decode``, ``is_encoder_decoder`` and ``has_decoder`` for task scoring (:mod:`extrap.tasks.seq2seq`).
+* ``encode`` / ``decode``, ``has_decoder``, ``decoder_start_token_id`` and ``eos_token_id`` for task
+  scoring (:mod:`extrap.tasks.seq2seq`).
 
-:func:`load_t5_run` returns it inside an :class:`extrap.hf.HFRun` (tokenizer, provenance, corpus);
-:func:`load_run` is :func:`extrap.load` that also opens T5 folders (``extrap align`` and
-``extrap task score`` use it).  T5's L_tr: the config's ``n_positions`` when it has one, else 512,
-the input length of T5's pre-training (Raffel et al. 2020, §3.1.2) and of 004 Table 1.
+Together: :class:`extrap.model.protocol.Seq2SeqLM`, the protocol that alignment and task scoring read.
+A T5 is not a causal LM (:class:`extrap.model.protocol.ExtrapLM`): evaluation, ERF and generation, which
+need one, are refused in one line when they reach for the forward pass, the embeddings or the KV cache.
+:func:`extrap.load` (``extrap.run.load``, the one place that tells runs apart) opens a T5 ``hf:PATH`` with
+:func:`load_hf_t5`, which returns the model inside an :class:`extrap.hf.HFRun` (tokenizer, provenance,
+corpus).  T5's L_tr: the config's ``n_positions`` when it has one, else 512, the input length of T5's
+pre-training (Raffel et al. 2020, §3.1.2) and of 004 Table 1.
 """
 
 from __future__ import annotations
@@ -26,20 +30,19 @@ from torch import nn
 
 from extrap.errors import ExtrapError
 from extrap.hf.attention import attn_implementation, tap_softmax_input
-from extrap.hf.common import (
-    T5_FAMILIES,
-    architecture,
-    check_folder,
-    default_device_dtype,
-    read_hf_config,
-    require_transformers,
-)
+from extrap.hf.common import architecture, check_folder, default_device_dtype, read_hf_config, require_transformers
 from extrap.hf.load import HFRun, run_config
 from extrap.hf.t5 import attention_modules, get_t5_temperature, set_t5_temperature
 from extrap.hf.tokenizer import HFTokenizer
 from extrap.model.protocol import Blocks, ModelShape, check_temperatures
 
 T5_TRAIN_LENGTH = 512  # T5's pre-training input length (Raffel et al. 2020, §3.1.2)
+CAUSAL_ONLY = frozenset({"embed", "default_positions", "new_cache", "step", "attention_rows"})  # of ExtrapLM
+
+
+class NotCausalError(ExtrapError, AttributeError):
+    """A T5 asked for what only a causal LM has.  An AttributeError too, so a protocol check
+    (``isinstance(model, ExtrapLM)``) says no instead of failing."""
 
 
 def _config_value(config, name: str):
@@ -50,7 +53,7 @@ def _config_value(config, name: str):
 
 
 class T5Model(nn.Module):
-    """A T5 model as the part of :class:`extrap.model.protocol.ExtrapLM` that alignment and task scoring read."""
+    """A T5 model as :class:`extrap.model.protocol.Seq2SeqLM`: its encoder for alignment, both halves for tasks."""
 
     scheme = None
 
@@ -66,7 +69,6 @@ class T5Model(nn.Module):
             vocab_size=int(c.vocab_size),
             pe=pe,
         )
-        self.is_encoder_decoder = True  # task scoring: the prompt to the encoder, the answer to the decoder
         self.has_decoder = hasattr(hf_model, "decoder")  # False for a T5EncoderModel (alignment only)
         gen = getattr(hf_model, "generation_config", None)
         start = _config_value(c, "decoder_start_token_id")
@@ -78,6 +80,21 @@ class T5Model(nn.Module):
     @property
     def shape(self) -> ModelShape:
         return self.cfg
+
+    def not_causal(self) -> NotCausalError:
+        return NotCausalError(
+            f"not supported: {type(self.hf).__name__} is an encoder-decoder, not a causal LM; extrap aligns its "
+            "encoder (extrap align), scores tasks with it (extrap task score) and reads its buckets "
+            "(`extrap theory --checkpoint hf:PATH`)"
+        )
+
+    def forward(self, *args, **kwargs):
+        raise self.not_causal()
+
+    def __getattr__(self, name: str):
+        if name in CAUSAL_ONLY:
+            raise self.not_causal()
+        return super().__getattr__(name)
 
     # ---- temperature (004: the encoder's softmax) ------------------------------
     def temperatures(self) -> list[float]:
@@ -147,30 +164,13 @@ class T5Model(nn.Module):
         return None  # T5's bucket tables: see extrap.hf.theory
 
 
-def is_t5(source) -> bool:
-    """Whether ``source`` is ``hf:PATH`` of a T5 checkpoint (its config's model_type is a T5 family)."""
-    from extrap.run import is_hf
-
-    if not is_hf(source):
-        return False
-    folder = check_folder(source)
-    return str(getattr(read_hf_config(folder), "model_type", "")) in T5_FAMILIES
-
-
-def load_run(source, device: str | None = None, **hf_options):
-    """:func:`extrap.load`, except that a T5 ``hf:PATH`` opens with :func:`load_t5_run`."""
-    if is_t5(source):
-        return load_t5_run(source, device=device, **{k: v for k, v in hf_options.items() if v is not None})
-    import extrap
-
-    return extrap.load(source, device=device, **hf_options)
-
-
-def load_t5_run(
+def load_hf_t5(
     path, dtype=None, device=None, train_length: int | None = None, corpus: str = "stdlib", rope=None, factor=None
 ) -> HFRun:
     """A local T5 folder (model and tokenizer, nothing downloaded) as an :class:`extrap.hf.HFRun` with a
-    :class:`T5Model`; ``T5EncoderModel`` checkpoints load without a decoder (alignment only)."""
+    :class:`T5Model`; ``T5EncoderModel`` checkpoints load without a decoder (alignment only).
+
+    Called by :func:`extrap.run.load` for a T5 ``hf:PATH``; use that."""
     folder = check_folder(path)
     hf_cfg = read_hf_config(folder)
     mtype = str(getattr(hf_cfg, "model_type", ""))

@@ -141,6 +141,56 @@ class ExtrapLM(Protocol):
     def train(self, mode: bool = True) -> Any: ...
 
 
+@runtime_checkable
+class Seq2SeqLM(Protocol):
+    """An encoder-decoder (T5, :class:`extrap.hf.t5_run.T5Model`) as alignment and task scoring use it.
+
+    004 aligns the *encoder*: ``shape``, the temperature and the probes are the encoder's self-attention
+    (as :class:`ExtrapLM` has them for a causal LM).  Task scoring reads the prompt with ``encode`` and
+    scores the answer with ``decode``, teacher-forced from ``decoder_start_token_id``.
+    """
+
+    training: bool
+    has_decoder: bool  # False for an encoder-only checkpoint: it aligns, but cannot score tasks
+    decoder_start_token_id: int
+    eos_token_id: int | None  # appended to every encoder input (None: nothing)
+
+    @property
+    def shape(self) -> ModelShape: ...
+
+    def temperatures(self) -> list[float]:
+        """τ of every encoder layer."""
+        ...
+
+    def set_temperature(self, tau: float | Sequence[float]) -> None:
+        """One τ for every encoder layer, or one per layer."""
+        ...
+
+    def encode(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder's last hidden states (B, L, d) for ``ids`` (B, L); ``attention_mask`` (B, L): 1 = token."""
+        ...
+
+    def decode(
+        self, hidden: torch.Tensor, decoder_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Logits (B, T, V) of the decoder on ``decoder_ids`` (B, T), attending to ``hidden`` (B, L, d)."""
+        ...
+
+    def attention_probs(self, idx: torch.Tensor, *, upto_layer: int | None = None) -> Iterator[tuple[int, Blocks]]:
+        """(layer, probability blocks) of the encoder for layers 0..upto_layer, one layer at a time."""
+        ...
+
+    def layer_logits(self, idx: torch.Tensor, layer: int = 0) -> list[torch.Tensor]:
+        """Pre-softmax logits of one encoder layer at the current τ: [(B, H, L, L)]."""
+        ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+
 def check_temperatures(tau: float | Sequence[float], n_layer: int) -> list[float]:
     """One τ per layer from one value or a sequence; each must be positive and finite."""
     taus = [float(t) for t in tau] if isinstance(tau, (list, tuple)) else [float(tau)] * n_layer
@@ -173,4 +223,13 @@ def model_device(model) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-__all__ = ["Blocks", "ExtrapLM", "ModelShape", "Output", "check_temperatures", "model_device", "temperature"]
+__all__ = [
+    "Blocks",
+    "ExtrapLM",
+    "ModelShape",
+    "Output",
+    "Seq2SeqLM",
+    "check_temperatures",
+    "model_device",
+    "temperature",
+]

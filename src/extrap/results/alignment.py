@@ -1,13 +1,19 @@
 """The sections of the attention-alignment study (004 §5.2): per task, per model, τ and accuracy by length.
 
 Per-length tables are keyed by the length as a string (JSON object keys): :func:`length_key`.
+The closed forms per length are typed (:class:`extrap.align.records.ClosedForms`, or only the log-length
+rule beyond the probe cap: :class:`extrap.align.records.LogLengthForm`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from extrap.results.records import Record, mapped, one, plain
+
+if TYPE_CHECKING:  # extrap.align needs torch; the results and the report do not, until closed forms are read
+    from extrap.align.records import ClosedForms, LogLengthForm
 
 MODES = ("pmax", "entropy", "pmax-layer")  # Algorithm 1 settings (004 Table 4's "w/ P_max", "w/ H"; §8 per layer)
 SETTINGS = ("none",) + MODES  # "none": τ = 1, the unaligned model
@@ -26,6 +32,23 @@ def mean_beyond(acc_by_len: dict | None, train_length: int) -> float | None:
     """Mean of {L: accuracy} over L > L_tr (None entries skipped; None if nothing is left)."""
     vals = [v for k, v in (acc_by_len or {}).items() if int(k) > train_length and isinstance(v, (int, float))]
     return sum(vals) / len(vals) if vals else None
+
+
+def _load_closed_forms(v) -> dict:
+    if not isinstance(v, dict) or not v:
+        return {}
+    from extrap.align.records import read_closed_forms
+
+    read = {str(k): read_closed_forms(x) for k, x in v.items()}
+    return {k: cf for k, cf in read.items() if cf is not None}
+
+
+def closed_forms_field():
+    """{L: closed forms}, typed in memory and JSON objects in results.json."""
+    return field(
+        default_factory=dict,
+        metadata={"load": _load_closed_forms, "dump": lambda v: {k: cf.to_json() for k, cf in v.items()}},
+    )
 
 
 def best_setting(acc: dict, train_length: int) -> str | None:
@@ -53,7 +76,7 @@ class AlignmentModel(Record):
     tau: dict = plain(factory=dict)  # {mode: {L: τ, or a list per layer}}
     tau_source: dict = plain(factory=dict)  # {mode: {L: "L_tr" | "algorithm1" | "log-length (...)"}}
     at_grid_edge: dict = plain(factory=dict)  # {mode: {L: bool}}
-    closed_forms: dict = plain(factory=dict)  # {L: extrap.align.closed_forms(...)}
+    closed_forms: dict[str, ClosedForms | LogLengthForm] = closed_forms_field()  # {L: extrap.align.closed_forms(...)}
     depth: DepthSummary = one(DepthSummary)
     errors: dict = plain(factory=dict)  # {"L=.. setting/method": message}
     rank_accuracy: dict | None = plain(omit=True)  # as accuracy, scored by ranking the candidates

@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 from extrap.io import atomic_write_text
 
 if TYPE_CHECKING:
+    from extrap.align.records import AlignRun
     from extrap.erf import ErfReport
     from extrap.results import StudyResults
+    from extrap.tasks.records import Example, TaskRun
     from extrap.theory import HeadResult
     from extrap.theory.reports import CheckpointHead
 
@@ -172,23 +174,28 @@ def erf_table(report: ErfReport) -> Table:
     return Table(rows)
 
 
-def align_table(report: Mapping) -> Table:
+def align_table(aligned: AlignRun) -> Table:
     """``extrap align``: one row per evaluation length (τ, closed forms, Algorithm 1, P_max and H)."""
-    run = _pick(report, ("run", "pe", "split", "step", "train_length", "mode", "per_layer", "segments"))
-    ref = flat(report.get("reference") or {}, "reference.")
-    rows = [{**provenance(report), **run, **flat(r), **ref} for r in report.get("lengths", [])]
-    return Table(rows)
+    rep = aligned.report
+    run = {"run": aligned.run, "pe": aligned.pe, "split": aligned.split, "step": aligned.step}
+    run.update(train_length=rep.train_length, mode=rep.mode, per_layer=rep.per_layer, segments=rep.segments)
+    ref = flat(rep.reference.to_json(), "reference.")
+    return Table([{**provenance({}), **run, **flat(r.to_json()), **ref} for r in rep.lengths])
 
 
-def task_table(report: Mapping) -> Table:
+def task_table(scored: TaskRun) -> Table:
     """``extrap task score``: one row per length, the accuracy per answer-depth bucket as columns."""
-    run = _pick(report, ("run", "pe", "task", "method", "train_length", "trained_on", "step", "tokenizer", "filler"))
+    report, meta = scored.report, scored.provenance
+    run = {"run": scored.run, "pe": scored.pe, "task": report.task, "method": report.method}
+    run.update(train_length=scored.train_length, trained_on=scored.trained_on, step=scored.step)
+    run.update(tokenizer=report.tokenizer, filler=report.filler)
+    head = provenance({**meta, "seed": report.seed})
     rows = []
-    for r in report.get("results", []):
-        row = {**provenance(report), **run, **flat(r, skip=("by_depth", "details"))}
-        for b in r.get("by_depth", []):
-            row[f"accuracy_depth_{b['lo']:g}-{b['hi']:g}"] = b.get("accuracy")
-        rows.append({**row, **_command(report)})
+    for r in report.results:
+        row = {**head, **run, **flat(r.to_json(), skip=("by_depth", "details"))}
+        for b in r.by_depth:
+            row[f"accuracy_depth_{b.lo:g}-{b.hi:g}"] = b.accuracy
+        rows.append({**row, **_command(meta)})
     return Table(rows)
 
 
@@ -218,9 +225,9 @@ def corpus_list_table(corpora: Iterable[Mapping]) -> Table:
     return Table([{**provenance({}), **_pick(c, ("name", "description"))} for c in corpora])
 
 
-def task_example_table(example: Mapping) -> Table:
+def task_example_table(example: Example) -> Table:
     """``extrap task sample``: one row, the example's statistics first and its prompt last."""
-    return record_table(example)
+    return record_table(example.to_json())
 
 
 def pe_table(schemes: Iterable[Mapping]) -> Table:

@@ -7,7 +7,8 @@
 * :mod:`.parameters`: the stored bias parameters per layer, for the theory's checkpoint analysis;
 * :mod:`.protocol`: the :class:`Run` protocol, shared with ``hf:PATH`` checkpoints (:class:`extrap.hf.HFRun`).
 
-:func:`load` is the single place where a run directory and an ``hf:PATH`` are told apart.
+:func:`load` is the single place where a run directory, an ``hf:PATH`` causal LM and an ``hf:PATH`` T5
+are told apart.
 """
 
 from __future__ import annotations
@@ -32,15 +33,21 @@ def is_hf(source) -> bool:
 def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
     """The model at its latest checkpoint (eval mode), its tokenizer and its config, as a :class:`Run`.
 
-    ``hf:PATH`` loads a local Hugging Face checkpoint instead (:func:`extrap.hf.load_hf`;
-    ``hf_options``: dtype, rope, factor, train_length, corpus); device None: cpu for
-    project runs, cuda (bfloat16) when available for hf: models.  ``rope`` and ``factor``
-    also re-scale a run trained with a rotary PE (:func:`open_run`); the others are for hf: only.
+    ``hf:PATH`` loads a local Hugging Face checkpoint instead: a causal LM (:func:`extrap.hf.load_hf`,
+    its model an :class:`extrap.model.protocol.ExtrapLM`), or a T5 (:func:`extrap.hf.t5_run.load_hf_t5`,
+    its model a :class:`extrap.model.protocol.Seq2SeqLM`); ``hf_options``: dtype, rope, factor,
+    train_length, corpus.  Device None: cpu for project runs, cuda (bfloat16) when available for hf:
+    models.  ``rope`` and ``factor`` also re-scale a run trained with a rotary PE (:func:`open_run`);
+    the others are for hf: only.
     """
     hf_options = {k: v for k, v in hf_options.items() if v is not None}
     if is_hf(source):
-        from extrap.hf import load_hf
+        from extrap.hf.load import is_t5_checkpoint, load_hf
 
+        if is_t5_checkpoint(source):
+            from extrap.hf.t5_run import load_hf_t5
+
+            return load_hf_t5(source, device=device, **hf_options)
         return load_hf(source, device=device, **hf_options)
     rope = {k: hf_options.pop(k) for k in ("rope", "factor") if k in hf_options}
     if hf_options:

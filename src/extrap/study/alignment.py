@@ -44,9 +44,11 @@ from extrap.results import (
     slug,
 )
 from extrap.run import RunDir
+from extrap.study.alignment_records import AlignJob, AlignJobResult, LengthRecord
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRequest, provenance, run_summary
 from extrap.study.presets import ALIGNMENT_DEFAULT_PES, ALIGNMENT_PRESETS, AlignmentSettings
 from extrap.study.probing import PromptProber, find_taus, length_record, merge_stats
+from extrap.tasks.records import DepthBucket
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,6 @@ __all__ = [
     "SETTINGS",
     "PromptProber",
     "build",
-    "depth_summary",
     "find_taus",
     "merge_stats",
     "model_summary",
@@ -64,99 +65,100 @@ __all__ = [
 
 
 def tau_text(t) -> str:
-    return "[" + ", ".join(f"{x:.3f}" for x in t) + "]" if isinstance(t, list) else f"{t:.3f}"
+    return "[" + ", ".join(f"{x:.3f}" for x in t) + "]" if isinstance(t, (list, tuple)) else f"{t:.3f}"
 
 
-def length_line(name: str, rec: dict) -> str:
-    acc = rec["accuracy"]["greedy"]
+def length_line(name: str, rec: LengthRecord) -> str:
+    acc = rec.scores.accuracy["greedy"]
     return (
-        f"  {name} L={rec['length']}: τ "
-        + ", ".join(f"{m} {tau_text(rec['tau'][m])}" for m in MODES)
+        f"  {name} L={rec.length}: τ "
+        + ", ".join(f"{m} {tau_text(rec.found.tau[m])}" for m in MODES)
         + " | accuracy "
         + ", ".join(f"{st} {None if acc.get(st) is None else round(acc[st], 3)}" for st in SETTINGS)
-        + f" ({rec['seconds_align']:.0f} s align, {rec['seconds_score']:.0f} s score)"
+        + f" ({rec.seconds_align:.0f} s align, {rec.seconds_score:.0f} s score)"
     )
 
 
-def trained_run(args: dict) -> RunDir:
+def trained_run(job: AlignJob) -> RunDir:
     """The (task, PE) run folder, trained (or its training finished) first if needed."""
     from extrap import train as training
 
-    rd, s, task = RunDir(args["run_dir"]), args["settings"], args["task"]
+    rd, s, task = RunDir(job.run_dir), job.settings, job.task
     trained_on = rd.read_config().train.task if rd.exists() else task
     if trained_on != task:
         raise ExtrapError(f"{rd.path} was trained on {trained_on!r}, not {task!r}")
     if not rd.is_finished():
         over = {
-            **s["train_overrides"],
+            **s.train_overrides,
             "task": task,
-            "task_mix": s["task_mix"],
-            "train_length": args["train_length"],
-            "steps": s["steps"],
-            **args["overrides"],
-            "threads": args["threads"],
+            "task_mix": s.task_mix,
+            "train_length": job.train_length,
+            "steps": s.steps,
+            **({"corpus": job.corpus} if job.corpus else {}),
+            **({"device": job.device} if job.device else {}),
+            "threads": job.threads,
         }
-        m, t = training.build_configs(args["pe"], s["train_preset"], overrides=over)
-        log.info("  %s/%s: training %d steps at L_tr=%d", task, args["pe"], t.steps, t.train_length)
+        m, t = training.build_configs(job.pe, s.train_preset, overrides=over)
+        log.info("  %s/%s: training %d steps at L_tr=%d", task, job.pe, t.steps, t.train_length)
         training.train(rd.path, m, t, resume=rd.exists(), progress=False)
     return rd
 
 
-def alignment_job(args: dict) -> dict:
+def alignment_job(job: AlignJob) -> AlignJobResult:
     """One (task, PE) run (in a worker process): train, then measure every length not yet recorded."""
     import torch
 
-    torch.set_num_threads(args["threads"])
+    torch.set_num_threads(job.threads)
     import extrap
 
-    rd = trained_run(args)
+    rd = trained_run(job)
     run, probe, records = None, None, {}
     L_tr = rd.read_config().train_length
-    for k in args["settings"]["multiples"]:
+    for k in job.settings.multiples:
         L = L_tr * k
         path = rd.path / "alignment" / f"L{L}.json"
         if not path.exists():
             if run is None:
-                run = extrap.load(rd.path, args["overrides"].get("device"))
-                probe = PromptProber(run.model, {})
-            rec = length_record(run, L, args["task"], args["settings"], args["cap"], probe)
-            atomic_write_json(path, rec)
-            log.info(length_line(f"{args['task']}/{args['pe']}", rec))
-        records[length_key(L)] = json.loads(path.read_text())
-    return {
-        "pe": args["pe"],
-        "task": args["task"],
-        "run_dir": str(rd.path),
-        "train": rd.read_final(),
-        "lengths": records,
-    }
+                run = extrap.load(rd.path, job.device)
+                probe = PromptProber(run.model)
+            rec = length_record(run, L, job.task, job.settings, job.cap, probe)
+            atomic_write_json(path, rec.to_json())
+            log.info(length_line(f"{job.task}/{job.pe}", rec))
+        records[length_key(L)] = LengthRecord.from_json(json.loads(path.read_text()))
+    return AlignJobResult(job.pe, job.task, str(rd.path), rd.read_final(), records)
 
 
-def depth_summary(acc: dict, by_depth: dict, train_length: int) -> DepthSummary:
-    """004 Table 9 analogue: accuracy per answer-depth bucket, per length, and pooled over L > L_tr."""
+Buckets = tuple[DepthBucket, ...]
+
+
+def _depth_summary(
+    acc: dict[str, dict[str, float | None]], by_depth: dict[str, dict[str, Buckets]], train_length: int
+) -> DepthSummary:
+    """004 Table 9 analogue: accuracy per answer-depth bucket, per length, and pooled over L > L_tr.
+
+    ``acc``: {setting: {L: accuracy}}; ``by_depth``: {setting: {L: the buckets}}.
+    """
     pooled, buckets = {}, None
     for st, per_len in by_depth.items():
         rows = [bs for k, bs in per_len.items() if int(k) > train_length]
         if not rows:
             continue
-        buckets = [[b["lo"], b["hi"]] for b in rows[0]]
-        n = [sum(r[i]["n"] for r in rows) for i in range(len(buckets))]
-        c = [sum(r[i]["correct"] for r in rows) for i in range(len(buckets))]
+        buckets = [[b.lo, b.hi] for b in rows[0]]
+        n = [sum(r[i].n for r in rows) for i in range(len(buckets))]
+        c = [sum(r[i].correct for r in rows) for i in range(len(buckets))]
         pooled[st] = [ci / ni if ni else None for ci, ni in zip(c, n)]
     if buckets is None:
         first = next((bs for per_len in by_depth.values() for bs in per_len.values()), None)
-        buckets = [[b["lo"], b["hi"]] for b in first] if first else []
+        buckets = [[b.lo, b.hi] for b in first] if first else []
     return DepthSummary(
         best_setting=best_setting(acc, train_length),
         buckets=buckets,
-        by_length={
-            st: {k: [b["accuracy"] for b in bs] for k, bs in per_len.items()} for st, per_len in by_depth.items()
-        },
+        by_length={st: {k: [b.accuracy for b in bs] for k, bs in per_len.items()} for st, per_len in by_depth.items()},
         pooled_beyond=pooled,
     )
 
 
-def model_summary(res: dict, train_length: int, lengths: list[int]) -> AlignmentModel:
+def model_summary(res: AlignJobResult, train_length: int, lengths: list[int]) -> AlignmentModel:
     """One PE's results on one task from its per-length records."""
     mdl = AlignmentModel(
         accuracy={st: {} for st in SETTINGS},
@@ -167,22 +169,24 @@ def model_summary(res: dict, train_length: int, lengths: list[int]) -> Alignment
     rank: dict = {st: {} for st in SETTINGS}
     by_depth: dict = {st: {} for st in SETTINGS}
     for L in lengths:
-        k, r = length_key(L), res["lengths"].get(length_key(L))
+        k, r = length_key(L), res.lengths.get(length_key(L))
         if r is None:
             continue
+        acc, found = r.scores.accuracy, r.found
         for st in SETTINGS:
-            mdl.accuracy[st][k] = r["accuracy"]["greedy"].get(st)
-            if "rank" in r["accuracy"]:
-                rank[st][k] = r["accuracy"]["rank"].get(st)
-            if st in r["by_depth"]:
-                by_depth[st][k] = r["by_depth"][st]
+            mdl.accuracy[st][k] = acc["greedy"].get(st)
+            if "rank" in acc:
+                rank[st][k] = acc["rank"].get(st)
+            if st in r.scores.by_depth:
+                by_depth[st][k] = r.scores.by_depth[st]
         for m in MODES:
-            mdl.tau[m][k], mdl.tau_source[m][k] = r["tau"][m], r["source"][m]
-            mdl.at_grid_edge[m][k] = bool((r.get("algorithm1") or {}).get(m, {}).get("at_grid_edge", False))
-        if r.get("closed_forms") is not None:
-            mdl.closed_forms[k] = r["closed_forms"]
-        mdl.errors.update({f"L={L} {e}": v for e, v in (r.get("errors") or {}).items()})
-    mdl.depth = depth_summary(mdl.accuracy, by_depth, train_length)
+            t = found.tau[m]
+            mdl.tau[m][k], mdl.tau_source[m][k] = list(t) if isinstance(t, tuple) else t, found.source[m]
+            mdl.at_grid_edge[m][k] = m in found.algorithm1 and found.algorithm1[m].at_grid_edge
+        if found.closed_forms is not None:
+            mdl.closed_forms[k] = found.closed_forms
+        mdl.errors.update({f"L={L} {e}": v for e, v in r.scores.errors.items()})
+    mdl.depth = _depth_summary(mdl.accuracy, by_depth, train_length)
     if any(rank[st] for st in SETTINGS):
         mdl.rank_accuracy = rank
     return mdl
@@ -209,7 +213,7 @@ def assemble(
             probe_cap=cap,
             models={pe: model_summary(r, L_tr, lengths) for pe, r in got.items()},
         )
-        runs.update({f"{task}/{pe}": run_summary(r["run_dir"], r["train"], request.out) for pe, r in got.items()})
+        runs.update({f"{task}/{pe}": run_summary(r.run_dir, r.train, request.out) for pe, r in got.items()})
     return StudyResults(
         preset=request.preset,
         experiment="alignment",
@@ -218,7 +222,7 @@ def assemble(
         train_length={t: b.train_length for t, b in blocks.items()},
         n_head=num_heads,
         lengths=sorted({L for b in blocks.values() for L in b.lengths}),
-        **provenance([r["run_dir"] for r in outcome.done.values()]),
+        **provenance([r.run_dir for r in outcome.done.values()]),
         settings=asdict(settings),
         runs=runs,
         alignment=blocks,
@@ -258,12 +262,6 @@ def build(request: StudyRequest) -> Experiment:
         positional.get(pe)  # fail early, before any training, on a bad spec
     num_heads = check_lengths(settings, request.corpus)
     cap = settings.max_probe_length or align.MAX_PROBE_LENGTH
-    common = {
-        "settings": asdict(settings),
-        "overrides": {k: v for k, v in (("corpus", request.corpus), ("device", request.device)) if v},
-        "threads": request.threads,
-        "cap": cap,
-    }
     return Experiment(
         record={
             "preset": request.preset,
@@ -282,17 +280,21 @@ def build(request: StudyRequest) -> Experiment:
         jobs=[
             Job(
                 f"{task}/{pe}",
-                {
-                    **common,
-                    "task": task,
-                    "train_length": settings.train_lengths[task],
-                    "pe": pe,
-                    "run_dir": str(request.out / "runs" / task / slug(pe)),
-                },
+                AlignJob(
+                    task=task,
+                    pe=pe,
+                    run_dir=str(request.out / "runs" / task / slug(pe)),
+                    train_length=settings.train_lengths[task],
+                    settings=settings,
+                    corpus=request.corpus,
+                    threads=request.threads,
+                    cap=cap,
+                    device=request.device,
+                ),
             )
             for task in tasks
             for pe in pes
         ],
-        progress=lambda res: f"done (training loss {res['train']['final_loss']:.4f})",
+        progress=lambda res: f"done (training loss {res.final_loss:.4f})",
         assemble=lambda outcome: assemble(request, settings, pes, cap, num_heads, outcome),
     )

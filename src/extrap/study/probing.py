@@ -9,23 +9,32 @@ than the scored ones; their labels are never read.
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from extrap.align.formulas import SoftmaxStat
+from extrap.align.records import Algorithm1, ClosedForms, LogLengthForm, Stats
 from extrap.results import MODES, SETTINGS
+from extrap.study.alignment_records import LengthRecord, SettingScores, TauFindings
+from extrap.study.presets import AlignmentSettings
+from extrap.tasks.records import TaskSettings
 
 SCORE_SEED = 0  # the scored examples (extrap.tasks.score_task)
 PROBE_SEED = 1  # the unlabeled prompts that Algorithm 1 probes: other examples than the scored ones
 
 
 class PromptProber:
-    """The prober of :func:`extrap.align.algorithm1` over lists of prompts, one list per length."""
+    """The prober of :func:`extrap.align.algorithm1` over lists of prompts, one list per length.
 
-    def __init__(self, model, prompts: dict[int, list]):
-        self.model, self.prompts = model, prompts
+    ``prompts``: {length: [(L',) token ids]}, filled by :func:`add_probe_prompts`.  :meth:`averaged` gives the
+    closed forms their averaged layer-0 logits on the same prompts.
+    """
+
+    def __init__(self, model, prompts=None):
+        self.model = model
+        self.prompts: dict = {} if prompts is None else prompts
         self.cache: dict = {}
-        self.cf_cache: dict = {}  # averaged layer-0 logit vectors per length (closed forms)
+        self.averages: dict = {}  # averaged layer-0 logit vectors per length (closed forms)
 
-    def __call__(self, length: int, taus, upto: int | None = None):
+    def __call__(self, length: int, taus, upto: int | None = None) -> Stats:
         from extrap.align.probe import attention_stats
 
         key = (int(length), tuple(round(float(t), 12) for t in taus), upto)
@@ -37,19 +46,26 @@ class PromptProber:
             self.cache[key] = merge_stats(parts)
         return self.cache[key]
 
+    def averaged(self, length: int):
+        """004 §6's averaged sorted layer-0 logits at ``length``, over this length's prompts (computed once)."""
+        if length not in self.averages:
+            self.averages[length] = averaged_prompt_logits(self.model, self.prompts[length], length)
+        return self.averages[length]
 
-def merge_stats(parts: list):
+
+def merge_stats(parts: list[Stats]) -> Stats:
     """Pool :class:`extrap.align.Stats` of several inputs: every softmax row keeps weight 1."""
-    from extrap.align.probe import Stats
-
     rows = sum(s.rows for s in parts)
-    layers = [
-        {m: sum(s.layers[i][m] * s.rows for s in parts) / rows for m in ("pmax", "entropy")}
+    layers = tuple(
+        SoftmaxStat(
+            pmax=sum(s.layers[i].pmax * s.rows for s in parts) / rows,
+            entropy=sum(s.layers[i].entropy * s.rows for s in parts) / rows,
+        )
         for i in range(len(parts[0].layers))
-    ]
+    )
     return Stats(
-        pmax=sum(v["pmax"] for v in layers) / len(layers),
-        entropy=sum(v["entropy"] for v in layers) / len(layers),
+        pmax=sum(v.pmax for v in layers) / len(layers),
+        entropy=sum(v.entropy for v in layers) / len(layers),
         layers=layers,
         rows=rows,
     )
@@ -75,45 +91,32 @@ def averaged_prompt_logits(model, prompts: list, length: int):
     return total / rows
 
 
-def closed_form_taus(model, probe: PromptProber, train_length: int, length: int) -> dict:
+def closed_form_taus(model, probe: PromptProber, train_length: int, length: int) -> ClosedForms:
     """Prop. 1, Prop. 2 and the log-length τ (``extrap.align.closed_forms``) on the probe prompts."""
     from extrap import align
 
-    for L in (train_length, length):
-        if ("avg", L) not in probe.cf_cache:
-            probe.cf_cache[("avg", L)] = averaged_prompt_logits(model, probe.prompts[L], L)
     return align.closed_forms(
-        model, None, train_length, length, max_length=max(train_length, length), _cache=probe.cf_cache
+        model, None, train_length, length, max_length=max(train_length, length), averages=probe.averaged
     )
 
 
-def search_summary(res: dict) -> dict:
-    keep = ("tau", "grid_tau", "target", "value", "at_grid_edge")
-    out = {k: res[k] for k in keep if k in res}
-    if "layers" in res:
-        out["layers"] = [{k: v[k] for k in keep if k in v} for v in res["layers"]]
-    return out
-
-
-def find_taus(model, probe: PromptProber | None, train_length: int, length: int, cap: int) -> dict:
-    """τ of every mode at ``length``, its source, and the closed forms."""
+def find_taus(model, probe: PromptProber | None, train_length: int, length: int, cap: int) -> TauFindings:
+    """τ of every mode at ``length``, its source, Algorithm 1's picks and the closed forms."""
     from extrap import align
     from extrap.align.formulas import log_length_tau
 
     R = model.shape.n_layer
     if length <= train_length:
-        taus = {"pmax": 1.0, "entropy": 1.0, "pmax-layer": [1.0] * R}
-        return {"tau": taus, "source": {m: "L_tr" for m in MODES}, "algorithm1": {}, "closed_forms": None}
+        return TauFindings({"pmax": 1.0, "entropy": 1.0, "pmax-layer": (1.0,) * R}, {m: "L_tr" for m in MODES})
     if length > cap:  # probing is O(L^2): 004's log-length baseline instead, said so in the tables
         t = log_length_tau(train_length, length)
         why = f"log-length (L > probe cap {cap})"
-        return {
-            "tau": {"pmax": t, "entropy": t, "pmax-layer": [t] * R},
-            "source": {m: why for m in MODES},
-            "algorithm1": {},
-            "closed_forms": {"log_length": t, "note": why},
-        }
-    a1 = {
+        return TauFindings(
+            {"pmax": t, "entropy": t, "pmax-layer": (t,) * R},
+            {m: why for m in MODES},
+            closed_forms=LogLengthForm(t, why),
+        )
+    a1: dict[str, Algorithm1] = {
         m: align.algorithm1(
             model,
             None,
@@ -121,20 +124,20 @@ def find_taus(model, probe: PromptProber | None, train_length: int, length: int,
             length,
             "pmax" if m == "pmax-layer" else m,
             per_layer=m == "pmax-layer",
-            _prober=probe,
+            prober=probe,
             max_length=cap,
         )
         for m in MODES
     }
-    return {
-        "tau": {m: a1[m]["tau"] for m in MODES},
-        "source": {m: "algorithm1" for m in MODES},
-        "algorithm1": {m: search_summary(a1[m]) for m in MODES},
-        "closed_forms": closed_form_taus(model, probe, train_length, length),
-    }
+    return TauFindings(
+        tau={m: a1[m].tau for m in MODES},
+        source={m: "algorithm1" for m in MODES},
+        algorithm1={m: a1[m].summary() for m in MODES},
+        closed_forms=closed_form_taus(model, probe, train_length, length),
+    )
 
 
-def add_probe_prompts(run, task: str, settings: dict, probe: PromptProber, lengths) -> None:
+def add_probe_prompts(run, task: str, settings: AlignmentSettings, probe: PromptProber, lengths) -> None:
     """Probe prompts at each of ``lengths`` that ``probe`` lacks: enough prompts and enough tokens."""
     import torch
 
@@ -142,60 +145,61 @@ def add_probe_prompts(run, task: str, settings: dict, probe: PromptProber, lengt
 
     for length in lengths:
         if length not in probe.prompts:
-            count = max(settings["probe_prompts"], -(-settings["probe_tokens"] // length))
+            count = max(settings.probe_prompts, -(-settings.probe_tokens // length))
             # buckets=count: the probe prompts' depths spread over the context
             exs = task_examples(task, run.tokenizer, length, count, seed=PROBE_SEED, buckets=count, filler=run.corpus)
-            probe.prompts[length] = [torch.tensor(run.tokenizer.encode(e["prompt"]), dtype=torch.long) for e in exs]
+            probe.prompts[length] = [torch.tensor(e.prompt_ids(run.tokenizer), dtype=torch.long) for e in exs]
 
 
-def score_settings(run, task: str, length: int, settings: dict, taus_found: dict, rec: dict) -> None:
+def score_settings(run, task: str, length: int, settings: AlignmentSettings, found: TauFindings) -> SettingScores:
     """Exact-match accuracy without alignment and with each mode's τ, by greedy decoding (and by ranking)."""
     from extrap.model.protocol import temperature as model_temperature
     from extrap.tasks import score_task
 
     model, R = run.model, run.model.shape.n_layer
-    methods = ["greedy"] + (["rank"] if settings["rank"] else [])
-    rec["accuracy"], rec["by_depth"], rec["errors"] = {m: {} for m in methods}, {}, {}
-    rec["seconds_method"] = {m: 0.0 for m in methods}  # scoring time per method (rank's cost beside greedy's)
+    methods = ["greedy"] + (["rank"] if settings.rank else [])
+    accuracy: dict = {m: {} for m in methods}
+    by_depth, errors = {}, {}
+    seconds = {m: 0.0 for m in methods}  # scoring time per method (rank's cost beside greedy's)
     done: dict = {}  # settings with the same τs (all 1 at L_tr; one log-length τ beyond the cap) are scored once
     for setting in SETTINGS:
-        tau = 1.0 if setting == "none" else taus_found[setting]
-        taus = tau if isinstance(tau, list) else [tau] * R
+        tau = 1.0 if setting == "none" else found.tau[setting]
+        taus = list(tau) if isinstance(tau, tuple) else [tau] * R
         with model_temperature(model, taus):
             for method in methods:
                 key = (tuple(round(float(t), 12) for t in taus), method)
                 if key not in done:
                     t1 = time.perf_counter()
-                    done[key] = score_task(
-                        model,
-                        run.tokenizer,
+                    request = TaskSettings(
                         task,
                         [length],
-                        n=settings["n"],
+                        n=settings.n,
                         seed=SCORE_SEED,
                         method=method,
-                        temperature=None,
-                        buckets=settings["buckets"],
+                        buckets=settings.buckets,
                         filler=run.corpus,
-                    )["results"][0]
-                    rec["seconds_method"][method] += time.perf_counter() - t1
+                    )
+                    done[key] = score_task(model, run.tokenizer, request).results[0]
+                    seconds[method] += time.perf_counter() - t1
                 res = done[key]
-                if "error" in res:
-                    rec["errors"][f"{setting}/{method}"] = res["error"]
-                    rec["accuracy"][method][setting] = None
+                if res.error is not None:
+                    errors[f"{setting}/{method}"] = res.error
+                    accuracy[method][setting] = None
                     continue
-                rec["accuracy"][method][setting] = res["accuracy"]
+                accuracy[method][setting] = res.accuracy
                 if method == "greedy":
-                    rec["by_depth"][setting] = res["by_depth"]
+                    by_depth[setting] = res.by_depth
+    return SettingScores(accuracy, by_depth, errors, seconds)
 
 
-def length_record(run, length: int, task: str, settings: dict, cap: int, probe: PromptProber) -> dict:
+def length_record(
+    run, length: int, task: str, settings: AlignmentSettings, cap: int, probe: PromptProber
+) -> LengthRecord:
     """Everything measured at one length: τ of every mode, closed forms, accuracies and their timings."""
     add_probe_prompts(run, task, settings, probe, (run.train_length, length))
     t0 = time.perf_counter()
     found = find_taus(run.model, probe, run.train_length, length, cap)
-    rec: dict[str, Any] = {"length": length, **found, "seconds_align": time.perf_counter() - t0}
+    seconds_align = time.perf_counter() - t0
     t0 = time.perf_counter()
-    score_settings(run, task, length, settings, found["tau"], rec)
-    rec["seconds_score"] = time.perf_counter() - t0
-    return rec
+    scores = score_settings(run, task, length, settings, found)
+    return LengthRecord(length, found, seconds_align, scores, time.perf_counter() - t0)

@@ -2,27 +2,41 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from extrap.model.protocol import ExtrapLM, model_device
 
 
-def continuation_summary(rows: torch.Tensor, cont: list[int]) -> dict:
+@dataclass(frozen=True)
+class Continuation:
+    """A continuation scored given its prompt: summed log-likelihood, whether greedy decoding reproduces it, and
+    the greedy prediction ids up to and including its first wrong token."""
+
+    loglik: float
+    greedy: bool
+    prediction: list[int]
+
+
+def continuation_summary(rows: torch.Tensor, cont: list[int]) -> Continuation:
     """Log-likelihood, greedy match and greedy prediction of ``cont`` from its log-prob rows (T, V)."""
     tgt = torch.tensor(cont, dtype=torch.long)
     arg = rows.argmax(-1)
     hits = (arg == tgt).tolist()
     j = hits.index(False) if False in hits else len(cont)
-    return {
-        "loglik": float(rows.gather(1, tgt[:, None]).sum()),
-        "greedy": j == len(cont),
-        "prediction": list(cont[:j]) + ([int(arg[j])] if j < len(cont) else []),
-    }
+    return Continuation(
+        loglik=float(rows.gather(1, tgt[:, None]).sum()),
+        greedy=j == len(cont),
+        prediction=list(cont[:j]) + ([int(arg[j])] if j < len(cont) else []),
+    )
 
 
 @torch.no_grad()
-def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: int = 4) -> list[dict]:
+def score_continuations(
+    model: ExtrapLM, pairs: list[tuple[list[int], list[int]]], batch: int = 4
+) -> list[Continuation]:
     """For (prompt ids, continuation ids): log-likelihood, greedy match, greedy prediction ids.
 
     Rows are right-padded (harmless for a causal model); only the logits of the
@@ -46,7 +60,7 @@ def score_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: 
 
 
 @torch.no_grad()
-def score_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[dict]:
+def score_candidates(model: ExtrapLM, prompt: list[int], conts: list[list[int]]) -> list[Continuation]:
     """:func:`score_continuations` of several continuations of one prompt, sharing the prompt.
 
     For an :class:`extrap.model.protocol.ExtrapLM` the prompt is run once into the model's KV cache; the

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extrap.errors import ExtrapError
+from extrap.tasks.records import Example
 
 TASKS = ("passkey", "line", "topic")
 TOLERANCE = 0.9  # an example has between TOLERANCE * length and length tokens
@@ -197,7 +198,7 @@ def finish(
     hay,
     requested_depth,
     extra,
-) -> dict | None:
+) -> Example | None:
     """Assemble and validate an example; None when it misses the length window or repeats its answer.
 
     ``head`` is the context before the needle, ``needle`` the span holding the
@@ -210,22 +211,22 @@ def finish(
         return None
     rest = ntok(tokenizer, hay) - ntok(tokenizer, needle)
     depth = min(1.0, ntok(tokenizer, head) / rest) if rest > 0 else 0.0
-    return {
-        "task": task,
-        "seed": seed,
-        "length": length,
-        "prompt": prompt,
-        "answer": answer,
-        "target": target,
-        "candidates": candidates,
-        "depth": depth,
-        "requested_depth": requested_depth,
-        "prompt_tokens": p_tok,
-        "target_tokens": t_tok,
-        "needle_token": ntok(tokenizer, prompt[: prompt.index(needle)]),
-        "tokenizer": tokenizer.name,
+    return Example(
+        task=task,
+        seed=seed,
+        length=length,
+        prompt=prompt,
+        answer=answer,
+        target=target,
+        candidates=tuple(candidates),
+        depth=depth,
+        requested_depth=requested_depth,
+        prompt_tokens=p_tok,
+        target_tokens=t_tok,
+        needle_token=ntok(tokenizer, prompt[: prompt.index(needle)]),
+        tokenizer=tokenizer.name,
         **extra,
-    }
+    )
 
 
 def check_request(task: str, length: Any, depth: Any) -> tuple[int, float | None]:
@@ -251,8 +252,8 @@ def check_length(task: str, tokenizer, length: int, include_target: bool, **kw) 
 
 
 def first_fit(
-    task: str, tokenizer, length: int, seed: int, include_target: bool, draw: Callable[[random.Random], dict | None]
-) -> dict:
+    task: str, tokenizer, length: int, seed: int, include_target: bool, draw: Callable[[random.Random], Example | None]
+) -> Example:
     """The first of :data:`ATTEMPTS` seeded draws that fits; ``draw`` returns None for a miss, redrawn."""
     for attempt in range(ATTEMPTS):
         ex = draw(random.Random(seed_of(task, seed, attempt)))

@@ -3,11 +3,11 @@
 Each task has its own module (:mod:`extrap.tasks.passkey_task`, :mod:`extrap.tasks.line_task`,
 :mod:`extrap.tasks.topic_task`); :func:`make_example` picks one by name.
 
-Every generator takes a tokenizer and a target length in *tokens* and returns a
-JSON-ready example::
+Every generator takes a tokenizer and a target length in *tokens* and returns an
+:class:`extrap.tasks.records.Example` (``to_json()`` gives its JSON)::
 
-    {"task", "seed", "length", "prompt", "answer", "target", "candidates",
-     "depth", "requested_depth", "prompt_tokens", "target_tokens", "needle_token", ...}
+    task, seed, length, prompt, answer, target, candidates,
+    depth, requested_depth, prompt_tokens, target_tokens, needle_token, tokenizer, ...
 
 * ``target`` is the continuation the model must produce: ``" " + answer + "\\n"``
   (the newline marks the end of the answer, so exact match also checks that the
@@ -62,6 +62,7 @@ from extrap.errors import ExtrapError
 from extrap.tasks.formats import TASKS
 from extrap.tasks.line_task import line
 from extrap.tasks.passkey_task import passkey
+from extrap.tasks.records import Example
 from extrap.tasks.topic_task import topic
 
 GENERATORS = {"passkey": passkey, "line": line, "topic": topic}
@@ -83,7 +84,7 @@ def make_example(
     filler: Any = None,
     include_target: bool = False,
     **kw,
-) -> dict:
+) -> Example:
     """One example of ``task`` (see the module docstring); ``depth=None`` draws it at random."""
     return GENERATORS[check_task(task)](
         tokenizer, length, seed, depth=depth, filler=filler, include_target=include_target, **kw

@@ -22,6 +22,7 @@ from extrap.tasks.formats import (
     number,
     word,
 )
+from extrap.tasks.records import Example
 
 
 def line(
@@ -33,7 +34,7 @@ def line(
     filler: Any = None,
     digits: int = 5,
     include_target: bool = False,
-) -> dict:
+) -> Example:
     """Many ``line <key>: REGISTER_CONTENT is <value>`` lines; asks for one key's value (Li et al. 2023).
 
     Keys are random pronounceable words (letters only), values distinct

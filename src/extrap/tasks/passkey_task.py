@@ -20,6 +20,7 @@ from extrap.tasks.formats import (
     number,
     snap,
 )
+from extrap.tasks.records import Example
 
 
 def passkey(
@@ -31,7 +32,7 @@ def passkey(
     filler: Any = None,
     digits: int = 5,
     include_target: bool = False,
-) -> dict:
+) -> Example:
     """A ``digits``-digit pass key hidden at ``depth`` of real filler text (Mohtashami & Jaggi 2023)."""
     length, depth = check_request("passkey", length, depth)
     if not 1 <= int(digits) <= 18:

@@ -32,6 +32,7 @@ from extrap.errors import ExtrapError
 from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of
 from extrap.tasks.generators import check_task, make_example, needs_filler
+from extrap.tasks.records import Example
 
 IGNORE_INDEX = -100
 
@@ -80,7 +81,7 @@ class TaskSampler:
     def is_lm_batch(self, step: int) -> bool:
         return self.mix > 0 and random.Random(seed_of("mix", self.seed, step)).random() < self.mix
 
-    def example(self, index: int) -> dict:
+    def example(self, index: int) -> Example:
         """Training example number ``index`` (global over ranks and steps)."""
         return make_example(
             self.task,
@@ -91,10 +92,10 @@ class TaskSampler:
             include_target=True,
         )
 
-    def encode(self, ex: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(self, ex: Example) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) of one example: y scores only the target tokens."""
-        p = self.tokenizer.encode(ex["prompt"])
-        t = self.tokenizer.encode(ex["target"])
+        p = ex.prompt_ids(self.tokenizer)
+        t = self.tokenizer.encode(ex.target)
         seq = p + t
         L = self.length
         x = torch.full((L,), self.pad_id, dtype=torch.long)

@@ -17,10 +17,10 @@ Two methods (``method=``):
   the model's KV cache of the prompt), so ranking costs about as much as greedy
   scoring.
 
-An encoder-decoder model (T5, ``is_encoder_decoder``) reads the prompt with its
-encoder and scores the same target or candidates with its decoder, teacher-forced
-from its start token (:mod:`extrap.tasks.seq2seq`); the two methods are otherwise
-unchanged.
+An encoder-decoder model (T5, :class:`extrap.model.protocol.Seq2SeqLM`) reads the
+prompt with its encoder and scores the same target or candidates with its decoder,
+teacher-forced from its start token (:mod:`extrap.tasks.seq2seq`); the two methods are
+otherwise unchanged.
 
 Examples at each length are stratified over ``buckets`` equal depth buckets
 (example ``i`` asks for a depth in bucket ``i mod buckets``), and accuracy is
@@ -40,11 +40,13 @@ from typing import Any
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.model.protocol import ExtrapLM, Seq2SeqLM
 from extrap.model.protocol import temperature as temperature_ctx
 from extrap.tasks.continuations import score_candidates, score_continuations
 from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of
 from extrap.tasks.generators import check_task, make_example, needs_filler
+from extrap.tasks.records import DepthBucket, Example, ExampleScore, LengthScore, TaskReport, TaskSettings, Temperature
 from extrap.tasks.seq2seq import seq2seq_candidates, seq2seq_continuations
 
 METHODS = ("greedy", "rank")
@@ -66,7 +68,7 @@ def parse_temperature(value: Any) -> float | list[float] | str | None:
     return spec.value()
 
 
-def _auto_temperature(align, spec: str, model, train_length: int, length: int, prompts: list[list[int]]):
+def _auto_temperature(align, spec: str, model, train_length: int, length: int, prompts: list[list[int]]) -> Temperature:
     """004 Algorithm 1 (``extrap.align.aligned_temperature``) on the task's own prompts at this length.
 
     The prompts are concatenated into one token stream; its windows of L_ex and
@@ -85,24 +87,27 @@ def _auto_temperature(align, spec: str, model, train_length: int, length: int, p
         mode=parsed.mode or "pmax",
         per_layer=parsed.per_layer,
     )
-    if isinstance(tau, torch.Tensor):
-        tau = tau.tolist()
-    return tau
+    return tuple(tau) if isinstance(tau, list) else tau
 
 
 # ---------------------------------------------------------------------------
 # depth buckets
 # ---------------------------------------------------------------------------
-def _buckets(k: int) -> list[dict]:
-    return [{"lo": b / k, "hi": (b + 1) / k, "n": 0, "correct": 0} for b in range(k)]
+class _Tally:
+    """Examples and correct answers per depth bucket (``k`` equal buckets of [0, 1])."""
 
+    def __init__(self, k: int):
+        self.k = k
+        self.n = [0] * k
+        self.correct = [0] * k
 
-def _bucket_of(depth: float, k: int) -> int:
-    return min(k - 1, max(0, int(depth * k)))
+    def add(self, depth: float, ok: bool) -> None:
+        b = min(self.k - 1, max(0, int(depth * self.k)))
+        self.n[b] += 1
+        self.correct[b] += int(ok)
 
-
-def _finalise(buckets: list[dict]) -> list[dict]:
-    return [{**b, "accuracy": b["correct"] / b["n"] if b["n"] else None} for b in buckets]
+    def buckets(self) -> tuple[DepthBucket, ...]:
+        return tuple(DepthBucket(b / self.k, (b + 1) / self.k, self.n[b], self.correct[b]) for b in range(self.k))
 
 
 # ---------------------------------------------------------------------------
@@ -110,7 +115,7 @@ def _finalise(buckets: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------
 def task_examples(
     task: str, tokenizer, length: int, n: int, seed: int = 0, buckets: int = 5, filler: Any = None
-) -> list[dict]:
+) -> list[Example]:
     """The ``n`` evaluation examples at ``length``: example ``i`` has a depth in bucket ``i mod buckets``."""
     out = []
     for i in range(n):
@@ -120,66 +125,55 @@ def task_examples(
     return out
 
 
-def score_task(
-    model,
-    tokenizer,
-    task: str,
-    lengths,
-    n: int = 50,
-    seed: int = 0,
-    method: str = "greedy",
-    temperature: Any = None,
-    *,
-    train_length: int | None = None,
-    buckets: int = 5,
-    filler: Any = None,
-    split: str = "validation",
-    batch: int = 4,
-    details: bool = False,
-    progress: bool = False,
-) -> dict:
-    """Exact-match accuracy of ``model`` on ``task`` at each length, with the depth breakdown.
+def score_task(model: ExtrapLM | Seq2SeqLM, tokenizer, settings: TaskSettings) -> TaskReport:
+    """Exact-match accuracy of ``model`` on ``settings.task`` at each length, with the depth breakdown.
 
-    ``filler``: a corpus spec, Corpus or Filler for the haystack text (default
-    ``stdlib``; its ``split``).  ``temperature``: None (leave the model as it
-    is), a τ or one τ per layer (a list) applied with ``model.set_temperature``,
-    or ``"auto"`` / ``"auto:MODE"`` / ``"auto:per-layer"``: per length,
-    ``extrap.align.aligned_temperature`` (004 Algorithm 1, mode ``pmax`` by
-    default; one τ per layer with ``per-layer``) on that length's task prompts,
-    which needs ``train_length`` (L_tr).  The model's temperatures are restored
-    afterwards.  ``progress``: one INFO log line per length.
+    ``settings`` (:class:`TaskSettings`): the task, the lengths, the examples per length, the method, the
+    temperature and the filler.  A τ (one, or one per layer) is applied with ``model.set_temperature``;
+    ``"auto"`` / ``"auto:MODE"`` / ``"auto:per-layer"`` runs ``extrap.align.aligned_temperature`` (004
+    Algorithm 1, mode ``pmax`` by default) per length on that length's task prompts, which needs
+    ``train_length`` (L_tr).  The model's temperatures are restored afterwards.
 
-    An encoder-decoder ``model`` (``is_encoder_decoder``, e.g. :class:`extrap.hf.t5_run.T5Model`)
-    reads the prompt with its encoder and scores the answer with its decoder
-    (:mod:`extrap.tasks.seq2seq`); its temperature is its encoder's.
-
-    Returns ``{"task", "method", "n", "seed", "buckets", "tokenizer",
-    "temperature", "accuracy", "results": [per length], "by_depth": [...]}``;
-    each length has ``length, n, correct, accuracy, mean_prompt_tokens,
-    temperature, seconds, by_depth`` (or ``error``); a depth bucket has
-    ``lo, hi, n, correct, accuracy`` (None when empty).  ``details=True`` adds
-    one record per example under ``"examples"``.
+    A :class:`extrap.model.protocol.Seq2SeqLM` (T5) reads the prompt with its encoder and scores the answer
+    with its decoder (:mod:`extrap.tasks.seq2seq`); its temperature is its encoder's.  A model that is
+    neither protocol (no temperature) is scored as a causal LM without one.
     """
-    lengths = _check_request(model, tokenizer, task, lengths, n, method, buckets, batch)
-    if getattr(model, "is_encoder_decoder", False) and not getattr(model, "has_decoder", True):
+    s = settings
+    lengths = _check_request(tokenizer, s)
+    seq2seq = isinstance(model, Seq2SeqLM)
+    if seq2seq and not model.has_decoder:
         raise ExtrapError("this encoder-decoder model was loaded without its decoder: task scoring needs one")
-    tau = parse_temperature(temperature)
-    align = _auto_align(tau, train_length)
-    if tau is not None and not _has_temperature(model):
+    tau = parse_temperature(s.temperature)
+    tau = tuple(tau) if isinstance(tau, list) else tau
+    align = _auto_align(tau, s.train_length)
+    tempered = seq2seq or isinstance(model, ExtrapLM)  # both protocols carry a per-layer temperature
+    if tau is not None and not tempered:
         raise ExtrapError("this model has no per-layer temperature; score it without one")
-    if isinstance(tau, list):
+    if isinstance(tau, tuple):
         from extrap.align import check_layer_taus
 
         check_layer_taus(tau, model.shape.n_layer)  # before any example is built
-    fill = get_filler(filler, split) if needs_filler(task) else None
-    job = _Scoring(model, tokenizer, task, n, seed, method, tau, align, train_length, buckets, batch, fill)
-    total_bk = _buckets(buckets)
-    records: list[dict] = []
-    results = _score_lengths(job, lengths, total_bk, records if details else None, progress)
-    report = _report(job, lengths, results, total_bk)
-    if details:
-        report["examples"] = records
-    return report
+    fill = get_filler(s.filler, s.split) if needs_filler(s.task) else None
+    job = _Scoring(model, tokenizer, s, seq2seq, tempered, tau, align, fill)
+    total = _Tally(s.buckets)
+    records: list[ExampleScore] = []
+    results = _score_lengths(job, lengths, total, records if s.details else None)
+    scored = [r for r in results if r.error is None]
+    return TaskReport(
+        task=s.task,
+        method=s.method,
+        n=s.n,
+        seed=s.seed,
+        buckets=s.buckets,
+        tokenizer=tokenizer.name,
+        temperature=tau,
+        filler=fill.name if fill else None,
+        lengths=tuple(lengths),
+        accuracy=sum(r.correct for r in scored) / sum(r.n for r in scored) if scored else None,
+        results=tuple(results),
+        by_depth=total.buckets(),
+        examples=tuple(records) if s.details else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -188,95 +182,67 @@ class _Scoring:
 
     model: Any
     tokenizer: Any
-    task: str
-    n: int
-    seed: int
-    method: str
-    tau: float | list[float] | str | None
+    settings: TaskSettings
+    seq2seq: bool  # a Seq2SeqLM: the prompt to the encoder, the answer to the decoder
+    tempered: bool  # the model has a per-layer temperature
+    tau: Temperature
     align: Any  # extrap.align when tau is "auto[:MODE][:per-layer]", else None
-    train_length: int | None
-    buckets: int
-    batch: int
     fill: Any
 
 
-def _score_lengths(job: _Scoring, lengths: list[int], total_bk: list[dict], records, progress: bool) -> list[dict]:
+def _score_lengths(job: _Scoring, lengths: list[int], total: _Tally, records) -> list[LengthScore]:
     """Every length in eval mode at the requested temperature; the model's mode and temperatures are restored."""
     model, tau = job.model, job.tau
     results = []
     fixed = None if isinstance(tau, str) else tau  # auto: each length sets its own
-    restore = temperature_ctx(model, fixed) if _has_temperature(model) else nullcontext()
-    was_training = getattr(model, "training", False)
-    if hasattr(model, "eval"):
-        model.eval()
+    fixed = list(fixed) if isinstance(fixed, tuple) else fixed
+    restore = temperature_ctx(model, fixed) if job.tempered else nullcontext()
+    was_training = model.training
+    model.eval()
     try:
         with restore:
             for L in lengths:
-                res = _score_length(job, L, total_bk, records)
+                res = _score_length(job, L, total, records)
                 results.append(res)
-                if progress:
+                if job.settings.progress:
                     log.info(
                         "  %s L=%s: %s",
-                        job.task,
+                        job.settings.task,
                         L,
-                        f"failed: {res['error']}"
-                        if "error" in res
-                        else f"accuracy {res['accuracy']:.3f} ({res['seconds']:.1f} s)",
+                        f"failed: {res.error}"
+                        if res.error is not None
+                        else f"accuracy {res.accuracy:.3f} ({res.seconds:.1f} s)",
                     )
     finally:
-        if was_training and hasattr(model, "train"):
+        if was_training:
             model.train()
     return results
 
 
-def _report(job: _Scoring, lengths: list[int], results: list[dict], total_bk: list[dict]) -> dict:
-    scored = [r for r in results if "error" not in r]
-    overall = sum(r["correct"] for r in scored) / sum(r["n"] for r in scored) if scored else None
-    return {
-        "task": job.task,
-        "method": job.method,
-        "n": job.n,
-        "seed": job.seed,
-        "buckets": job.buckets,
-        "tokenizer": job.tokenizer.name,
-        "temperature": job.tau,
-        "filler": job.fill.name if job.fill else None,
-        "lengths": lengths,
-        "accuracy": overall,
-        "results": results,
-        "by_depth": _finalise(total_bk),
-    }
-
-
-def _check_request(model, tokenizer, task, lengths, n, method, buckets, batch) -> list[int]:
-    """The sorted distinct lengths, after checking every argument of :func:`score_task`."""
-    check_task(task)
-    if method not in METHODS:
-        raise ExtrapError(f"unknown scoring method {method!r}; choose from {', '.join(METHODS)}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ExtrapError(f"n must be a positive integer, got {n!r}")
-    if isinstance(buckets, bool) or not isinstance(buckets, int) or not 1 <= buckets <= 100:
-        raise ExtrapError(f"buckets must be an integer in 1..100, got {buckets!r}")
-    if batch < 1:
-        raise ExtrapError(f"batch must be positive, got {batch}")
+def _check_request(tokenizer, s: TaskSettings) -> list[int]:
+    """The sorted distinct lengths, after checking every setting of :func:`score_task`."""
+    check_task(s.task)
+    if s.method not in METHODS:
+        raise ExtrapError(f"unknown scoring method {s.method!r}; choose from {', '.join(METHODS)}")
+    if isinstance(s.n, bool) or not isinstance(s.n, int) or s.n < 1:
+        raise ExtrapError(f"n must be a positive integer, got {s.n!r}")
+    if isinstance(s.buckets, bool) or not isinstance(s.buckets, int) or not 1 <= s.buckets <= 100:
+        raise ExtrapError(f"buckets must be an integer in 1..100, got {s.buckets!r}")
+    if s.batch < 1:
+        raise ExtrapError(f"batch must be positive, got {s.batch}")
     try:
-        lengths = sorted({int(L) for L in lengths})
+        lengths = sorted({int(L) for L in s.lengths})
     except (TypeError, ValueError):
-        raise ExtrapError(f"lengths must be integers, got {lengths!r}") from None
+        raise ExtrapError(f"lengths must be integers, got {s.lengths!r}") from None
     if not lengths:
         raise ExtrapError("give at least one length")
-    need = min_length(task, tokenizer)
+    need = min_length(s.task, tokenizer)
     if lengths[0] < need:
         raise ExtrapError(
-            f"{task}: length {lengths[0]} is below the minimum of {need} tokens with the "
+            f"{s.task}: length {lengths[0]} is below the minimum of {need} tokens with the "
             f"{tokenizer.name} tokenizer; use lengths >= {need}"
         )
     return lengths
-
-
-def _has_temperature(model) -> bool:
-    """Whether ``model`` has per-layer softmax temperatures (``temperatures`` / ``set_temperature``)."""
-    return hasattr(model, "temperatures") and hasattr(model, "set_temperature")
 
 
 def _auto_align(tau, train_length):
@@ -290,67 +256,56 @@ def _auto_align(tau, train_length):
     return align
 
 
-def _score_length(job: _Scoring, L: int, total_bk: list[dict], records: list[dict] | None) -> dict:
-    """One length of :func:`score_task`: its result, tallied into ``total_bk`` (and ``records``)."""
+def _score_length(job: _Scoring, L: int, total: _Tally, records: list[ExampleScore] | None) -> LengthScore:
+    """One length of :func:`score_task`: its result, tallied into ``total`` (and ``records``)."""
     t0 = time.perf_counter()
-    model, tokenizer, n = job.model, job.tokenizer, job.n
-    examples = task_examples(job.task, tokenizer, L, n, job.seed, job.buckets, job.fill)
-    prompts = [tokenizer.encode(ex["prompt"]) for ex in examples]
-    res: dict[str, Any] = {"length": L, "n": n}
+    model, tokenizer, s = job.model, job.tokenizer, job.settings
+    examples = task_examples(s.task, tokenizer, L, s.n, s.seed, s.buckets, job.fill)
+    prompts = [ex.prompt_ids(tokenizer) for ex in examples]
+    used_tau, chosen = job.tau, job.align is None
     try:
-        used_tau = job.tau
         if job.align is not None:
-            used_tau = _auto_temperature(job.align, job.tau, model, job.train_length, L, prompts)
-            model.set_temperature(used_tau)
-        res["temperature"] = used_tau
-        preds = _predict(model, tokenizer, examples, prompts, job.method, job.batch)
+            used_tau = _auto_temperature(job.align, job.tau, model, s.train_length, L, prompts)
+            model.set_temperature(list(used_tau) if isinstance(used_tau, tuple) else used_tau)
+        chosen = True
+        preds = _predict(job, examples, prompts)
     except (RuntimeError, MemoryError, ExtrapError) as e:  # e.g. out of memory, or past a learned APE
-        res.update(error=str(e).splitlines()[0][:200] if str(e) else type(e).__name__, seconds=time.perf_counter() - t0)
-        return res
-    bk = _buckets(job.buckets)
+        why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        return LengthScore(L, s.n, used_tau, chosen, error=why, seconds=time.perf_counter() - t0)
+    bk = _Tally(s.buckets)
     correct = 0
     for ex, (ok, pred) in zip(examples, preds):
-        b = _bucket_of(ex["depth"], job.buckets)
-        for table in (bk, total_bk):
-            table[b]["n"] += 1
-            table[b]["correct"] += int(ok)
+        bk.add(ex.depth, ok)
+        total.add(ex.depth, ok)
         correct += int(ok)
         if records is not None:
-            records.append(
-                {
-                    "length": L,
-                    "seed": ex["seed"],
-                    "depth": ex["depth"],
-                    "answer": ex["answer"],
-                    "prediction": pred,
-                    "correct": ok,
-                    "prompt_tokens": ex["prompt_tokens"],
-                }
-            )
-    res.update(
+            records.append(ExampleScore(L, ex.seed, ex.depth, ex.answer, pred, ok, ex.prompt_tokens))
+    return LengthScore(
+        L,
+        s.n,
+        used_tau,
         correct=correct,
-        accuracy=correct / n,
-        mean_prompt_tokens=sum(ex["prompt_tokens"] for ex in examples) / n,
+        accuracy=correct / s.n,
+        mean_prompt_tokens=sum(ex.prompt_tokens for ex in examples) / s.n,
         seconds=time.perf_counter() - t0,
-        by_depth=_finalise(bk),
+        by_depth=bk.buckets(),
     )
-    return res
 
 
-def _predict(model, tokenizer, examples, prompts, method, batch) -> list[tuple[bool, str]]:
+def _predict(job: _Scoring, examples: list[Example], prompts: list[list[int]]) -> list[tuple[bool, str]]:
     """(correct, prediction text) per example."""
-    seq2seq = getattr(model, "is_encoder_decoder", False)
-    if method == "greedy":
-        pairs = [(p, tokenizer.encode(ex["target"])) for ex, p in zip(examples, prompts)]
-        scored = (seq2seq_continuations if seq2seq else score_continuations)(model, pairs, batch)
-        return [(s["greedy"], tokenizer.decode(s["prediction"]).strip()) for s in scored]
+    model, tokenizer, s = job.model, job.tokenizer, job.settings
+    if s.method == "greedy":
+        pairs = [(p, tokenizer.encode(ex.target)) for ex, p in zip(examples, prompts)]
+        scored = (seq2seq_continuations if job.seq2seq else score_continuations)(model, pairs, s.batch)
+        return [(c.greedy, tokenizer.decode(c.prediction).strip()) for c in scored]
     out = []
     for ex, p in zip(examples, prompts):
-        cands = ex["candidates"]
+        cands = list(ex.candidates)
         conts = [tokenizer.encode(f" {c}\n") for c in cands]
-        ll = [r["loglik"] for r in (seq2seq_candidates if seq2seq else score_candidates)(model, p, conts)]
+        ll = [c.loglik for c in (seq2seq_candidates if job.seq2seq else score_candidates)(model, p, conts)]
         best = max(range(len(cands)), key=lambda i: ll[i])
-        truth = cands.index(ex["answer"])
+        truth = cands.index(ex.answer)
         ok = all(ll[truth] > ll[i] for i in range(len(cands)) if i != truth)
         out.append((ok, cands[best]))
     return out

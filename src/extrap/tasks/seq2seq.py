@@ -1,7 +1,7 @@
 """Continuations scored by an encoder-decoder model (T5): the prompt is read by the encoder, the answer
 is scored by the decoder.
 
-The model side of task scoring for models with ``is_encoder_decoder`` (:class:`extrap.hf.t5_run.T5Model`):
+The model side of task scoring for a :class:`extrap.model.protocol.Seq2SeqLM` (:class:`extrap.hf.t5_run.T5Model`):
 
 * the encoder reads the prompt followed by the model's end-of-sequence token (``eos_token_id``;
   T5's tokenizer ends every input with it; None: nothing is appended);
@@ -24,13 +24,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from extrap.model.protocol import model_device
-from extrap.tasks.continuations import continuation_summary
+from extrap.model.protocol import Seq2SeqLM, model_device
+from extrap.tasks.continuations import Continuation, continuation_summary
 
 
-def encoder_ids(model, prompt: list[int]) -> list[int]:
+def encoder_ids(model: Seq2SeqLM, prompt: list[int]) -> list[int]:
     """The encoder's input for ``prompt``: the prompt and the model's end-of-sequence token."""
-    eos = getattr(model, "eos_token_id", None)
+    eos = model.eos_token_id
     return list(prompt) + ([int(eos)] if eos is not None else [])
 
 
@@ -45,14 +45,16 @@ def _padded(rows: list[list[int]], fill: int = 0) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
-def _decoder_inputs(model, conts: list[list[int]]) -> torch.Tensor:
+def _decoder_inputs(model: Seq2SeqLM, conts: list[list[int]]) -> torch.Tensor:
     """The teacher-forced decoder input of each continuation: the start token, then its tokens but the last."""
     start = int(model.decoder_start_token_id)
     return _padded([[start] + list(c[:-1]) for c in conts])[0]
 
 
 @torch.no_grad()
-def seq2seq_continuations(model, pairs: list[tuple[list[int], list[int]]], batch: int = 4) -> list[dict]:
+def seq2seq_continuations(
+    model: Seq2SeqLM, pairs: list[tuple[list[int], list[int]]], batch: int = 4
+) -> list[Continuation]:
     """For (prompt ids, continuation ids): log-likelihood, greedy match and greedy prediction ids.
 
     ``batch`` pairs at a time: prompts right-padded under the encoder's attention mask (padding
@@ -72,7 +74,7 @@ def seq2seq_continuations(model, pairs: list[tuple[list[int], list[int]]], batch
 
 
 @torch.no_grad()
-def seq2seq_candidates(model, prompt: list[int], conts: list[list[int]]) -> list[dict]:
+def seq2seq_candidates(model: Seq2SeqLM, prompt: list[int], conts: list[list[int]]) -> list[Continuation]:
     """:func:`seq2seq_continuations` of several continuations of one prompt: the encoder runs once."""
     device = model_device(model)
     hidden = model.encode(torch.tensor([encoder_ids(model, prompt)], dtype=torch.long, device=device), None)

@@ -21,6 +21,7 @@ from extrap.tasks.formats import (
     snap,
     split_words,
 )
+from extrap.tasks.records import Example
 
 
 def topic(
@@ -32,7 +33,7 @@ def topic(
     filler: Any = None,
     n_topics: int | None = None,
     include_target: bool = False,
-) -> dict:
+) -> Example:
     """A multi-topic USER/ASSISTANT conversation over real filler text; asks for the FIRST topic (Li et al. 2023).
 
     ``n_topics``: number of topics (default: random in 2..min(25, what fits)).
@@ -100,7 +101,7 @@ def _topic_once(rng, tokenizer, length, seed, depth, fill: Filler, n_topics, inc
         needle=intros[0],
         hay=hay,
         requested_depth=want,
-        extra={"n_topics": n, "topics": list(order[:n])},
+        extra={"n_topics": n, "topics": tuple(order[:n])},
     )
 
 

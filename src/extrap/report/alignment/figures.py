@@ -74,13 +74,9 @@ def tau_figure(results: StudyResults):
         for key, label, ls in (
             ("prop1", "Prop. 1", "-"),
             ("prop2", "Prop. 2", "--"),
-            ("log_length", "log_L L_tr", ":"),
+            ("log-length", "log_L L_tr", ":"),
         ):
-            pts = sorted(
-                (int(k), v[key])
-                for k, v in mdl.closed_forms.items()
-                if isinstance(v, dict) and isinstance(v.get(key), (int, float))
-            )
+            pts = sorted((int(k), cf.tau(key)) for k, cf in mdl.closed_forms.items() if cf.tau(key) is not None)
             if pts:
                 ax.plot(
                     [L_tr] + [L for L, _ in pts], [1.0] + [t for _, t in pts], ls=ls, color="grey", lw=1, label=label

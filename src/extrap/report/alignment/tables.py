@@ -9,7 +9,7 @@ from extrap.report.values import fmt
 from extrap.report.view import Cell, Table, figure_ref, table
 from extrap.results import MODES, SETTINGS, AlignmentBlock, StudyResults, length_key, mean_beyond, mean_tau
 
-CLOSED_FORMS = (("prop1", "Prop. 1 (P_max)"), ("prop2", "Prop. 2 (entropy)"), ("log_length", "log-length log_L L_tr"))
+CLOSED_FORMS = (("prop1", "Prop. 1 (P_max)"), ("prop2", "Prop. 2 (entropy)"), ("log-length", "log-length log_L L_tr"))
 
 
 def missing(results: StudyResults) -> list[str]:
@@ -152,7 +152,7 @@ def markdown_tau_rows(al: AlignmentBlock, pe: str, mdl) -> list[str]:
                 "–" if t is None else f"{mean_tau(t):.3f}" + ("†" if s.startswith("log") else "") + ("*" if e else "")
             )
         lines.append(f"| {pe} | {LABELS[m]}{' (mean)' if m == 'pmax-layer' else ''} | " + " | ".join(row) + " |")
-    for key, label in (("prop1", "Prop. 1"), ("prop2", "Prop. 2"), ("log_length", "log-length")):
+    for key, label in (("prop1", "Prop. 1"), ("prop2", "Prop. 2"), ("log-length", "log-length")):
         row = [
             closed_form_text(
                 1.0 if L == al.train_length else closed_form_value(mdl.closed_forms.get(length_key(L)), key)
