@@ -16,14 +16,13 @@ from extrap.results.alignment import (
     mean_beyond,
     mean_tau,
 )
+from extrap.results.evaluation import EvalReport, FileScore, LengthResult, Provenance, TemperatureInfo
 from extrap.results.extrapolation import (
     INITIAL,
     TRAINED,
     Claim,
     ErfEntry,
-    EvalReport,
     LearningGate,
-    LengthPoint,
     RunSummary,
     Slopes,
     SlopeVariant,
@@ -35,6 +34,7 @@ from extrap.results.extrapolation import (
 from extrap.results.names import slug
 from extrap.results.records import Record
 from extrap.results.study import RESULTS_FILE, StudyResults, load_results, save_results
+from extrap.results.window import WindowBound, WindowError, WindowInfo, WindowMeasure
 
 __all__ = [
     "INITIAL",
@@ -49,7 +49,11 @@ __all__ = [
     "ErfEntry",
     "EvalReport",
     "LearningGate",
-    "LengthPoint",
+    "FileScore",
+    "LengthResult",
+    "Provenance",
+    "TemperatureInfo",
+    "WindowInfo",
     "Record",
     "RunSummary",
     "SlopeVariant",
@@ -59,6 +63,9 @@ __all__ = [
     "TheoryRow",
     "Timing",
     "TimingRow",
+    "WindowBound",
+    "WindowError",
+    "WindowMeasure",
     "best_setting",
     "length_key",
     "load_results",

@@ -19,12 +19,14 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from extrap.errors import ExtrapError
+from extrap.evaluate.settings import EvalSettings
 from extrap.io import atomic_write_json
 from extrap.results import (
     INITIAL,
@@ -71,56 +73,90 @@ def slope_variants(train_length: int, table: SlopeVariants) -> list[SlopeVariant
     return out
 
 
-def recorded(run_dir: RunDir, name: str, compute: Callable[[], dict]) -> dict:
-    """The run's result ``name``: computed and recorded first unless it is recorded already."""
+R = TypeVar("R")
+
+
+def recorded(run_dir: RunDir, name: str, compute: Callable[[], Any], read: Callable[[Any], R]) -> R:
+    """The run's result ``name``, read back by ``read``: computed and recorded first unless it is recorded already.
+
+    ``compute`` returns a record (its ``to_json()`` is written) or a JSON-ready value.
+    """
     if not run_dir.has_result(name):
-        run_dir.write_result(name, compute())
-    return run_dir.read_result(name)
+        value = compute()
+        run_dir.write_result(name, value.to_json() if hasattr(value, "to_json") else value)
+    return read(run_dir.read_result(name))
 
 
-def pe_job(args: dict) -> dict:
+@dataclass(frozen=True)
+class PeJob:
+    """One PE of an extrapolation or ALiBi-slope study: what its worker trains and measures (picklable)."""
+
+    pe: str
+    run_dir: str
+    preset: str  # the training preset
+    overrides: Mapping[str, Any]  # training settings over the preset's (steps, corpus)
+    multiples: tuple[int, ...]  # evaluation lengths, as multiples of L_tr
+    eval_tokens: int | None
+    targets: int
+    erf_multiple: int
+    erf_segments: int
+    delta: float  # δ of 000 Definition 0.1
+    threads: int
+
+    def eval_settings(self, train_length: int, protocol: str) -> EvalSettings:
+        lengths = tuple(train_length * k for k in self.multiples)
+        return EvalSettings(lengths, protocol, tokens=self.eval_tokens, targets=self.targets, delta=self.delta)
+
+
+@dataclass(frozen=True)
+class PeOutput:
+    """What one PE's worker measured: its training summary (final.json), every protocol's evaluation,
+    its receptive fields (``extrap erf``'s JSON) and its trained theory rows."""
+
+    pe: str
+    run_dir: str
+    train: Mapping[str, Any] | None
+    eval: Mapping[str, EvalReport]  # {protocol: report}
+    erf: Mapping[str, Any]
+    theory: Mapping[str, Any]
+
+    def to_json(self) -> dict:
+        reports = {p: rep.to_json() for p, rep in self.eval.items()}
+        head = {"pe": self.pe, "run_dir": self.run_dir, "train": self.train, "eval": reports}
+        return {**head, "erf": self.erf, "theory": self.theory}
+
+
+def pe_job(job: PeJob) -> PeOutput:
     """One PE (in a worker process): train, evaluate with every protocol, receptive fields."""
     import torch
 
-    torch.set_num_threads(args["threads"])
+    torch.set_num_threads(job.threads)
     import extrap
     from extrap import erf, evaluate
     from extrap import train as training
 
-    rd = RunDir(args["run_dir"])
+    rd = RunDir(job.run_dir)
     if not rd.is_finished():
-        m, t = training.build_configs(
-            args["pe"], args["preset"], overrides={**args["overrides"], "threads": args["threads"]}
-        )
+        m, t = training.build_configs(job.pe, job.preset, overrides={**job.overrides, "threads": job.threads})
         training.train(rd.path, m, t, resume=rd.exists(), progress=False)
     L_tr = rd.read_config().train_length
     run = cache(lambda: extrap.load(rd.path))  # loaded only when a stage is missing
 
-    def evaluated(protocol):
-        return evaluate.evaluate_run(
-            rd.path,
-            lengths=[L_tr * k for k in args["multiples"]],
-            protocol=protocol,
-            tokens=args["eval_tokens"],
-            targets=args["targets"],
-            delta=args["delta"],
-            run=run(),
+    def evaluated(protocol: str) -> EvalReport:
+        return recorded(
+            rd,
+            f"eval-{protocol}",
+            lambda: evaluate.evaluate_run(run(), job.eval_settings(L_tr, protocol)),
+            EvalReport.from_json,
         )
 
-    evals = {p: recorded(rd, f"eval-{p}", lambda p=p: evaluated(p)) for p in PROTOCOLS}
+    evals = {p: evaluated(p) for p in PROTOCOLS}
     receptive = recorded(
-        rd, "erf", lambda: erf.run_erf(run(), "both", length=L_tr * args["erf_multiple"], segments=args["erf_segments"])
+        rd, "erf", lambda: erf.run_erf(run(), "both", length=L_tr * job.erf_multiple, segments=job.erf_segments), dict
     )
-    lengths = [L_tr * k for k in args["multiples"] if k > 1]
-    theory = recorded(rd, "theory-trained", lambda: trained_theory(rd.path, args["pe"], THEORY_EPS, lengths, L_tr))
-    return {
-        "pe": args["pe"],
-        "run_dir": str(rd.path),
-        "train": rd.read_final(),
-        "eval": evals,
-        "erf": receptive,
-        "theory": theory,
-    }
+    lengths = [L_tr * k for k in job.multiples if k > 1]
+    theory = recorded(rd, "theory-trained", lambda: trained_theory(rd.path, job.pe, THEORY_EPS, lengths, L_tr), dict)
+    return PeOutput(job.pe, str(rd.path), rd.read_final(), evals, receptive, theory)
 
 
 TIMING_REPEATS = 3  # each timing is the fastest of this many runs: a busy machine only ever adds time
@@ -242,7 +278,8 @@ def assemble(
 ) -> StudyResults:
     """The study's results from the per-PE outputs, with theory, TRFs and (extrapolation) timing."""
     out, L_tr = request.out, train_length
-    per_pe = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
+    done = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
+    per_pe = {pe: o.to_json() for pe, o in done.items()}  # what the theory and ERF sections read
     erf, sp = erf_section(per_pe, num_heads)
     results = StudyResults(
         preset=request.preset,
@@ -252,14 +289,16 @@ def assemble(
         n_head=num_heads,
         lengths=[L_tr * k for k in settings.multiples],
         delta=request.delta,
-        **provenance([r["run_dir"] for r in per_pe.values()]),
+        **provenance([o.run_dir for o in done.values()]),
         settings=asdict(settings),
         theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], per_pe),
-        runs={pe: run_summary(r["run_dir"], r["train"], out) for pe, r in per_pe.items()},
-        eval={pe: {p: EvalReport.from_dict(rep) for p, rep in r["eval"].items()} for pe, r in per_pe.items()},
+        runs={pe: run_summary(o.run_dir, o.train, out) for pe, o in done.items()},
+        eval={pe: dict(o.eval) for pe, o in done.items()},
         erf=erf,
         spearman=sp,
-        learning=learning_gate(per_pe, L_tr),
+        learning=learning_gate(
+            {pe: o.eval for pe, o in done.items()}, next((o.run_dir for o in done.values()), None), L_tr
+        ),
         failures=outcome.failures,
     )
     if variants is not None:
@@ -269,10 +308,11 @@ def assemble(
     return results
 
 
-def progress_line(res: dict) -> str:
-    worst = (res["eval"].get("last-token") or {}).get("worst_ratio")
+def progress_line(res: PeOutput) -> str:
+    last = res.eval.get("last-token")
+    worst = last.worst_ratio if last is not None else None
     return (
-        f"loss {res['train']['final_loss']:.4f}, last-token worst ratio "
+        f"loss {(res.train or {})['final_loss']:.4f}, last-token worst ratio "
         f"{worst if worst is not None else float('nan'):.4f}"
     )
 
@@ -294,17 +334,17 @@ def build(request: StudyRequest) -> Experiment:
     pes = list(dict.fromkeys([v.pe for v in variants] if variants else (request.pes or resumed or DEFAULT_PES)))
     for pe in pes:
         positional.get(pe)  # fail early, before any training, on a bad spec
-    common = {
-        "preset": settings.train_preset,
-        "overrides": {k: v for k, v in overrides.items() if v is not None},
-        "multiples": list(settings.multiples),
-        "eval_tokens": settings.eval_tokens,
-        "targets": settings.targets,
-        "erf_multiple": settings.erf_multiple,
-        "erf_segments": settings.erf_segments,
-        "delta": request.delta,
-        "threads": request.threads,
-    }
+    common = dict(
+        preset=settings.train_preset,
+        overrides={k: v for k, v in overrides.items() if v is not None},
+        multiples=tuple(settings.multiples),
+        eval_tokens=settings.eval_tokens,
+        targets=settings.targets,
+        erf_multiple=settings.erf_multiple,
+        erf_segments=settings.erf_segments,
+        delta=request.delta,
+        threads=request.threads,
+    )
     return Experiment(
         record={
             "preset": request.preset,
@@ -318,7 +358,7 @@ def build(request: StudyRequest) -> Experiment:
         headline=f"study: {len(pes)} PEs, preset {request.preset}, L_tr={L_tr}, {request.jobs} at a time "
         f"-> {request.out}",
         worker=pe_job,
-        jobs=[Job(pe, {**common, "pe": pe, "run_dir": str(request.out / "runs" / slug(pe))}) for pe in pes],
+        jobs=[Job(pe, PeJob(pe, str(request.out / "runs" / slug(pe)), **common)) for pe in pes],
         progress=progress_line,
         assemble=lambda outcome: assemble(request, settings, pes, variants, model_cfg.n_head, L_tr, outcome),
     )
