@@ -29,9 +29,9 @@ def _obj(d: Any) -> Mapping:
     return d if isinstance(d, Mapping) else {}
 
 
-def _number(x: Any) -> float | None:
-    """A JSON number as a float (NaN: None, as a failed length's loss was once written)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
+def _finite(x: Any) -> float | None:
+    """A finite JSON number as a float (None for NaN and infinity, as failed lengths were once written)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return None
     return float(x)
 
@@ -122,10 +122,10 @@ class LengthResult:
 
     @classmethod
     def from_json(cls, d: Mapping) -> LengthResult:
-        """A length as any version wrote it; without a loss, the log of its ppl (as the first versions' readers did)."""
+        """A length as any version wrote it: without a finite loss, the log of its ppl; a non-finite one: None."""
         d = _obj(d)
-        loss = _number(d.get("loss"))
-        if loss is None and (ppl := _number(d.get("ppl"))) is not None and ppl > 0:
+        loss = _finite(d.get("loss"))
+        if loss is None and (ppl := _finite(d.get("ppl"))) is not None and ppl > 0:
             loss = math.log(ppl)
         return cls(
             length=d.get("length"),
@@ -310,7 +310,7 @@ class FileScore:
         d = _obj(d)
         return cls(
             **{k: d.get(k) for k in ("run", "pe", "file", "file_sha256", "tokens", "seconds", "step")},
-            loss=_number(d.get("loss")),
+            loss=_finite(d.get("loss")),
             stderr=d.get("loss_stderr"),
             window=WindowInfo.from_json(d["window"]) if isinstance(d.get("window"), Mapping) else None,
             provenance=Provenance.from_json(d, skip=_FILE_KEYS),
