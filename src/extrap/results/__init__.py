@@ -2,7 +2,10 @@
 
 :class:`StudyResults` is ``results.json``; :func:`load_results` reads one (also one written by an
 earlier version) and :func:`save_results` writes one.  Every TRF number says which ε it is
-n(ε) at and how it was reduced over heads (``trf_eps``, ``trf_reduce``).
+n(ε) at and how it was reduced over heads (``trf_eps``, ``trf_reduce``).  Its evaluation section
+holds the records of ``extrap eval`` itself (:mod:`.evaluation`: :class:`EvalReport` and its
+:class:`LengthResult` per length, :class:`WindowInfo`, :class:`TemperatureInfo`; and the
+:class:`FileScore` of ``eval --file``).
 """
 
 from extrap.results.alignment import (

@@ -278,8 +278,10 @@ def assemble(
 ) -> StudyResults:
     """The study's results from the per-PE outputs, with theory, TRFs and (extrapolation) timing."""
     out, L_tr = request.out, train_length
-    done = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
+    done: dict[str, PeOutput] = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
     per_pe = {pe: o.to_json() for pe, o in done.items()}  # what the theory and ERF sections read
+    evals = {pe: dict(o.eval) for pe, o in done.items()}
+    first_run = next((o.run_dir for o in done.values()), None)
     erf, sp = erf_section(per_pe, num_heads)
     results = StudyResults(
         preset=request.preset,
@@ -293,12 +295,10 @@ def assemble(
         settings=asdict(settings),
         theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], per_pe),
         runs={pe: run_summary(o.run_dir, o.train, out) for pe, o in done.items()},
-        eval={pe: dict(o.eval) for pe, o in done.items()},
+        eval=evals,
         erf=erf,
         spearman=sp,
-        learning=learning_gate(
-            {pe: o.eval for pe, o in done.items()}, next((o.run_dir for o in done.values()), None), L_tr
-        ),
+        learning=learning_gate(evals, first_run, L_tr),
         failures=outcome.failures,
     )
     if variants is not None:
@@ -312,8 +312,7 @@ def progress_line(res: PeOutput) -> str:
     last = res.eval.get("last-token")
     worst = last.worst_ratio if last is not None else None
     return (
-        f"loss {(res.train or {})['final_loss']:.4f}, last-token worst ratio "
-        f"{worst if worst is not None else float('nan'):.4f}"
+        f"loss {res.train['final_loss']:.4f}, last-token worst ratio {worst if worst is not None else float('nan'):.4f}"
     )
 
 
