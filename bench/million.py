@@ -76,8 +76,8 @@ def one(run_dir: str, length: int, threads: int, eps: float, max_window: int) ->
     window_for, info = resolve_window(run, "auto", eps)
     W = window_for(length) if window_for else None
     if W is None:
-        why = info["reason"] if info.get("size") is None else f"W = {info['size']:,} >= L: the window cuts nothing"
-        return {"pe": run.pe, "eps": eps, "window": info.get("size"), "error": f"no window to stream with ({why})"}
+        why = info.reason if info.size is None else f"W = {info.size:,} >= L: the window cuts nothing"
+        return {"pe": run.pe, "eps": eps, "window": info.size, "error": f"no window to stream with ({why})"}
     if W > max_window:  # the work is O(L·W): say so instead of running for hours
         why = f"W = {W:,} keys per query: O(L·W) work, {W / 3537:.0f}x the attention of ALiBi's W = 3537"
         return {"pe": run.pe, "eps": eps, "window": W, "error": f"window over --max-window {max_window:,} ({why})"}
@@ -98,11 +98,11 @@ def one(run_dir: str, length: int, threads: int, eps: float, max_window: int) ->
         "peak_rss_gb_with_exact_32k": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3),
         "ppl": round(res.ppl, 4),
         "loss_stderr": res.stderr,
-        "exact_ppl_32k": err["measured"]["exact_ppl"],
-        "window_ppl_32k": err["measured"]["window_ppl"],
-        "rel_diff_32k": err["measured"]["rel_diff"],
-        "dropped_mass_max_32k": err["measured"]["dropped_mass_max"],
-        "bound_worst_tail": err["bound"]["worst_tail"],
+        "exact_ppl_32k": err.measured.exact_ppl,
+        "window_ppl_32k": err.measured.window_ppl,
+        "rel_diff_32k": err.measured.rel_diff,
+        "dropped_mass_max_32k": err.measured.dropped_mass_max,
+        "bound_worst_tail": err.bound.worst_tail,
         "attention_s": round(parts["attention"], 1),
         "mlp_s": round(parts["mlp"], 1),
         "us_per_token_by_doubling": marks.per_token_us(),

@@ -329,15 +329,17 @@ def test_bad_input_raises():
 # eval --temperature and the align CLI
 # ---------------------------------------------------------------------------
 def test_eval_temperature_auto_records_tau(alibi_run, capsys):
-    from extrap.evaluate import evaluate_run
+    from extrap.evaluate import EvalSettings, evaluate_run
 
-    rep = evaluate_run(alibi_run, lengths=[32, 48], tokens=256, temperature="auto")
+    rep = evaluate_run(extrap.load(alibi_run), EvalSettings(lengths=[32, 48], tokens=256, temperature="auto")).to_json()
     taus = {r["length"]: r["temperature"] for r in rep["results"]}
     assert taus[32] == 1.0 and 0.5 <= taus[48] < 1.0
     assert rep["temperature"]["mode"] == "auto" and rep["temperature"]["tau"]["48"] == taus[48]
-    fixed = evaluate_run(alibi_run, lengths=[32, 48], tokens=256, temperature="0.8")
+    fixed = evaluate_run(
+        extrap.load(alibi_run), EvalSettings(lengths=[32, 48], tokens=256, temperature="0.8")
+    ).to_json()
     assert [r["temperature"] for r in fixed["results"]] == [0.8, 0.8]
-    plain = evaluate_run(alibi_run, lengths=[32, 48], tokens=256)
+    plain = evaluate_run(extrap.load(alibi_run), EvalSettings(lengths=[32, 48], tokens=256)).to_json()
     assert "temperature" not in plain["results"][0] and plain["results"][0]["loss"] != fixed["results"][0]["loss"]
     assert (
         main(

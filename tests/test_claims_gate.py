@@ -160,20 +160,21 @@ def test_unigram_entropy_is_shannons():
 
 def test_gate_of_a_real_run(tmp_path, tiny_text):
     """The study's gate from a trained run: the training stream's entropy and the evaluated loss at L_tr."""
+    import extrap
     from extrap.data import load_corpus, load_tokenizer, token_stream
-    from extrap.evaluate import evaluate_run
+    from extrap.evaluate import EvalSettings, evaluate_run
     from extrap.study.learning import learning_gate, loss_at
     from extrap.train import build_configs, train
 
     m, t = build_configs("alibi", "smoke", overrides=dict(steps=2, corpus=tiny_text, train_length=32))
     run = tmp_path / "alibi"
     train(run, m, t, progress=False)
-    rep = evaluate_run(run, lengths=[32, 64], protocol="nonoverlapping", tokens=128)
-    gate = learning_gate({"alibi": {"run_dir": str(run), "eval": {"nonoverlapping": rep}}}, 32)
+    rep = evaluate_run(extrap.load(run), EvalSettings(lengths=[32, 64], protocol="nonoverlapping", tokens=128))
+    gate = learning_gate({"alibi": {"nonoverlapping": rep}}, run, 32)
     stream = token_stream(load_corpus(tiny_text), load_tokenizer(run), "train")
     counts = torch.bincount(stream.long()).double()
     p = counts[counts > 0] / counts.sum()
     assert gate.unigram_entropy == pytest.approx(float(-(p * p.log()).sum()))
     assert gate.unigram_tokens == stream.numel() and gate.protocol == "nonoverlapping"
-    assert gate.loss["alibi"] == pytest.approx(rep["results"][0]["loss"]) == pytest.approx(loss_at(rep, 32))
+    assert gate.loss["alibi"] == pytest.approx(rep.results[0].loss) == pytest.approx(loss_at(rep, 32))
     assert gate.learned("alibi") is False  # two steps of training do not beat the byte frequencies

@@ -11,6 +11,7 @@ from extrap.cli import main
 from extrap.errors import ExtrapError
 from extrap.evaluate import (
     PROTOCOLS,
+    EvalSettings,
     LengthResult,
     eval_last_token,
     eval_nonoverlapping,
@@ -21,6 +22,7 @@ from extrap.evaluate import (
     verdict,
 )
 from extrap.model.protocol import ModelShape
+from extrap.results import WindowInfo
 from extrap.theory.receptive import WINDOW_AUTO_TRF
 
 
@@ -113,8 +115,13 @@ def test_eval_cli_json_schema(tiny_runs, capsys):
 
 
 def test_fixed_window_evaluation_changes_nothing_below_the_window(tiny_runs):
-    rep_exact = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="nonoverlapping", tokens=256)
-    rep_win = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="64")
+    rep_exact = evaluate_run(
+        extrap.load(tiny_runs["alibi"]), EvalSettings(lengths=[32, 64], protocol="nonoverlapping", tokens=256)
+    ).to_json()
+    rep_win = evaluate_run(
+        extrap.load(tiny_runs["alibi"]),
+        EvalSettings(lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="64"),
+    ).to_json()
     assert rep_exact["results"][1]["loss"] == pytest.approx(rep_win["results"][1]["loss"], rel=1e-6)
     assert rep_win["window"]["mode"] == "fixed"
 
@@ -145,22 +152,20 @@ def test_eval_missing_run(tmp_path, capsys):
 def test_window_auto_uses_the_trf_and_matches_exact_attention(tiny_runs):
     """--window auto: attention limited to TRF(eps) keys of the trained ALiBi bias, within 0.1% of exact."""
     rep = evaluate_run(
-        tiny_runs["alibi"],
-        lengths=[32, 2048],
-        protocol="nonoverlapping",
-        tokens=2048,
-        window="auto",
-        eps=1e-2,
-        exact_check_max=2048,
-    )
+        extrap.load(tiny_runs["alibi"]),
+        EvalSettings(
+            lengths=[32, 2048], protocol="nonoverlapping", tokens=2048, window="auto", eps=1e-2, exact_check_max=2048
+        ),
+    ).to_json()
     info = rep["window"]
     assert info["mode"] == "auto" and isinstance(info["size"], int) and "TRF" in info["reason"]
     long = rep["results"][1]
     assert long["window"] == info["size"] < 2048  # the window was actually used at L = 2048
     assert long["window_rel_diff"] < 1e-3
     none = evaluate_run(
-        tiny_runs["type1"], lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="auto", eps=1e-2
-    )
+        extrap.load(tiny_runs["type1"]),
+        EvalSettings(lengths=[32, 64], protocol="nonoverlapping", tokens=256, window="auto", eps=1e-2),
+    ).to_json()
     assert none["window"]["mode"] == "auto"  # type1's TRF(1e-2) is 61: used only where it is below L_ex
 
 
@@ -208,7 +213,7 @@ def test_exact_side_scores_the_same_tokens_as_the_window(protocol):
     )
     assert spy.seen[None] and spy.seen["window"]
     for r in rs:
-        d = r.to_dict()
+        d = r.to_json()
         assert r.tokens > 0 and d["exact_ppl"] == d["ppl"] and d["window_rel_diff"] == 0.0, r.length
 
 
@@ -218,10 +223,12 @@ def test_window_covering_the_whole_context_changes_nothing(tiny_runs, monkeypatc
     from extrap.evaluate import driver
 
     def whole(run, mode, eps):  # a window of L keys at length L covers the whole context
-        return (lambda L: L), {"mode": "fixed", "size": None, "reason": "W = L"}
+        return (lambda L: L), WindowInfo("fixed", None, "W = L")
 
     monkeypatch.setattr(driver, "resolve_window", whole)
-    rep = evaluate_run(tiny_runs["alibi"], lengths=[32, 64, 128], protocol=protocol, targets=8, window="whole")
+    rep = evaluate_run(
+        extrap.load(tiny_runs["alibi"]), EvalSettings(lengths=[32, 64, 128], protocol=protocol, targets=8, window="1")
+    ).to_json()
     assert [r["window"] for r in rep["results"]] == [32, 64, 128]
     for r in rep["results"]:
         assert r["window_rel_diff"] == 0.0 and r["exact_ppl"] == r["ppl"], (protocol, r)
@@ -239,7 +246,9 @@ def test_a_failing_exact_comparison_is_recorded(tiny_runs, monkeypatch):
         return real(model, stream, length, tokens, window, batch, on_tokens)
 
     monkeypatch.setattr(protocols, "eval_nonoverlapping", exact_fails)
-    rep = evaluate_run(tiny_runs["alibi"], lengths=[32, 64], tokens=128, window="16")
+    rep = evaluate_run(
+        extrap.load(tiny_runs["alibi"]), EvalSettings(lengths=[32, 64], tokens=128, window="16")
+    ).to_json()
     r = rep["results"][0]
     assert r["exact_ppl"] is None and r["window_rel_diff"] is None and "out of memory" in r["exact_error"]
     assert math.isfinite(r["ppl"])
@@ -302,7 +311,7 @@ def test_learned_ape_beyond_its_table_is_a_recorded_failure():
     stream = torch.randint(0, 50, (400,), generator=torch.Generator().manual_seed(0))
     rs = evaluate(model, stream, [16, 64], "nonoverlapping", tokens=128)
     assert rs[0].error is None and "max_positions" in rs[1].error
-    d = [r.to_dict() for r in rs]
+    d = [r.to_json() for r in rs]
     json.dumps(d, allow_nan=False)
     assert d[1]["loss"] is None and d[1]["ppl"] is None
 
@@ -344,9 +353,9 @@ def test_library_refuses_settings_before_evaluating(tiny_runs):
             evaluate(spy, stream, **kwargs)
         assert spy.seen == {None: [], "window": []}
     with pytest.raises(ExtrapError, match="empty"):
-        evaluate_run(tiny_runs["alibi"], lengths=[])
+        EvalSettings(lengths=[])
     with pytest.raises(ExtrapError, match="stride"):
-        evaluate_run(tiny_runs["alibi"], lengths=[32, 64], protocol="sliding", stride=0)
+        EvalSettings(lengths=[32, 64], protocol="sliding", stride=0)
     # last-token scores fixed targets: tokens and stride do not apply to it
     rs = evaluate(spy, torch.arange(400) % 256, [16, 32], "last-token", tokens=3, targets=4)
     assert [r.tokens for r in rs] == [4, 4]

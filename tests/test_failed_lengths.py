@@ -6,9 +6,10 @@ import math
 import pytest
 import torch
 
+import extrap
 from extrap.cli import main
 from extrap.errors import ExtrapError
-from extrap.evaluate import evaluate_run
+from extrap.evaluate import EvalSettings, evaluate_run
 from extrap.train import build_configs, train
 
 
@@ -53,7 +54,9 @@ def test_aligned_temperature_past_a_learned_table_fails_that_length_only(learned
 
 
 def test_the_api_keeps_the_lengths_before_a_failed_one(learned_run):
-    report = evaluate_run(learned_run, lengths=[48, 128], tokens=256, temperature="auto")
+    report = evaluate_run(
+        extrap.load(learned_run), EvalSettings(lengths=[48, 128], tokens=256, temperature="auto")
+    ).to_json()
     _check_kept(report, [32, 48], 128, "max_positions=64")
     assert report["extrapolates"] is not None  # 48 > L_tr was evaluated: the verdict stands on it
 
@@ -113,8 +116,10 @@ def test_hf_past_its_positions_fails_that_length_only(hf_models, tiny_text, hf_c
 def test_hf_api_records_the_failure_exact_and_streamed(hf_models, tiny_text, hf_cache, window):
     """Exact attention fails in forward, a windowed length in the rolling cache's step: both are recorded."""
     source = f"hf:{hf_models['gpt2']}"
-    report = evaluate_run(source, lengths=[64, 256], tokens=512, window="none" if window is None else str(window),
-                          corpus=tiny_text)  # fmt: skip
+    settings = EvalSettings(
+        lengths=[64, 256], tokens=512, window="none" if window is None else window, corpus=tiny_text
+    )
+    report = evaluate_run(extrap.load(source), settings).to_json()
     _check_kept(report, [64, 128], 256, "n_positions=128")
     assert [r["window"] for r in report["results"]] == [window] * 3
 

@@ -308,10 +308,12 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_estimate(tmp_path, tiny_tex
 
 
 def test_an_evaluation_that_cannot_fit_is_refused_before_it_runs(tiny_runs):
-    from extrap.evaluate import evaluate_run
+    from extrap.evaluate import EvalSettings, evaluate_run
 
     with pytest.raises(ExtrapError, match=r"evaluating 1 row\(s\) of 60000000 tokens needs at least .* GB"):
-        evaluate_run(tiny_runs["alibi"], lengths=[32, 60_000_000], tokens=60_000_000)
+        evaluate_run(
+            extrap.load(tiny_runs["alibi"]), EvalSettings(lengths=[32, 60_000_000], tokens=60_000_000)
+        ).to_json()
 
 
 def test_theory_bounds_heads_and_names_a_truncated_checkpoint(finished_run, capsys):

@@ -10,7 +10,7 @@ from extrap.cli import main
 from extrap.commands.args import temperature_spec
 from extrap.data import ByteTokenizer
 from extrap.errors import ExtrapError
-from extrap.evaluate import evaluate_run
+from extrap.evaluate import EvalSettings, evaluate_run
 from extrap.model import GPT, ModelConfig
 from extrap.run import eval_stream
 from extrap.tasks import TaskSettings, score_task
@@ -46,7 +46,7 @@ def test_the_temperature_argument():
 
 
 def test_eval_with_a_tau_list_equals_setting_it_by_hand(alibi_run, capsys):
-    rep = evaluate_run(alibi_run, lengths=[32, 64], tokens=256, temperature=TAUS)
+    rep = evaluate_run(extrap.load(alibi_run), EvalSettings(lengths=[32, 64], tokens=256, temperature=TAUS)).to_json()
     assert [r["temperature"] for r in rep["results"]] == [TAUS, TAUS]
     assert rep["temperature"] == {"mode": "fixed", "per_layer": True, "tau": TAUS}
     run = extrap.load(alibi_run)
@@ -60,7 +60,9 @@ def test_eval_with_a_tau_list_equals_setting_it_by_hand(alibi_run, capsys):
             logits = run.model(x).logits
         loss = float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)))
         assert r["loss"] == pytest.approx(loss, abs=1e-5) and r["tokens"] == y.numel()
-    one = evaluate_run(alibi_run, lengths=[32, 64], tokens=256, temperature=0.9)  # a τ list is not one τ
+    one = evaluate_run(
+        extrap.load(alibi_run), EvalSettings(lengths=[32, 64], tokens=256, temperature=0.9)
+    ).to_json()  # a τ list is not one τ
     assert abs(one["results"][1]["loss"] - rep["results"][1]["loss"]) > 1e-4
     argv = ["eval", str(alibi_run), "--lengths", "32,64", "--tokens", "256", "--json"]
     cli = _json(capsys, [*argv, "--temperature", "0.9,0.6"])
@@ -68,13 +70,15 @@ def test_eval_with_a_tau_list_equals_setting_it_by_hand(alibi_run, capsys):
     assert main([*argv, "--temperature", "0.9,0.6,1.0"]) == 2
     assert "3 values given for a model with 2 layers" in _one_error_line(capsys)
     with pytest.raises(ExtrapError, match="1 values given for a model with 2 layers"):
-        evaluate_run(alibi_run, lengths=[32], tokens=64, temperature=[0.9])
+        evaluate_run(extrap.load(alibi_run), EvalSettings(lengths=[32], tokens=64, temperature=[0.9])).to_json()
 
 
 def test_eval_auto_per_layer_records_a_list_per_length(alibi_run):
     from extrap.align import aligned_temperature
 
-    rep = evaluate_run(alibi_run, lengths=[32, 48], tokens=256, temperature="auto:per-layer")
+    rep = evaluate_run(
+        extrap.load(alibi_run), EvalSettings(lengths=[32, 48], tokens=256, temperature="auto:per-layer")
+    ).to_json()
     taus = {r["length"]: r["temperature"] for r in rep["results"]}
     assert taus[32] == [1.0, 1.0]
     assert len(taus[48]) == 2 and all(0.5 <= t <= 1.0 for t in taus[48]) and taus[48] != [1.0, 1.0]
@@ -82,7 +86,9 @@ def test_eval_auto_per_layer_records_a_list_per_length(alibi_run):
     run = extrap.load(alibi_run)
     stream = eval_stream(run, "validation", 257)
     assert taus[48] == aligned_temperature(run.model, stream, 32, 48, "pmax", per_layer=True, segments=4)
-    one = evaluate_run(alibi_run, lengths=[48], tokens=256, temperature="auto")  # auto stays one τ
+    one = evaluate_run(
+        extrap.load(alibi_run), EvalSettings(lengths=[48], tokens=256, temperature="auto")
+    ).to_json()  # auto stays one τ
     assert isinstance(one["results"][1]["temperature"], float)
 
 

@@ -71,13 +71,13 @@ def test_linear_equals_the_model_built_with_the_scaled_scheme(runs):
 
 
 def test_eval_cli_records_the_scaling_and_scores_the_scaled_model(runs, capsys):
-    from extrap.evaluate import evaluate_run
+    from extrap.evaluate import EvalSettings, evaluate_run
 
     args = ["eval", str(runs["rope"]), "--lengths", "32,64", "--json"]
     assert main([*args, "--rope", "linear", "--factor", "2"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["pe"] == LINEAR2 and rep["rope"]["pe"] == LINEAR2 and rep["rope"]["factor"] == 2.0
-    want = evaluate_run(None, run=_direct(runs["rope"], LINEAR2), lengths=[32, 64])
+    want = evaluate_run(_direct(runs["rope"], LINEAR2), EvalSettings(lengths=[32, 64])).to_json()
     assert [r["ppl"] for r in rep["results"]] == [r["ppl"] for r in want["results"]]
     assert main(args) == 0
     plain = json.loads(capsys.readouterr().out)

@@ -12,8 +12,7 @@ import torch.nn.functional as F
 import extrap
 from extrap.cli import main
 from extrap.errors import ExtrapError
-from extrap.evaluate import evaluate, evaluate_run, verdict
-from extrap.evaluate.result import LengthResult
+from extrap.evaluate import EvalSettings, LengthResult, evaluate, evaluate_run, verdict
 from extrap.evaluate.streaming import cone, stream_nll
 from extrap.evaluate.window_error import measure, theory_bound
 from extrap.model import GPT, ModelConfig
@@ -228,7 +227,7 @@ def test_the_verdict_says_when_a_difference_is_within_noise():
 
 
 def test_eval_reports_standard_errors_and_scores_a_large_default_sample(tiny_runs):
-    rep = evaluate_run(tiny_runs["alibi"], lengths=[32, 64])
+    rep = evaluate_run(extrap.load(tiny_runs["alibi"]), EvalSettings(lengths=[32, 64])).to_json()
     assert all(r["tokens"] >= 2**14 for r in rep["results"])  # not just max(lengths) tokens
     for r in rep["results"]:
         lo, hi = r["ppl_ci95"]
@@ -281,6 +280,8 @@ def test_a_windowed_length_is_judged_by_what_streaming_holds_not_by_L(tiny_runs,
     monkeypatch.setattr(extrap.memory, "available_bytes", lambda: 40 * 2**20)  # 40 MiB
     run = tiny_runs["alibi"]
     with pytest.raises(ExtrapError, match="needs at least"):
-        evaluate_run(run, lengths=[20000], protocol="last-token", targets=8)
-    rep = evaluate_run(run, lengths=[20000], protocol="last-token", targets=8, window="16")
+        evaluate_run(extrap.load(run), EvalSettings(lengths=[20000], protocol="last-token", targets=8)).to_json()
+    rep = evaluate_run(
+        extrap.load(run), EvalSettings(lengths=[20000], protocol="last-token", targets=8, window="16")
+    ).to_json()
     assert [r["window"] for r in rep["results"]] == [16, 16] and all(r["loss"] is not None for r in rep["results"])

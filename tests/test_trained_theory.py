@@ -111,14 +111,18 @@ def test_an_edited_checkpoint_changes_the_study_theory(kerple_run, tmp_path, cap
 def test_auto_window_follows_the_checkpoint(kerple_run, tmp_path, capsys):
     """``extrap eval --window auto``: W is the widest trained head's n(ε) that `extrap theory --checkpoint` prints,
     and an edit of r1 in the checkpoint changes it."""
-    from extrap.evaluate import evaluate_run
+    import extrap
+    from extrap.evaluate import EvalSettings, evaluate_run
     from extrap.theory import WINDOW_AUTO_TRF
 
     edited = edited_copy(kerple_run, tmp_path / "edited")
     eps = 0.1
     windows = {}
     for name, run in (("before", kerple_run), ("after", edited)):
-        rep = evaluate_run(run, lengths=[32, 64], protocol="nonoverlapping", tokens=128, window="auto", eps=eps)
+        rep = evaluate_run(
+            extrap.load(run),
+            EvalSettings(lengths=[32, 64], protocol="nonoverlapping", tokens=128, window="auto", eps=eps),
+        ).to_json()
         widest = max(r["trf"][str(eps)] for r in theory_command(run, [eps], capsys))
         assert WINDOW_AUTO_TRF.reduce == "max" and rep["window"]["size"] == widest, name
         windows[name] = rep["window"]["size"]

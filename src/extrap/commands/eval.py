@@ -117,29 +117,30 @@ def _load(args):
 def _score_file(args, window: str) -> int:
     from extrap.evaluate.score import score_file_run
 
-    report = score_file_run(_load(args), args.file, window, args.eps, progress=not args.json or sys.stderr.isatty())
-    _emit(args, report, _print_file)
+    score = score_file_run(_load(args), args.file, window, args.eps, progress=not args.json or sys.stderr.isatty())
+    _emit(args, score, _print_file)
     return 0
 
 
-def _print_file(r: dict) -> None:
-    se = f" ± {r['loss_stderr']:.4f}" if r["loss_stderr"] is not None else ""
-    print(f"{r['run']}  file={r['file']}  " + _window_line(r["window"]))
-    print(f"{r['tokens']} tokens: loss {r['loss']:.4f}{se}, ppl {r['ppl']:.3f} ({r['seconds']:.1f} s)")
-    for line in _error_lines(r["window"]):
+def _print_file(r) -> None:
+    se = f" ± {r.stderr:.4f}" if r.stderr is not None else ""
+    print(f"{r.run}  file={r.file}  " + _window_line(r.window))
+    print(f"{r.tokens} tokens: loss {r.loss:.4f}{se}, ppl {r.ppl:.3f} ({r.seconds:.1f} s)")
+    for line in _error_lines(r.window):
         print(line)
 
 
-def _emit(args, report: dict, table) -> None:
-    text = json.dumps(report, indent=2, allow_nan=False)  # strict JSON: no NaN or Infinity
+def _emit(args, report, table) -> None:
+    """``report`` (an EvalReport or a FileScore) as JSON (stdout, --out), CSV (--csv) or a table."""
+    text = json.dumps(report.to_json(), indent=2, allow_nan=False)  # strict JSON: no NaN or Infinity
     if args.out:
         from extrap.io import atomic_write_text
 
         atomic_write_text(args.out, text + "\n")
     if args.csv:
-        from extrap.results.tables import eval_table, write_csv
+        from extrap.results.tables import eval_table, file_table, write_csv
 
-        write_csv(args.csv, eval_table(report))
+        write_csv(args.csv, file_table(report) if args.file else eval_table(report))
     if args.json:
         print(text)
     else:
@@ -147,15 +148,11 @@ def _emit(args, report: dict, table) -> None:
     sys.stdout.flush()
 
 
-def run(args) -> int:
-    from extrap.evaluate import evaluate_run
+def settings(args, window: str):
+    """The :class:`~extrap.evaluate.EvalSettings` that the command line asks for."""
+    from extrap.evaluate import EvalSettings
 
-    _check(args)
-    window = args.window if args.cache_window is None else str(args.cache_window)
-    if args.file:
-        return _score_file(args, window)
-    report = evaluate_run(
-        _load(args),
+    return EvalSettings(
         lengths=args.lengths,
         protocol=args.protocol,
         stride=args.stride,
@@ -172,81 +169,85 @@ def run(args) -> int:
         progress=not args.json or sys.stderr.isatty(),  # JSON goes to stdout; a terminal still sees progress
         corpus=getattr(args, "corpus", None),
     )
-    _emit(args, report, _print_table)
+
+
+def run(args) -> int:
+    from extrap.evaluate import evaluate_run
+
+    _check(args)
+    window = args.window if args.cache_window is None else str(args.cache_window)
+    if args.file:
+        return _score_file(args, window)
+    wanted = settings(args, window)  # checked before the run is loaded
+    _emit(args, evaluate_run(_load(args), wanted), _print_table)
     return 0
 
 
-def _window_line(w: dict) -> str:
+def _window_line(w) -> str:
     """The window and, for ``auto``, the TRF's eps and reduction that chose it."""
-    if w["mode"] == "auto":
-        size = w["size"] if w["size"] is not None else "none"
-        return (
-            f"window=auto W={size}, TRF eps={w['trf_eps']:g}, {w['trf_reduce']} over layers and heads ({w['reason']})"
-        )
-    if w["mode"] == "fixed":
-        return f"window={w['size']} ({w['reason']})"
+    if w.mode == "auto":
+        size = w.size if w.size is not None else "none"
+        return f"window=auto W={size}, TRF eps={w.trf_eps:g}, {w.trf_reduce} over layers and heads ({w.reason})"
+    if w.mode == "fixed":
+        return f"window={w.size} ({w.reason})"
     return "window=none"
 
 
-def _result_line(r: dict) -> str:
-    if "error" in r:
-        return f"{r['length']:>7}  failed: {r['error']}"
+def _result_line(r) -> str:
+    if r.error:
+        return f"{r.length:>7}  failed: {r.error}"
     extra = ""
-    if "exact_error" in r:
-        extra = f"  (no exact comparison: {r['exact_error']})"
-    elif "exact_ppl" in r:
-        change = 100 * r["window_rel_diff"]
-        extra = f"  (exact ppl {r['exact_ppl']:.3f} on the same tokens, window changes ppl by {change:.4f}%)"
-    extra += f"  τ={_tau_text(r['temperature'])}" if "temperature" in r else ""
-    se = f"{r['loss_stderr']:.4f}" if r.get("loss_stderr") is not None else "-"
+    if r.exact_error is not None:
+        extra = f"  (no exact comparison: {r.exact_error})"
+    elif r.exact_ppl is not None:
+        change = 100 * r.window_rel_diff
+        extra = f"  (exact ppl {r.exact_ppl:.3f} on the same tokens, window changes ppl by {change:.4f}%)"
+    extra += f"  τ={_tau_text(r.temperature)}" if r.temperature is not None else ""
+    se = f"{r.stderr:.4f}" if r.stderr is not None else "-"
     return (
-        f"{r['length']:>7} {r['loss']:>8.4f} {se:>7} {r['ppl']:>9.3f} {r['bits_per_token']:>9.4f} {r['tokens']:>8} "
-        f"{r['seconds']:>7.2f} {str(r['window'] or '-'):>7}{extra}"
+        f"{r.length:>7} {r.loss:>8.4f} {se:>7} {r.ppl:>9.3f} {r.bits_per_token:>9.4f} {r.tokens:>8} "
+        f"{r.seconds:>7.2f} {str(r.window or '-'):>7}{extra}"
     )
 
 
-def _error_lines(w: dict) -> list[str]:
+def _error_lines(w) -> list[str]:
     """The window's theory bound and measured effect (``window.error``), in words."""
-    if "error" not in w:
+    if w.error is None:
         return []
-    b, m = w["error"]["bound"], w["error"]["measured"]
-    if b["worst_tail"] is not None:
-        chose = f", chosen as TRF(eps={b['eps']:g}, {b['reduce']})" if b.get("eps") is not None else ""
+    b, m = w.error.bound, w.error.measured
+    if b.worst_tail is not None:
+        chose = f", chosen as TRF(eps={b.eps:g}, {b.reduce})" if b.eps is not None else ""
         lines = [
-            f"window bound (000 Eq. 22): beyond W={b['window']} every head keeps at most "
-            f"{b['worst_tail']:.3g} of its bias mass B (worst: {b['where']}){chose}"
+            f"window bound (000 Eq. 22): beyond W={b.window} every head keeps at most "
+            f"{b.worst_tail:.3g} of its bias mass B (worst: {b.where}){chose}"
         ]
     else:
-        lines = [f"window bound: none ({b['reason']})"]
-    if m["rel_diff"] is not None:
+        lines = [f"window bound: none ({b.reason})"]
+    if m.rel_diff is not None:
         mass = ""
-        if m["dropped_mass_max"] is not None:
-            mass = f"; attention mass dropped on {m['rows']} sampled rows: max {m['dropped_mass_max']:.3g}"
+        if m.dropped_mass_max is not None:
+            mass = f"; attention mass dropped on {m.rows} sampled rows: max {m.dropped_mass_max:.3g}"
         lines.append(
-            f"window measured on one sequence of the first {m['length']} tokens: exact ppl {m['exact_ppl']:.4f}, "
-            f"windowed {m['window_ppl']:.4f}, |Δppl|/ppl {100 * m['rel_diff']:.3g}%{mass}"
+            f"window measured on one sequence of the first {m.length} tokens: exact ppl {m.exact_ppl:.4f}, "
+            f"windowed {m.window_ppl:.4f}, |Δppl|/ppl {100 * m.rel_diff:.3g}%{mass}"
         )
-    if m.get("note"):
-        lines.append(f"window measurement: {m['note']}")
+    if m.note:
+        lines.append(f"window measurement: {m.note}")
     return lines
 
 
-def _print_table(report: dict) -> None:
-    print(
-        f"{report['run']}  protocol={report['protocol']}  L_tr={report['train_length']}  "
-        + _window_line(report["window"])
-    )
+def _print_table(report) -> None:
+    print(f"{report.run}  protocol={report.protocol}  L_tr={report.train_length}  " + _window_line(report.window))
     print(f"{'L_ex':>7} {'loss':>8} {'± se':>7} {'ppl':>9} {'bits/tok':>9} {'tokens':>8} {'sec':>7} {'window':>7}")
-    for r in report["results"]:
+    for r in report.results:
         print(_result_line(r))
-    for line in _error_lines(report["window"]):
+    for line in _error_lines(report.window):
         print(line)
-    v, worst = report["extrapolates"], report["worst_ratio"]
-    word = {True: "extrapolates", False: "does not extrapolate"}.get(v) or f"no verdict ({report['verdict_reason']})"
-    se = report.get("worst_ratio_stderr")
+    v, worst, se = report.extrapolates, report.worst_ratio, report.worst_ratio_stderr
+    word = {True: "extrapolates", False: "does not extrapolate"}.get(v) or f"no verdict ({report.verdict_reason})"
     print(
-        f"verdict (000 Def. 0.1, δ={report['delta']}): {word}"
+        f"verdict (000 Def. 0.1, δ={report.delta}): {word}"
         + (f"; worst |Δppl|/ppl = {worst:.4f}" if worst is not None else "")
         + (f" ± {1.96 * se:.4f} (95%)" if se is not None else "")
-        + (f"; {report['noise']}" if report.get("within_noise") else "")
+        + (f"; {report.noise}" if report.within_noise else "")
     )

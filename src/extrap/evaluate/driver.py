@@ -1,51 +1,48 @@
-"""Evaluating a run (CLI and Python API): load it, choose window and temperature, report as JSON.
+"""Evaluating a run (CLI and Python API): choose window and temperature, evaluate, report.
 
-The result follows the schema of ``extrap eval --json``: the run and its provenance, the
-protocol, one entry per length (:meth:`LengthResult.to_dict`) and the 000 Definition 0.1 verdict.
+:func:`evaluate_run` takes a loaded run and :class:`~extrap.evaluate.settings.EvalSettings` and
+returns an :class:`~extrap.results.EvalReport`: the run and its provenance, the protocol, one
+:class:`~extrap.results.LengthResult` per length and the 000 Definition 0.1 verdict (its
+``to_json()`` is ``extrap eval --json``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.evaluate.protocols import PROTOCOLS, LengthResult, check_settings, evaluate
+from extrap.evaluate.protocols import check_settings, evaluate
+from extrap.evaluate.settings import DEFAULT_TOKENS, EvalSettings, parse_window
 from extrap.evaluate.streaming import CHUNK
 from extrap.evaluate.verdict import verdict
 from extrap.evaluate.window_error import window_error
 from extrap.memory import check_fits
+from extrap.results.evaluation import EvalReport, LengthResult, Provenance, TemperatureInfo
+from extrap.results.window import WindowInfo
 from extrap.run import Run, eval_stream
 from extrap.theory.receptive import WINDOW_AUTO_TRF
 
 log = logging.getLogger(__name__)
 
-WINDOW_CHECK_MAX = 8192  # the exact-attention comparison of a windowed length runs up to this length
-# Scored tokens per length by default: byte-level losses spread about 2 nats per token, and neighbours
-# correlate, so 2^16 tokens keep the standard error of a loss near 0.01 nats, half of δ = 0.02.
-DEFAULT_TOKENS = 2**16
-DEFAULT_TARGETS = 256  # last-token targets by default: the verdict compares them paired, target by target
 
-
-def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[int], int | None] | None, dict]:
+def resolve_window(
+    run: Run, mode: str | int | None, eps: float
+) -> tuple[Callable[[int], int | None] | None, WindowInfo]:
     """``none``, a fixed W, or ``auto``: the theory's TRF(eps) of the trained bias, when its series converges.
 
     The ``auto`` window is a safety window (:data:`WINDOW_AUTO_TRF`'s reduction, the widest head);
     its info records ``trf_eps`` and ``trf_reduce``.
     """
-    if mode in (None, "none"):
-        return None, {"mode": "none", "size": None, "reason": "exact attention"}
+    mode = parse_window(mode)
+    if mode == "none":
+        return None, WindowInfo("none", None, "exact attention")
     if mode != "auto":
-        try:
-            w = int(mode)
-        except ValueError:
-            raise ExtrapError(f"window must be auto, none or an integer, got {mode!r}") from None
-        if w < 1:
-            raise ExtrapError("window must be >= 1")
-        return (lambda L: w if w < L else None), {"mode": "fixed", "size": w, "reason": "set by the user"}
+        return (lambda L: mode if mode < L else None), WindowInfo("fixed", mode, "set by the user")
     if not 0 < eps < 1:
         raise ExtrapError(f"eps must be in (0, 1), got {eps}")
     if run.model.scheme is None:
@@ -53,13 +50,7 @@ def resolve_window(run: Run, mode: str | None, eps: float) -> tuple[Callable[[in
             "an automatic window reads the trained bias of an extrap run; give a window size for hf: models"
         )
     w, reason = model_trf_window(run.model, eps, _checkpoint_values(run))
-    info = {
-        "mode": "auto",
-        "size": w,
-        "trf_eps": eps,
-        "trf_reduce": WINDOW_AUTO_TRF.reduce,
-        "reason": reason,
-    }
+    info = WindowInfo("auto", w, reason, trf_eps=eps, trf_reduce=WINDOW_AUTO_TRF.reduce)
     if w is None:
         return None, info
     return (lambda L: w if w < L else None), info
@@ -102,45 +93,36 @@ def _checkpoint_values(run: Run) -> list[dict] | None:
 
 
 def resolve_temperature(
-    run: Run,
-    spec,
-    stream: torch.Tensor,
-    lengths: list[int],
-    mode: str = "pmax",
-    segments: int = 4,
-    per_layer: bool = False,
-    max_length: int | None = None,
-):
+    run: Run, settings: EvalSettings, stream: torch.Tensor, lengths: list[int]
+) -> tuple[Callable[[int], float | list | None] | None, TemperatureInfo]:
     """None (τ untouched), a fixed τ, one τ per layer, or ``auto`` (004: the aligned τ for each L_ex).
 
-    ``spec``: what :func:`extrap.align.parse_temperature_spec` reads: None / "none", a τ, one τ per
-    layer (a list, or "1.1,1.2,..."; its length must be the model's layer count), "auto",
-    "auto:per-layer" (Algorithm 1 layer by layer: one aligned τ per layer at each L_ex) or
-    "auto:MODE" (a mode named in ``spec`` takes precedence over ``mode``).  ``auto`` calls
-    :func:`extrap.align.aligned_temperature` on ``segments`` segments of the evaluation stream (only
-    its attention is read); τ = 1 (every layer's, per layer) for L_ex <= L_tr.  Returns
-    (temperature_for or None, info for the report).
+    ``settings.temperature`` is read by :func:`extrap.align.parse_temperature_spec`: None / "none",
+    a τ, one τ per layer (its length must be the model's layer count), "auto", "auto:per-layer"
+    (Algorithm 1 layer by layer: one aligned τ per layer at each L_ex) or "auto:MODE" (a mode named
+    there takes precedence over ``settings.align_mode``).  ``auto`` calls
+    :func:`extrap.align.aligned_temperature` on ``align_segments`` segments of the evaluation stream
+    (only its attention is read); τ = 1 (every layer's, per layer) for L_ex <= L_tr.  Returns
+    (temperature_for or None, the info for the report; for ``auto`` without the chosen τ, which each
+    length's result records).
     """
     from extrap import align
-    from extrap.align.formulas import check_lengths, check_mode
+    from extrap.align.formulas import check_lengths
 
-    parsed = align.parse_temperature_spec(spec)
+    parsed = settings.temperature_spec()
     if parsed.kind == "none":
-        return None, {"mode": "none"}
+        return None, TemperatureInfo("none")
     if parsed.kind == "fixed":
         tau = parsed.tau
-        return (lambda L: tau), {"mode": "fixed", "tau": tau}
+        return (lambda L: tau), TemperatureInfo("fixed", tau)
     if parsed.kind == "layers":
         taus = align.check_layer_taus(parsed.tau, run.model.shape.n_layer)
-        return (lambda L: list(taus)), {"mode": "fixed", "per_layer": True, "tau": taus}
-    mode, per_layer = parsed.mode or mode, per_layer or parsed.per_layer
-    check_mode(mode)
-    if per_layer and mode not in align.SEARCH_MODES:
-        raise ExtrapError(f"per-layer temperatures need the pmax or entropy alignment mode, not {mode}")
-    L_tr = run.train_length
+        return (lambda L: list(taus)), TemperatureInfo("fixed", list(taus), per_layer=True)
+    mode, per_layer = parsed.mode or settings.align_mode, parsed.per_layer or settings.align_per_layer
+    segments, max_length, L_tr = settings.align_segments, settings.align_max_length, run.train_length
     if mode != "log-length":  # probing lengths are capped: fail before evaluating anything
         check_lengths(L_tr, [L for L in lengths if L > L_tr], max_length)
-    chosen: dict = {}
+    chosen: dict[int, float | list] = {}
 
     def temperature_for(L: int):
         if L not in chosen:
@@ -149,25 +131,7 @@ def resolve_temperature(
             )
         return chosen[L]
 
-    return temperature_for, {
-        "mode": "auto",
-        "align_mode": mode,
-        "per_layer": per_layer,
-        "segments": segments,
-        "chosen": chosen,
-    }
-
-
-def _open(source, run: Run | None, corpus: str | None, hf_options: dict | None, backend: str | None) -> Run:
-    import extrap
-
-    if run is None:
-        run = extrap.load(source, **(hf_options or {}))
-    if corpus is not None:
-        run.use_corpus(corpus)
-    if backend is not None:
-        run.use_attention_backend(backend)
-    return run
+    return temperature_for, TemperatureInfo("auto", per_layer=per_layer, align_mode=mode, segments=segments)
 
 
 def _starting(length: int) -> None:
@@ -181,16 +145,16 @@ def _bar(length: int, total: int):
     return tqdm(total=total, desc=f"L_ex={length}", unit="tok", unit_scale=True, leave=False, mininterval=1.0)
 
 
-def _check_memory(run: Run, lengths: list[int], protocol: str, tokens, targets: int, batch: int, window_for) -> None:
+def _check_memory(run: Run, lengths: list[int], settings: EvalSettings, window_for) -> None:
     """Refuse a length whose hidden states and logits alone cannot fit, before anything runs (a lower bound:
     B rows x L positions x (d per layer boundary x 8 + the logits of every scored position), fp32, plus the
     token ids).  A windowed length streams: it holds a chunk of queries and W cached keys, not L positions."""
-    shape = run.model.shape
+    shape, last = run.model.shape, settings.protocol == "last-token"
     for L in lengths:
-        rows = min(batch, targets if protocol == "last-token" else max(1, (tokens or max(lengths)) // L))
+        rows = min(settings.batch, settings.targets if last else max(1, (settings.tokens or max(lengths)) // L))
         W = window_for(L) if window_for else None
         held = L if W is None else min(L, CHUNK + W)
-        logits = 0 if protocol == "last-token" or W is not None else shape.vocab_size  # streamed: within a budget
+        logits = 0 if last or W is not None else shape.vocab_size  # streamed: within a budget
         need = 4 * rows * held * (8 * shape.d_model + logits) + 16 * rows * L
         check_fits(need, f"evaluating {rows} row(s) of {L} tokens", "evaluate fewer rows at once or shorter lengths")
 
@@ -208,69 +172,51 @@ def default_tokens(lengths: list[int], available: int) -> int:
     return max(max(lengths), min(DEFAULT_TOKENS, available - 1))
 
 
-def evaluate_run(
-    source: str | Path | Run,
-    lengths=None,
-    protocol="nonoverlapping",
-    stride=None,
-    targets=DEFAULT_TARGETS,
-    tokens=None,
-    split="validation",
-    window="none",
-    eps=WINDOW_AUTO_TRF.eps,
-    delta=0.02,
-    batch=8,
-    progress=False,
-    run: Run | None = None,
-    exact_check_max: int = WINDOW_CHECK_MAX,
-    backend: str | None = None,
-    temperature=None,
-    align_mode: str = "pmax",
-    align_segments: int = 4,
-    align_per_layer: bool = False,
-    align_max_length: int | None = None,
-    corpus: str | None = None,
-    hf_options: dict | None = None,
-) -> dict:
-    """Evaluate a run (a directory, ``hf:PATH`` or a loaded :class:`Run`); returns the JSON-ready report.
+def evaluate_run(run: Run, settings: EvalSettings) -> EvalReport:
+    """Evaluate a loaded run (:func:`extrap.run.load`: a directory or ``hf:PATH``) as ``settings`` say.
 
-    ``tokens``: scored tokens at every length (nonoverlapping, sliding); default
-    :data:`DEFAULT_TOKENS`, or the whole split if shorter, and at least the longest length.
-    ``window``: "none", W or "auto"; a windowed length is streamed through a rolling KV cache
-    (memory set by W, not by L), and the report's ``window.error`` states the theory's bound and
-    the measured effect (:mod:`extrap.evaluate.window_error`).
-    ``temperature``: None, a τ, or "auto" (004 attention alignment by ``align_mode``; the τ
-    used at each length is recorded in its result and under "temperature" in the report).
-    ``corpus`` and ``hf_options`` are for hf: models; an extrap run reads its training corpus.
-    ``progress``: log each length and show a bar of tokens/s and ETA on stderr.
+    Lengths whose evaluation fails are recorded with their error and the others kept.  A windowed
+    length is streamed through a rolling KV cache (memory set by W, not by L), and the report's
+    ``window.error`` states the theory's bound and the measured effect
+    (:mod:`extrap.evaluate.window_error`); the τ used at each length is recorded in its result and,
+    for ``auto``, under ``temperature.tau``.  ``settings.corpus`` and ``settings.backend`` are set on
+    the run first.
     """
-    if protocol not in PROTOCOLS:
-        raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
-    if lengths is not None and not (lengths := list(lengths)):  # None: the default lengths
-        raise ExtrapError("no lengths to evaluate: the list of lengths is empty")
-    run = _open(source, run or (None if isinstance(source, (str, Path)) else source), corpus, hf_options, backend)
-    lengths = _with_reference(lengths, run.train_length)
-    check_settings(lengths, protocol, tokens, stride, targets)  # before the stream, τ search and window
-    window_for, window_info = resolve_window(run, window, eps)
-    _check_memory(run, lengths, protocol, tokens, targets, batch, window_for)
-    need = (tokens or max(lengths)) + 1 if protocol != "last-token" else max(lengths) + targets
-    stream = eval_stream(run, split, need)
-    if tokens is None and protocol != "last-token":
-        tokens = default_tokens(lengths, stream.numel())
-    temperature_for, temperature_info = resolve_temperature(
-        run, temperature, stream, lengths, align_mode, align_segments, align_per_layer, align_max_length
+    if settings.corpus is not None:
+        run.use_corpus(settings.corpus)
+    if settings.backend is not None:
+        run.use_attention_backend(settings.backend)
+    s, lengths = settings, _with_reference(settings.lengths, run.train_length)
+    check_settings(lengths, s.protocol, s.tokens, s.stride, s.targets)  # before the stream, τ search and window
+    window_for, window_info = resolve_window(run, s.window, s.eps)
+    _check_memory(run, lengths, s, window_for)
+    last = s.protocol == "last-token"
+    stream = eval_stream(run, s.split, max(lengths) + s.targets if last else (s.tokens or max(lengths)) + 1)
+    tokens = default_tokens(lengths, stream.numel()) if s.tokens is None and not last else s.tokens
+    temperature_for, temperature = resolve_temperature(run, s, stream, lengths)
+    results = evaluate(
+        run.model,
+        stream,
+        lengths,
+        s.protocol,
+        tokens=tokens,
+        stride=s.stride,
+        targets=s.targets,
+        batch=s.batch,
+        exact_check_max=s.exact_check_max,
+        window_for=window_for,
+        temperature_for=temperature_for,
+        **_progress(s.progress),
     )
-    settings = dict(tokens=tokens, stride=stride, targets=targets, batch=batch, exact_check_max=exact_check_max)
-    settings.update(window_for=window_for, temperature_for=temperature_for, **_progress(progress))
-    results = evaluate(run.model, stream, lengths, protocol, **settings)
-    report = _report(run, protocol, split, delta, window_info, results)
-    report["window"] = _window_with_error(run, stream, results, window_for, window_info, progress)
-    if temperature is not None:
-        report["temperature"] = _temperature_report(temperature_info)
-    return report
+    window = _window_with_error(run, stream, results, window_for, window_info, s.progress)
+    if temperature.mode == "auto":  # the τ chosen at each length, as its result records it
+        temperature = replace(
+            temperature, tau={str(r.length): r.temperature for r in results if r.temperature is not None}
+        )
+    return _report(run, s, window, results, temperature if s.temperature is not None else None)
 
 
-def _with_reference(lengths: list[int] | None, L_tr: int) -> list[int]:
+def _with_reference(lengths: tuple[int, ...] | None, L_tr: int) -> list[int]:
     """The lengths to evaluate, sorted, always with L_tr (the verdict's reference); default L_tr * 2^k, k < 5."""
     return sorted({*(lengths if lengths is not None else [L_tr * 2**k for k in range(5)]), L_tr})
 
@@ -280,8 +226,10 @@ def _progress(on: bool) -> dict:
     return dict(on_result=_show, on_start=_starting, progress=_bar) if on else {}
 
 
-def _window_with_error(run: Run, stream, results: list[LengthResult], window_for, info: dict, progress: bool) -> dict:
-    """``info`` plus, when a window applied at some length, its bound and measured effect.
+def _window_with_error(
+    run: Run, stream, results: list[LengthResult], window_for, info: WindowInfo, progress: bool
+) -> WindowInfo:
+    """``info`` with, when a window applied at some length, its bound and measured effect.
 
     The effect is measured at the longest windowed length that was evaluated without error (a failed
     length, such as one past a learned position table, would fail the measurement too).
@@ -294,34 +242,30 @@ def _window_with_error(run: Run, stream, results: list[LengthResult], window_for
     longest, W = applied[-1]
     if progress:
         log.info("  window W=%s: measuring its effect against exact attention...", W)
-    return {**info, "error": window_error(run.model, stream, W, longest, info)}
+    return replace(info, error=window_error(run.model, stream, W, longest, info))
 
 
-def _report(run: Run, protocol: str, split: str, delta: float, window_info: dict, results: list) -> dict:
-    """The JSON-ready report of :func:`evaluate_run` (schema in the README's ``extrap eval`` section)."""
-    v = verdict(results, run.train_length, delta, independent=protocol == "last-token")
-    return {
-        "run": str(run.path),
-        "pe": run.pe,
-        "protocol": protocol,
-        "split": split,
-        "train_length": run.train_length,
-        "delta": delta,
-        "extrapolates": v.extrapolates,
-        "worst_ratio": v.worst_ratio,
-        "worst_ratio_stderr": v.worst_stderr,
-        "verdict_reason": v.reason,
-        "within_noise": v.within_noise,
-        "noise": v.noise,
-        "window": window_info,
-        "results": [r.to_dict() for r in results],
-        "step": run.step,
-        **run.provenance(),
-    }
-
-
-def _temperature_report(info: dict) -> dict:
-    out = {k: v for k, v in info.items() if k != "chosen"}
-    if "chosen" in info:
-        out["tau"] = {str(L): t for L, t in sorted(info["chosen"].items())}
-    return out
+def _report(
+    run: Run, s: EvalSettings, window: WindowInfo, results: list[LengthResult], temperature: TemperatureInfo | None
+) -> EvalReport:
+    """The report of :func:`evaluate_run`, with 000 Definition 0.1's verdict over ``results``."""
+    v = verdict(results, run.train_length, s.delta, independent=s.protocol == "last-token")
+    return EvalReport(
+        run=str(run.path),
+        pe=run.pe,
+        protocol=s.protocol,
+        split=s.split,
+        train_length=run.train_length,
+        delta=s.delta,
+        extrapolates=v.extrapolates,
+        worst_ratio=v.worst_ratio,
+        worst_ratio_stderr=v.worst_stderr,
+        verdict_reason=v.reason,
+        within_noise=v.within_noise,
+        noise=v.noise,
+        window=window,
+        results=tuple(results),
+        step=run.step,
+        provenance=Provenance.from_json(run.provenance()),
+        temperature=temperature,
+    )

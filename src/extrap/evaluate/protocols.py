@@ -22,10 +22,10 @@ from typing import Any
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.evaluate.result import LengthResult
 from extrap.evaluate.stats import stderr
 from extrap.evaluate.streaming import cone, token_nll
 from extrap.model.protocol import temperature
+from extrap.results.evaluation import LengthResult
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 
@@ -86,19 +86,24 @@ def eval_last_token(model, stream, length: int, targets: list[int], window=None,
     return torch.cat(out)
 
 
+def check_protocol(protocol: str, targets: int = 64) -> None:
+    """A known protocol; last-token with at least one target."""
+    if protocol not in PROTOCOLS:
+        raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
+    if protocol == "last-token" and targets < 1:
+        raise ExtrapError(f"last-token needs at least 1 target, got {targets}")
+
+
 def check_settings(
     lengths: list[int], protocol: str, tokens: int | None = None, stride: int | None = None, targets: int = 64
 ) -> None:
     """Refuse settings that no length could be evaluated with, before anything is evaluated."""
-    if protocol not in PROTOCOLS:
-        raise ExtrapError(f"unknown protocol {protocol!r} (choose from {', '.join(PROTOCOLS)})")
+    check_protocol(protocol, targets)
     if not lengths:
         raise ExtrapError("no lengths to evaluate: the list of lengths is empty")
     if any(L < 2 for L in lengths):
         raise ExtrapError("lengths must be integers >= 2")
     if protocol == "last-token":
-        if targets < 1:
-            raise ExtrapError(f"last-token needs at least 1 target, got {targets}")
         return
     longest = max(lengths)
     if tokens is not None and tokens < longest:
@@ -229,27 +234,31 @@ def _evaluate_length(plan: Plan, L, window_for, temperature_for, exact_check_max
         tau = temperature_for(L) if temperature_for else None
     except _FAILURES as e:
         why = f"choosing τ at this length failed: {_failure(e)}"
-        return LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=why)
+        return LengthResult(L, None, 0, time.perf_counter() - t0, window, error=why)
     try:
         if tau is not None:
             plan.model.set_temperature(tau)
         nll = _score(plan, L, window, progress)
     except _FAILURES as e:
-        return LengthResult(L, math.nan, 0, time.perf_counter() - t0, window, error=_failure(e), temperature=tau)
-    loss = float(nll.double().mean())
-    se = stderr(nll, independent=plan.protocol == "last-token")
-    res = LengthResult(L, loss, nll.numel(), time.perf_counter() - t0, window, temperature=tau, stderr=se, nll=nll)
+        return LengthResult(L, None, 0, time.perf_counter() - t0, window, error=_failure(e), temperature=tau)
+    loss, seconds = float(nll.double().mean()), time.perf_counter() - t0
     if not math.isfinite(loss):
-        res.error = f"the loss is not finite ({loss})"
-    elif window is not None and L <= exact_check_max:
-        try:  # the same scored tokens, only without the window
-            exact = _score(plan, L, None, progress)
-        except _FAILURES as e:
-            res.exact_error = f"exact attention failed: {_failure(e)}"
-        else:
-            exact_loss = float(exact.double().mean())
-            if math.isfinite(exact_loss) and exact.numel() == nll.numel():
-                res.exact_loss = exact_loss
-            else:
-                res.exact_error = f"exact attention gave a loss of {exact_loss} on {exact.numel()} tokens"
-    return res
+        why = f"the loss is not finite ({loss})"
+        return LengthResult(L, None, nll.numel(), seconds, window, error=why, temperature=tau)
+    exact_ppl, exact_error = None, None
+    if window is not None and L <= exact_check_max:
+        exact_ppl, exact_error = _exact_ppl(plan, L, nll.numel(), progress)
+    se = stderr(nll, independent=plan.protocol == "last-token")
+    return LengthResult(L, loss, nll.numel(), seconds, window, None, exact_ppl, tau, exact_error, stderr=se, nll=nll)
+
+
+def _exact_ppl(plan: Plan, L: int, scored: int, progress) -> tuple[float | None, str | None]:
+    """(exact ppl, why not): the same scored tokens as the windowed pass, only without the window."""
+    try:
+        exact = _score(plan, L, None, progress)
+    except _FAILURES as e:
+        return None, f"exact attention failed: {_failure(e)}"
+    exact_loss = float(exact.double().mean())
+    if math.isfinite(exact_loss) and exact.numel() == scored:
+        return math.exp(exact_loss), None
+    return None, f"exact attention gave a loss of {exact_loss} on {exact.numel()} tokens"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -16,10 +16,11 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.evaluate.stats import stderr
 from extrap.evaluate.streaming import stream_nll, token_nll
+from extrap.results.evaluation import FileScore, Provenance
 from extrap.run import Run
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamScore:
     """The loss of every token of one sequence but the first."""
 
@@ -32,16 +33,6 @@ class StreamScore:
     @property
     def ppl(self) -> float:
         return math.exp(self.loss)
-
-    def to_dict(self) -> dict:
-        return {
-            "tokens": self.tokens,
-            "loss": self.loss,
-            "loss_stderr": self.stderr,
-            "ppl": self.ppl,
-            "window": self.window,
-            "seconds": self.seconds,
-        }
 
 
 def score_tokens(model, ids: torch.Tensor, window: int | None, chunk: int | None = None, progress=None) -> StreamScore:
@@ -76,27 +67,25 @@ def file_tokens(run: Run, path: str | Path) -> torch.Tensor:
 
 
 def score_file_run(
-    source: str | Path | Run,
+    run: Run,
     path: str | Path,
-    window: str = "auto",
+    window: str | int = "auto",
     eps: float | None = None,
     progress: bool = False,
-    hf_options: dict | None = None,
     measure: bool = True,
-) -> dict:
-    """``extrap eval RUN --file PATH``: the whole file as one sequence; JSON-ready.
+) -> FileScore:
+    """``extrap eval RUN --file PATH``: the whole file as one sequence, scored by a loaded run.
 
-    ``window``: "auto", W or "none" as in :func:`extrap.evaluate.resolve_window`.  With a window the
-    report carries its bound and, when ``measure``, its effect measured on the file's first tokens.
+    ``window``: "auto", W or "none" as in :func:`extrap.evaluate.resolve_window` (``eps``: the TRF's
+    ε of ``auto``, default :data:`extrap.theory.WINDOW_AUTO_TRF`'s).  With a window the score carries
+    its bound and, when ``measure``, its effect measured on the file's first tokens.
     """
     import hashlib
 
-    import extrap
     from extrap.evaluate.driver import resolve_window
     from extrap.evaluate.window_error import window_error
     from extrap.theory.receptive import WINDOW_AUTO_TRF
 
-    run = extrap.load(source, **(hf_options or {})) if isinstance(source, (str, Path)) else source
     ids = file_tokens(run, path)
     window_for, info = resolve_window(run, window, WINDOW_AUTO_TRF.eps if eps is None else eps)
     W = window_for(ids.numel() - 1) if window_for else None
@@ -111,7 +100,17 @@ def score_file_run(
         if bar:
             bar.close()
     if W is not None and measure:
-        info = {**info, "error": window_error(run.model, ids, W, ids.numel() - 1, info)}
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    head = {"run": str(run.path), "pe": run.pe, "file": str(path), "file_sha256": digest}
-    return {**head, **res.to_dict(), "window": info, "step": run.step, **run.provenance()}
+        info = replace(info, error=window_error(run.model, ids, W, ids.numel() - 1, info))
+    return FileScore(
+        run=str(run.path),
+        pe=run.pe,
+        file=str(path),
+        file_sha256=hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+        tokens=res.tokens,
+        loss=res.loss,
+        stderr=res.stderr,
+        window=info,
+        seconds=res.seconds,
+        step=run.step,
+        provenance=Provenance.from_json(run.provenance()),
+    )

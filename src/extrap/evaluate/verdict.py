@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 
 from extrap.errors import ExtrapError
-from extrap.evaluate.result import Z95, LengthResult
 from extrap.evaluate.stats import paired_stderr
+from extrap.results.evaluation import Z95, LengthResult
 
 
 @dataclass

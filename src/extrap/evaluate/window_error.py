@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -21,35 +20,10 @@ from extrap.errors import ExtrapError
 from extrap.evaluate.streaming import token_nll
 from extrap.model.attention import toeplitz_table
 from extrap.model.protocol import model_device
+from extrap.results.window import WindowBound, WindowError, WindowInfo, WindowMeasure
 
 MEASURE_MAX = 32768  # exact attention is measured up to this length
 SAMPLED_ROWS = 16  # query rows whose exact attention is read
-
-
-@dataclass
-class WindowBound:
-    """The bias weight beyond W as a fraction of each head's series sum B (000 Eq. 22)."""
-
-    window: int
-    worst_tail: float | None  # max over layers and heads of Σ_{t>=W} e^{r(t)} / B; None: no bound
-    where: str | None = None  # the head with that tail
-    eps: float | None = None  # the ε whose TRF chose W (window auto), which bounds every tail
-    reduce: str | None = None
-    reason: str | None = None  # why there is no bound
-
-
-@dataclass
-class WindowMeasure:
-    """Exact against windowed attention on the same tokens, at one length."""
-
-    length: int
-    exact_ppl: float | None = None
-    window_ppl: float | None = None
-    rel_diff: float | None = None  # |window ppl - exact ppl| / exact ppl
-    dropped_mass: list[float] = field(default_factory=list)  # per layer: mean over sampled rows and heads
-    dropped_mass_max: float | None = None  # max over layers, sampled rows and heads
-    rows: int = 0
-    note: str | None = None  # what could not be measured, and why
 
 
 def _tails(scheme, values: dict, W: int) -> list[float | None]:
@@ -101,30 +75,28 @@ def measure(model, stream: torch.Tensor, W: int, length: int, rows: int = SAMPLE
     """Score the first ``length`` + 1 tokens of ``stream`` exactly and with the window; read sampled rows."""
     seq = stream[: length + 1].long().view(1, -1).to(model_device(model))
     x, y = seq[:, :-1], seq[:, 1:]
-    out = WindowMeasure(length)
     try:
-        exact = float(token_nll(model, x, y, None).double().mean())
-        windowed = float(token_nll(model, x, y, W).double().mean())
+        exact = math.exp(float(token_nll(model, x, y, None).double().mean()))
+        windowed = math.exp(float(token_nll(model, x, y, W).double().mean()))
     except (RuntimeError, MemoryError, ExtrapError) as e:
-        out.note = f"exact attention failed at L={length}: {str(e).splitlines()[0][:160]}"
-        return out
-    out.exact_ppl, out.window_ppl = math.exp(exact), math.exp(windowed)
-    out.rel_diff = abs(out.window_ppl - out.exact_ppl) / out.exact_ppl
+        return WindowMeasure(length, note=f"exact attention failed at L={length}: {str(e).splitlines()[0][:160]}")
+    ppl = dict(exact_ppl=exact, window_ppl=windowed, rel_diff=abs(windowed - exact) / exact)
     picked = sorted({int(r) for r in torch.linspace(W, length - 1, rows).round().tolist()}) if W < length else []
     if not picked:
-        out.note = f"W = {W} covers L = {length}: nothing is dropped"
-        return out
+        return WindowMeasure(length, **ppl, note=f"W = {W} covers L = {length}: nothing is dropped")
     try:
-        out.dropped_mass, out.dropped_mass_max = _dropped(model, x, W, picked)
-        out.rows = len(picked)
+        means, top = _dropped(model, x, W, picked)
     except ExtrapError as e:
-        out.note = f"dropped attention mass not measured: {e}"
-    return out
+        return WindowMeasure(length, **ppl, note=f"dropped attention mass not measured: {e}")
+    return WindowMeasure(length, **ppl, dropped_mass=tuple(means), dropped_mass_max=top, rows=len(picked))
 
 
-def window_error(model, stream: torch.Tensor, W: int, longest: int, window_info: dict) -> dict:
-    """The bound and the measurement for a window W, JSON-ready (``window.error`` of ``extrap eval``)."""
-    bound = theory_bound(model, W, window_info.get("trf_eps"), window_info.get("trf_reduce"))
+def window_error(model, stream: torch.Tensor, W: int, longest: int, window: WindowInfo) -> WindowError:
+    """The bound and the measurement for a window W (``window.error`` of ``extrap eval``).
+
+    The bound reads the ε and reduction that chose W (``window``, when ``auto``); the measurement
+    runs at the longest length up to :data:`MEASURE_MAX` that ``stream`` holds.
+    """
+    bound = theory_bound(model, W, window.trf_eps, window.trf_reduce)
     L = min(MEASURE_MAX, longest, stream.numel() - 1)
-    measured = measure(model, stream, W, L)
-    return {"bound": asdict(bound), "measured": asdict(measured)}
+    return WindowError(bound, measure(model, stream, W, L))

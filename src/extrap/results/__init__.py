@@ -2,7 +2,10 @@
 
 :class:`StudyResults` is ``results.json``; :func:`load_results` reads one (also one written by an
 earlier version) and :func:`save_results` writes one.  Every TRF number says which ε it is
-n(ε) at and how it was reduced over heads (``trf_eps``, ``trf_reduce``).
+n(ε) at and how it was reduced over heads (``trf_eps``, ``trf_reduce``).  Its evaluation section
+holds the records of ``extrap eval`` itself (:mod:`.evaluation`: :class:`EvalReport` and its
+:class:`LengthResult` per length, :class:`WindowInfo`, :class:`TemperatureInfo`; and the
+:class:`FileScore` of ``eval --file``).
 """
 
 from extrap.results.alignment import (
@@ -16,14 +19,13 @@ from extrap.results.alignment import (
     mean_beyond,
     mean_tau,
 )
+from extrap.results.evaluation import EvalReport, FileScore, LengthResult, Provenance, TemperatureInfo
 from extrap.results.extrapolation import (
     INITIAL,
     TRAINED,
     Claim,
     ErfEntry,
-    EvalReport,
     LearningGate,
-    LengthPoint,
     RunSummary,
     Slopes,
     SlopeVariant,
@@ -35,6 +37,7 @@ from extrap.results.extrapolation import (
 from extrap.results.names import slug
 from extrap.results.records import Record
 from extrap.results.study import RESULTS_FILE, StudyResults, load_results, save_results
+from extrap.results.window import WindowBound, WindowError, WindowInfo, WindowMeasure
 
 __all__ = [
     "INITIAL",
@@ -49,7 +52,11 @@ __all__ = [
     "ErfEntry",
     "EvalReport",
     "LearningGate",
-    "LengthPoint",
+    "FileScore",
+    "LengthResult",
+    "Provenance",
+    "TemperatureInfo",
+    "WindowInfo",
     "Record",
     "RunSummary",
     "SlopeVariant",
@@ -59,6 +66,9 @@ __all__ = [
     "TheoryRow",
     "Timing",
     "TimingRow",
+    "WindowBound",
+    "WindowError",
+    "WindowMeasure",
     "best_setting",
     "length_key",
     "load_results",

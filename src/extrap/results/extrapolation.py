@@ -1,4 +1,8 @@
-"""The sections of an extrapolation or ALiBi-slope study: theory, runs, evaluation, receptive fields, timing."""
+"""The sections of an extrapolation or ALiBi-slope study: theory, runs, receptive fields, timing.
+
+Its evaluation section holds :class:`extrap.results.evaluation.EvalReport` records, the reports of
+``extrap eval`` themselves.
+"""
 
 from __future__ import annotations
 
@@ -102,26 +106,6 @@ class TheoryRow(Record):
     @property
     def trained(self) -> bool:
         return self.params == TRAINED
-
-
-@dataclass
-class LengthPoint(Record):
-    """One evaluation length of one protocol (``error`` when it could not be evaluated)."""
-
-    length: int | None = None
-    ppl: float | None = None
-    error: str | None = plain(omit=True)
-
-
-@dataclass
-class EvalReport(Record):
-    """One protocol's evaluation of one run (extrap.evaluate.evaluate_run), with 000 Definition 0.1's verdict."""
-
-    protocol: str | None = None
-    extrapolates: bool | None = None
-    worst_ratio: float | None = None
-    results: list[LengthPoint] = listed(LengthPoint)
-    error: str | None = plain(omit=True)
 
 
 @dataclass

@@ -4,7 +4,7 @@ A :class:`Record` reads every field it declares from a dict (a missing key keeps
 field's default, so a partial or older file still loads) and keeps the keys it does
 not declare in ``extra``, so that writing it back loses nothing.  Fields whose values
 are records themselves say how to read and write them with :func:`one`, :func:`listed`
-and :func:`mapped`.
+and :func:`mapped`: a :class:`Record`, or a frozen record with ``from_json`` and ``to_json``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,22 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 
+def _reader(cls) -> Callable[[Any], Any]:
+    """How ``cls`` reads its JSON: ``from_json`` (a frozen record) or ``from_dict`` (a :class:`Record`)."""
+    return getattr(cls, "from_json", None) or cls.from_dict
+
+
+def _write(record) -> Any:
+    return record.to_json() if hasattr(record, "to_json") else record.to_dict()
+
+
 def _record_or_none(cls) -> Callable[[Any], Any]:
-    return lambda v: cls.from_dict(v) if isinstance(v, dict) else None
+    return lambda v: _reader(cls)(v) if isinstance(v, dict) else None
 
 
 def one(cls, *, omit: bool = False):
     """A field holding one ``cls`` record, or None (then left out of the JSON when ``omit``)."""
-    return field(default=None, metadata={"load": _record_or_none(cls), "dump": lambda v: v.to_dict(), "omit": omit})
+    return field(default=None, metadata={"load": _record_or_none(cls), "dump": _write, "omit": omit})
 
 
 def listed(cls, *, omit: bool = False):
@@ -28,8 +37,8 @@ def listed(cls, *, omit: bool = False):
     return field(
         default_factory=list,
         metadata={
-            "load": lambda v: [cls.from_dict(x) for x in v] if isinstance(v, list) else [],
-            "dump": lambda v: [x.to_dict() for x in v],
+            "load": lambda v: [_reader(cls)(x) for x in v] if isinstance(v, list) else [],
+            "dump": lambda v: [_write(x) for x in v],
             "omit": omit,
         },
     )
@@ -41,10 +50,10 @@ def mapped(cls, depth: int = 1, *, omit: bool = False):
     def load(v, d=depth):
         if not isinstance(v, dict):
             return {}
-        return {str(k): (cls.from_dict(x) if d == 1 else load(x, d - 1)) for k, x in v.items()}
+        return {str(k): (_reader(cls)(x) if d == 1 else load(x, d - 1)) for k, x in v.items()}
 
     def dump(v, d=depth):
-        return {k: (x.to_dict() if d == 1 else dump(x, d - 1)) for k, x in v.items()}
+        return {k: (_write(x) if d == 1 else dump(x, d - 1)) for k, x in v.items()}
 
     return field(default_factory=dict, metadata={"load": load, "dump": dump, "omit": omit})
 

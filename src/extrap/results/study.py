@@ -10,10 +10,10 @@ from pathlib import Path
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results.alignment import AlignmentBlock, alignment_blocks
+from extrap.results.evaluation import EvalReport
 from extrap.results.extrapolation import (
     Claim,
     ErfEntry,
-    EvalReport,
     LearningGate,
     RunSummary,
     Slopes,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from extrap.align.records import AlignRun
     from extrap.erf import ErfReport
     from extrap.results import StudyResults
+    from extrap.results.evaluation import EvalReport, FileScore, Provenance
     from extrap.tasks.records import Example, TaskRun
     from extrap.theory import HeadResult
     from extrap.theory.reports import CheckpointHead
@@ -126,24 +127,32 @@ def record_table(report: Mapping) -> Table:
     return Table([{**provenance(report), **flat(report, skip=(*PROVENANCE, "command")), **_command(report)}])
 
 
-def eval_table(report: Mapping) -> Table:
-    """``extrap eval``: one row per evaluation length, the run and the verdict repeated on each.
-
-    ``--file`` scores one text as one sequence: its report is one row (the window's bound and
-    measurement as ``window.error.*`` columns).
-    """
-    if "results" not in report:
-        return record_table(report)
-    run = _pick(report, ("run", "pe", "protocol", "split", "train_length", "step"))
-    verdict = _pick(report, ("delta", "extrapolates", "worst_ratio", "verdict_reason"))
-    window = flat(report.get("window") or {}, "window.")
+def eval_table(report: EvalReport) -> Table:
+    """``extrap eval``: one row per evaluation length, the run and the verdict repeated on each."""
+    run = {"run": report.run, "pe": report.pe, "protocol": report.protocol, "split": report.split}
+    run.update(train_length=report.train_length, step=report.step)
+    verdict = {"delta": report.delta, "extrapolates": report.extrapolates, "worst_ratio": report.worst_ratio}
+    verdict["verdict_reason"] = report.verdict_reason
+    window = flat(report.window.to_json() if report.window is not None else {}, "window.")
+    head, command = _provenance(report.provenance), _command(report.provenance.to_json())
     rows = []
-    for r in report.get("results", []):
-        point = flat(r, skip=("ppl_ci95",))
-        ci = r.get("ppl_ci95") or [None, None]
+    for r in report.results:
+        point = flat(r.to_json(), skip=("ppl_ci95",))
+        ci = r.ppl_ci95 or [None, None]
         point.update({"ppl_ci95_low": ci[0], "ppl_ci95_high": ci[1]})
-        rows.append({**provenance(report), **run, **point, **verdict, **window, **_command(report)})
+        rows.append({**head, **run, **point, **verdict, **window, **command})
     return Table(rows)
+
+
+def file_table(score: FileScore) -> Table:
+    """``extrap eval --file``: one text scored as one sequence, one row (the window's bound and measurement
+    as ``window.error.*`` columns)."""
+    return record_table(score.to_json())
+
+
+def _provenance(p: Provenance) -> dict[str, Any]:
+    """:func:`provenance` of a typed record's provenance."""
+    return provenance({"extrap_version": p.extrap_version, "seed": p.seed, "corpus_hash": p.corpus_hash})
 
 
 THEORY_FRONT = ("checkpoint", "part", "layer", "pe", "head", "verdict", "test", "series_sum")

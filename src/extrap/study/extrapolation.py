@@ -20,12 +20,14 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from extrap.erf import RunErf
 from extrap.errors import ExtrapError
+from extrap.evaluate.settings import EvalSettings
 from extrap.io import atomic_write_json
 from extrap.results import (
     INITIAL,
@@ -42,6 +44,7 @@ from extrap.results import (
     slug,
 )
 from extrap.run import RunDir
+from extrap.run.records import TrainingSummary
 from extrap.study.learning import learning_gate
 from extrap.study.orchestrator import (
     Experiment,
@@ -72,57 +75,91 @@ def slope_variants(train_length: int, table: SlopeVariants) -> list[SlopeVariant
     return out
 
 
-def recorded(run_dir: RunDir, name: str, compute: Callable[[], dict]) -> dict:
-    """The run's result ``name``: computed and recorded first unless it is recorded already."""
+R = TypeVar("R")
+
+
+def recorded(run_dir: RunDir, name: str, compute: Callable[[], R], kind: type[R]) -> R:
+    """The run's result ``name`` (a ``kind`` record): computed and recorded first unless it is recorded already.
+
+    It is always read back from its file, so a fresh result and a resumed one are the same object.
+    """
     if not run_dir.has_result(name):
         run_dir.write_result(name, compute())
-    return run_dir.read_result(name)
+    return run_dir.read_result(name, kind)
 
 
-def pe_job(args: dict) -> dict:
+@dataclass(frozen=True)
+class PeJob:
+    """One PE of an extrapolation or ALiBi-slope study: what its worker trains and measures (picklable)."""
+
+    pe: str
+    run_dir: str
+    preset: str  # the training preset
+    overrides: Mapping[str, Any]  # training settings over the preset's (steps, corpus)
+    multiples: tuple[int, ...]  # evaluation lengths, as multiples of L_tr
+    eval_tokens: int | None
+    targets: int
+    erf_multiple: int
+    erf_segments: int
+    delta: float  # δ of 000 Definition 0.1
+    threads: int
+
+    def eval_settings(self, train_length: int, protocol: str) -> EvalSettings:
+        lengths = tuple(train_length * k for k in self.multiples)
+        return EvalSettings(lengths, protocol, tokens=self.eval_tokens, targets=self.targets, delta=self.delta)
+
+
+@dataclass(frozen=True)
+class PeOutput:
+    """What one PE's worker measured: its training summary (final.json), every protocol's evaluation,
+    its receptive fields (``extrap erf``'s JSON) and its trained theory rows."""
+
+    pe: str
+    run_dir: str
+    train: TrainingSummary | None
+    eval: Mapping[str, EvalReport]  # {protocol: report}
+    erf: RunErf
+    theory: TrainedTheory
+
+    def to_json(self) -> dict:
+        reports = {p: rep.to_json() for p, rep in self.eval.items()}
+        train = self.train.to_json() if self.train is not None else None
+        head = {"pe": self.pe, "run_dir": self.run_dir, "train": train, "eval": reports}
+        return {**head, "erf": self.erf.to_json(), "theory": self.theory.to_json()}
+
+
+def pe_job(job: PeJob) -> PeOutput:
     """One PE (in a worker process): train, evaluate with every protocol, receptive fields."""
     import torch
 
-    torch.set_num_threads(args["threads"])
+    torch.set_num_threads(job.threads)
     import extrap
     from extrap import erf, evaluate
     from extrap import train as training
 
-    rd = RunDir(args["run_dir"])
+    rd = RunDir(job.run_dir)
     if not rd.is_finished():
-        m, t = training.build_configs(
-            args["pe"], args["preset"], overrides={**args["overrides"], "threads": args["threads"]}
-        )
+        m, t = training.build_configs(job.pe, job.preset, overrides={**job.overrides, "threads": job.threads})
         training.train(rd.path, m, t, resume=rd.exists(), progress=False)
     L_tr = rd.read_config().train_length
-    run = cache(lambda: extrap.load(rd.path, args["overrides"].get("device")))  # only when a stage is missing
+    run = cache(lambda: extrap.load(rd.path, job.overrides.get("device")))  # loaded only when a stage is missing
 
-    def evaluated(protocol):
-        return evaluate.evaluate_run(
-            rd.path,
-            lengths=[L_tr * k for k in args["multiples"]],
-            protocol=protocol,
-            tokens=args["eval_tokens"],
-            targets=args["targets"],
-            delta=args["delta"],
-            run=run(),
+    def evaluated(protocol: str) -> EvalReport:
+        return recorded(
+            rd,
+            f"eval-{protocol}",
+            lambda: evaluate.evaluate_run(run(), job.eval_settings(L_tr, protocol)),
+            EvalReport,
         )
 
-    evals = {p: recorded(rd, f"eval-{p}", lambda p=p: evaluated(p)) for p in PROTOCOLS}
-    at = erf.ErfSettings(length=L_tr * args["erf_multiple"], segments=args["erf_segments"])
-    receptive = recorded(rd, "erf", lambda: erf.run_erf(run(), at).to_json())
-    lengths = [L_tr * k for k in args["multiples"] if k > 1]
+    evals = {p: evaluated(p) for p in PROTOCOLS}
+    at = erf.ErfSettings(length=L_tr * job.erf_multiple, segments=job.erf_segments)
+    receptive = recorded(rd, "erf", lambda: erf.run_erf(run(), at), RunErf)
+    lengths = [L_tr * k for k in job.multiples if k > 1]
     theory = recorded(
-        rd, "theory-trained", lambda: trained_theory(rd.path, args["pe"], THEORY_EPS, lengths, L_tr).to_json()
+        rd, "theory-trained", lambda: trained_theory(rd.path, job.pe, THEORY_EPS, lengths, L_tr), TrainedTheory
     )
-    return {
-        "pe": args["pe"],
-        "run_dir": str(rd.path),
-        "train": rd.read_final(),
-        "eval": evals,
-        "erf": receptive,
-        "theory": theory,
-    }
+    return PeOutput(job.pe, str(rd.path), rd.read_final(), evals, receptive, theory)
 
 
 TIMING_REPEATS = 3  # each timing is the fastest of this many runs: a busy machine only ever adds time
@@ -247,10 +284,11 @@ def assemble(
 ) -> StudyResults:
     """The study's results from the per-PE outputs, with theory, TRFs and (extrapolation) timing."""
     out, L_tr = request.out, train_length
-    per_pe = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
-    measured = {pe: RunErf.from_json(r["erf"]) for pe, r in per_pe.items()}
-    trained = {pe: TrainedTheory.from_json(r.get("theory") or {}) for pe, r in per_pe.items()}
-    erf, sp = erf_section(measured, trained, num_heads)
+    done: dict[str, PeOutput] = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
+    evals = {pe: dict(o.eval) for pe, o in done.items()}
+    first_run = next((o.run_dir for o in done.values()), None)
+    trained = {pe: o.theory for pe, o in done.items()}
+    erf, sp = erf_section({pe: o.erf for pe, o in done.items()}, trained, num_heads)
     results = StudyResults(
         preset=request.preset,
         experiment=request.experiment,
@@ -259,14 +297,14 @@ def assemble(
         n_head=num_heads,
         lengths=[L_tr * k for k in settings.multiples],
         delta=request.delta,
-        **provenance([r["run_dir"] for r in per_pe.values()]),
+        **provenance([o.run_dir for o in done.values()]),
         settings=asdict(settings),
         theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], trained),
-        runs={pe: run_summary(r["run_dir"], r["train"], out) for pe, r in per_pe.items()},
-        eval={pe: {p: EvalReport.from_dict(rep) for p, rep in r["eval"].items()} for pe, r in per_pe.items()},
+        runs={pe: run_summary(o.run_dir, o.train, out) for pe, o in done.items()},
+        eval=evals,
         erf=erf,
         spearman=sp,
-        learning=learning_gate(per_pe, L_tr),
+        learning=learning_gate(evals, first_run, L_tr),
         failures=outcome.failures,
     )
     if variants is not None:
@@ -276,11 +314,11 @@ def assemble(
     return results
 
 
-def progress_line(res: dict) -> str:
-    worst = (res["eval"].get("last-token") or {}).get("worst_ratio")
+def progress_line(res: PeOutput) -> str:
+    last = res.eval.get("last-token")
+    worst = last.worst_ratio if last is not None else None
     return (
-        f"loss {res['train']['final_loss']:.4f}, last-token worst ratio "
-        f"{worst if worst is not None else float('nan'):.4f}"
+        f"loss {res.train['final_loss']:.4f}, last-token worst ratio {worst if worst is not None else float('nan'):.4f}"
     )
 
 
@@ -301,17 +339,17 @@ def build(request: StudyRequest) -> Experiment:
     pes = list(dict.fromkeys([v.pe for v in variants] if variants else (request.pes or resumed or DEFAULT_PES)))
     for pe in pes:
         positional.get(pe)  # fail early, before any training, on a bad spec
-    common = {
-        "preset": settings.train_preset,
-        "overrides": {k: v for k, v in overrides.items() if v is not None},
-        "multiples": list(settings.multiples),
-        "eval_tokens": settings.eval_tokens,
-        "targets": settings.targets,
-        "erf_multiple": settings.erf_multiple,
-        "erf_segments": settings.erf_segments,
-        "delta": request.delta,
-        "threads": request.threads,
-    }
+    common = dict(
+        preset=settings.train_preset,
+        overrides={k: v for k, v in overrides.items() if v is not None},
+        multiples=tuple(settings.multiples),
+        eval_tokens=settings.eval_tokens,
+        targets=settings.targets,
+        erf_multiple=settings.erf_multiple,
+        erf_segments=settings.erf_segments,
+        delta=request.delta,
+        threads=request.threads,
+    )
     return Experiment(
         record={
             "preset": request.preset,
@@ -326,7 +364,7 @@ def build(request: StudyRequest) -> Experiment:
         headline=f"study: {len(pes)} PEs, preset {request.preset}, L_tr={L_tr}, {request.jobs} at a time "
         f"-> {request.out}",
         worker=pe_job,
-        jobs=[Job(pe, {**common, "pe": pe, "run_dir": str(request.out / "runs" / slug(pe))}) for pe in pes],
+        jobs=[Job(pe, PeJob(pe, str(request.out / "runs" / slug(pe)), **common)) for pe in pes],
         progress=progress_line,
         assemble=lambda outcome: assemble(request, settings, pes, variants, model_cfg.n_head, L_tr, outcome),
     )

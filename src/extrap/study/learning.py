@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.results import LearningGate
+from extrap.results import EvalReport, LearningGate
 
 log = logging.getLogger(__name__)
 
@@ -55,34 +56,31 @@ def training_unigram(run_dir: str | Path) -> tuple[float | None, int | None, str
     return unigram_entropy(stream), int(stream.numel()), None
 
 
-def loss_at(report: dict | None, length: int) -> float | None:
-    """The loss (nats per token) that an evaluation report (extrap eval's JSON) has at ``length``."""
-    for r in (report or {}).get("results") or []:
-        if r.get("length") == length:
-            loss = r.get("loss")
-            if isinstance(loss, (int, float)) and math.isfinite(loss):
-                return float(loss)
-            ppl = r.get("ppl")
-            return math.log(ppl) if isinstance(ppl, (int, float)) and 0 < ppl < math.inf else None
-    return None
+def loss_at(report: EvalReport | None, length: int) -> float | None:
+    """The loss (nats per token) that an evaluation report has at ``length`` (None: not evaluated there, or failed)."""
+    r = report.result_at(length) if report is not None else None
+    if r is None or r.loss is None or not math.isfinite(r.loss):
+        return None
+    return r.loss
 
 
-def gate_protocol(evals: dict[str, dict]) -> str | None:
-    """The first of :data:`GATE_PROTOCOLS` that any PE was evaluated with."""
+def gate_protocol(evals: Mapping[str, Mapping[str, EvalReport]]) -> str | None:
+    """The first of :data:`GATE_PROTOCOLS` that any PE was evaluated with (``evals``: {pe: {protocol: report}})."""
     return next((p for p in GATE_PROTOCOLS if any(p in e for e in evals.values())), None)
 
 
-def learning_gate(per_pe: dict[str, dict], train_length: int) -> LearningGate:
-    """The gate of a study from its per-PE outputs ({pe: {"run_dir", "eval": {protocol: report}}})."""
-    evals = {pe: res.get("eval") or {} for pe, res in per_pe.items()}
+def learning_gate(
+    evals: Mapping[str, Mapping[str, EvalReport]], run_dir: str | Path | None, train_length: int
+) -> LearningGate:
+    """The gate of a study from each PE's evaluations ({pe: {protocol: report}}) and one of its run folders,
+    whose training split gives the unigram entropy."""
     protocol = gate_protocol(evals)
     gate = LearningGate(max_fraction=LEARNED_FRACTION, protocol=protocol)
     gate.loss = {pe: loss_at(e.get(protocol), train_length) if protocol else None for pe, e in evals.items()}
-    if not per_pe:
+    if not evals or run_dir is None:
         gate.note = "no model was trained"
         return gate
-    first = next(iter(per_pe.values()))["run_dir"]
-    gate.unigram_entropy, gate.unigram_tokens, gate.note = training_unigram(first)
+    gate.unigram_entropy, gate.unigram_tokens, gate.note = training_unigram(run_dir)
     if gate.unigram_entropy is not None:
         log.info(
             "study: unigram entropy of the training tokens %.4f nats; trained means loss at L_tr <= %.4f",

@@ -70,7 +70,7 @@ class StudyRequest:
 @dataclass(frozen=True)
 class Job:
     name: str  # how progress lines and failures name it ("alibi", "passkey/t5")
-    args: dict  # what the worker function gets (picklable)
+    args: Any  # what the worker function gets (picklable: a frozen job spec, or a dict)
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Experiment:
     record: dict  # what study.json holds
     must_match: tuple[str, ...]  # record keys that a resumed study must share
     headline: str  # the first progress line
-    worker: Callable[[dict], Any]
+    worker: Callable[[Any], Any]
     jobs: list[Job]
     progress: Callable[[Any], str]  # the progress line of a finished job, from its output
     assemble: Callable[[Outcome], StudyResults]
@@ -133,7 +133,7 @@ def forward_logs(queue, level: int) -> None:
 
 
 def run_jobs(
-    fn: Callable[[dict], Any], jobs: list[Job], workers: int, collect: Callable[[Job, Callable[[], Any]], None]
+    fn: Callable[[Any], Any], jobs: list[Job], workers: int, collect: Callable[[Job, Callable[[], Any]], None]
 ) -> None:
     """Run ``fn(job.args)`` for every job, ``workers`` at a time in spawned processes; ``collect(job, get_output)``."""
     if workers == 1 or len(jobs) == 1:
