@@ -26,6 +26,7 @@ from extrap.io import atomic_write_text
 
 if TYPE_CHECKING:
     from extrap.results import StudyResults
+    from extrap.run.records import TrainReport
 
 PROVENANCE = ("extrap_version", "seed", "corpus_hash")
 TRAILING = ("text", "prompt", "explanation", "command")  # long text: the last columns
@@ -205,9 +206,9 @@ def generate_table(report: Mapping) -> Table:
     return record_table(report)
 
 
-def train_table(report: Mapping) -> Table:
+def train_table(report: TrainReport) -> Table:
     """``extrap train``: one row, the run's summary (steps, final loss, time, tokens, parameters)."""
-    return record_table(report)
+    return record_table(report.to_json())
 
 
 def corpus_list_table(corpora: Iterable[Mapping]) -> Table:

@@ -127,7 +127,7 @@ def alignment_job(args: dict) -> dict:
         "pe": args["pe"],
         "task": args["task"],
         "run_dir": str(rd.path),
-        "train": rd.read_final(),
+        "train": rd.read_final().to_json(),
         "lengths": records,
     }
 

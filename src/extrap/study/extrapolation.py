@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -74,8 +74,20 @@ def slope_variants(train_length: int, table: SlopeVariants) -> list[SlopeVariant
 def recorded(run_dir: RunDir, name: str, compute: Callable[[], dict]) -> dict:
     """The run's result ``name``: computed and recorded first unless it is recorded already."""
     if not run_dir.has_result(name):
-        run_dir.write_result(name, compute())
-    return run_dir.read_result(name)
+        run_dir.write_result(name, _Raw(compute()))
+    return run_dir.read_result(name, _Raw).value
+
+
+@dataclass(frozen=True)
+class _Raw:  # interim: until every recorded report is a typed record
+    value: dict
+
+    def to_json(self):
+        return self.value
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(d)
 
 
 def pe_job(args: dict) -> dict:
@@ -116,7 +128,7 @@ def pe_job(args: dict) -> dict:
     return {
         "pe": args["pe"],
         "run_dir": str(rd.path),
-        "train": rd.read_final(),
+        "train": rd.read_final().to_json(),
         "eval": evals,
         "erf": receptive,
         "theory": theory,
