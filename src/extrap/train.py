@@ -140,7 +140,7 @@ def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfi
     if diff:
         raise ExtrapError(
             "resume: settings differ from the saved run ("
-            + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff.items())
+            + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff)
             + ")"
         )
     if extend and rank == 0:  # the run now aims further: its config says so, and it is no longer finished
