@@ -193,7 +193,7 @@ def _is_dict(ann: ast.expr | None) -> bool:
         except SyntaxError:
             return False
     if isinstance(ann, ast.Subscript):
-        if ast.unparse(ann.slice).replace("torch.", "") == "str, Tensor":
+        if ast.unparse(ann.slice).replace("torch.", "").strip("()") == "str, Tensor":
             return False  # tensors by name (weights, a state dict): a mapping, not a report
         ann = ann.value
     if isinstance(ann, ast.BinOp):

@@ -49,11 +49,11 @@ def test_any_config_file_builds_or_is_refused_in_one_line(config):
 @given(st.one_of(config_files, st.dictionaries(st.sampled_from(["format", "model", "train", "seed"]), values)))
 def test_any_run_config_loads_or_is_refused_naming_the_file(d):
     try:
-        cfg = RunConfig.from_dict(json.loads(json.dumps(d, default=str)), "RUN/config.json")
+        cfg = RunConfig.from_json(json.loads(json.dumps(d, default=str)), "RUN/config.json")
     except ExtrapError as e:
         assert "RUN/config.json" in str(e) and "\n" not in str(e)
         return
-    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    assert RunConfig.from_json(cfg.to_json()) == cfg
 
 
 @FAST

@@ -144,8 +144,8 @@ def test_train_csv_is_the_final_summary_with_its_run(tmp_path, tiny_text, capsys
     report, rows = _run(capsys, argv, tmp_path)
     (row,) = rows
     final = RunDir(tmp_path / "run").read_final()
-    assert float(row["final_loss"]) == report["final_loss"] == final["final_loss"]
-    assert int(row["step"]) == 3 and int(row["params"]) == final["params"] and float(row["seconds"]) == final["seconds"]
+    assert float(row["final_loss"]) == report["final_loss"] == final.final_loss
+    assert int(row["step"]) == 3 and int(row["params"]) == final.params and float(row["seconds"]) == final.seconds
     config = RunDir(tmp_path / "run").read_config()
     assert row["corpus_hash"] == report["corpus_hash"] == config.corpus_hash and int(row["seed"]) == config.seed
     assert (row["run"], row["pe"], int(row["train_length"])) == (str(tmp_path / "run"), "alibi", 32)

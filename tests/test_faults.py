@@ -26,7 +26,7 @@ def _train_argv(out, corpus, steps=6, *extra):
 
 
 def _final_loss(run_dir) -> float:
-    return RunDir(run_dir).read_final()["final_loss"]
+    return RunDir(run_dir).read_final().final_loss
 
 
 def test_training_keeps_files_it_did_not_write(tmp_path, tiny_text, capsys):
@@ -67,7 +67,7 @@ def test_resuming_a_finished_run_keeps_its_result(tmp_path, tiny_text, capsys):
     assert (out / "final.json").read_text() == before
     assert main(_train_argv(out, tiny_text, 9, "--resume")) == 0  # more steps: the run is extended
     final = RunDir(out).read_final()
-    assert final["step"] == 9 and final["final_loss"] == final["final_loss"]  # a real loss, not NaN
+    assert final.step == 9 and final.final_loss == final.final_loss  # a real loss, not NaN
     assert RunDir(out).read_config().train.steps == 9
 
 
@@ -99,7 +99,7 @@ def test_a_torn_metrics_line_does_not_block_resume(tmp_path, tiny_text):
         f.write('{"step": 5, "lo')  # an append cut short
     train(tmp_path / "cut", m, t, resume=True, progress=False)
     assert _final_loss(tmp_path / "cut") == _final_loss(tmp_path / "straight")  # bit-exact
-    steps = [r["step"] for r in RunDir(tmp_path / "cut").read_metrics()]
+    steps = [r.step for r in RunDir(tmp_path / "cut").read_metrics()]
     assert steps == [1, 2, 3, 4, 5, 6]
 
 

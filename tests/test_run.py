@@ -1,6 +1,7 @@
 """The run contract: config.json's format version, RunDir's files, and the Run protocol."""
 
 import json
+import math
 import shutil
 
 import pytest
@@ -9,6 +10,7 @@ import extrap
 from extrap.cli import main
 from extrap.errors import ExtrapError
 from extrap.run import RUN_FORMAT, Run, RunConfig, RunDir, RunFormatError, read_bias_parameters
+from extrap.run.records import MetricsRecord, TrainingSummary
 
 
 @pytest.fixture
@@ -22,7 +24,7 @@ def run_copy(tiny_runs, tmp_path):
 def test_config_round_trips_through_json(run_copy):
     cfg = RunDir(run_copy).read_config()
     assert cfg.format == RUN_FORMAT and cfg.pe == "alibi" and cfg.train_length == 32
-    again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    again = RunConfig.from_json(json.loads(json.dumps(cfg.to_json())))
     assert again == cfg
 
 
@@ -63,8 +65,9 @@ def test_trained_run_follows_the_protocol(run_copy):
 def test_results_are_recorded_and_read_back(run_copy):
     d = RunDir(run_copy)
     assert not d.has_result("eval-last-token")
-    d.write_result("eval-last-token", {"ppl": 1.5})
-    assert d.read_result("eval-last-token") == {"ppl": 1.5} and d.has_result("eval-last-token")
+    summary = TrainingSummary(3, 1.5, 0.25, 96, 10, "0.1.0")
+    d.write_result("eval-last-token", summary)  # any typed record with to_json / from_json
+    assert d.read_result("eval-last-token", TrainingSummary) == summary and d.has_result("eval-last-token")
     for bad in ("config", "final", "../x", "a/b"):
         with pytest.raises(ExtrapError):
             d.result_path(bad)
@@ -86,3 +89,18 @@ def test_bias_parameters_of_a_run_and_of_a_foreign_export(run_copy, tmp_path):
     spec, heads, stored = read_bias_parameters(foreign)
     assert spec == "kerple-log" and heads == 2 and list(stored) == ["layers.0", "layers.1"]
     assert torch.equal(stored["layers.1"]["r1"], r1)
+
+
+def test_run_records_read_what_earlier_versions_wrote_and_round_trip(run_copy):
+    d = RunDir(run_copy)
+    final = json.loads((d.path / "final.json").read_text())  # as train wrote it
+    assert d.read_final().to_json() == final
+    lines = [json.loads(ln) for ln in d.metrics_path.read_text().splitlines()]
+    assert [r.to_json() for r in d.read_metrics()] == lines
+    old = {"step": 7, "loss": 2.5}  # an older line without lr or throughput
+    rec = MetricsRecord.from_json(old)
+    assert rec.step == 7 and rec.loss == 2.5 and math.isnan(rec.lr)
+    with pytest.raises(ExtrapError, match="'step' must be a number"):
+        TrainingSummary.from_json({"step": "x"})
+    with pytest.raises(ExtrapError, match="no 'step'"):
+        TrainingSummary.from_json({})

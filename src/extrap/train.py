@@ -25,6 +25,7 @@ from extrap.model import GPT, ModelConfig
 from extrap.progress import StepProgress
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
 from extrap.run.lock import exclusive
+from extrap.run.records import MetricsRecord, TrainingSummary, TrainState
 from extrap.version import __version__
 
 log = logging.getLogger(__name__)
@@ -72,14 +73,14 @@ class _Session:
     world: int
     step: int = 0
 
-    def state(self) -> dict:
+    def state(self) -> TrainState:
         """The training state a checkpoint needs for a bit-exact resume (tensors and numbers only)."""
-        return {
-            "optimizer": self.opt.state_dict(),
-            "sampler": self.sampler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "pos_rng": self.pos_gen.get_state(),
-        }
+        return TrainState(
+            optimizer=self.opt.state_dict(),
+            sampler=self.sampler.state_dict(),
+            torch_rng=torch.get_rng_state(),
+            pos_rng=self.pos_gen.get_state(),
+        )
 
     def restore(self) -> None:
         ckpt = self.run_dir.latest()
@@ -87,10 +88,10 @@ class _Session:
             return
         load_model_weights(self.model, self.run_dir, ckpt)
         state = self.run_dir.read_state(ckpt)
-        self.opt.load_state_dict(state["optimizer"])
-        self.sampler.load_state_dict(state["sampler"])
-        torch.set_rng_state(state["torch_rng"])
-        self.pos_gen.set_state(state["pos_rng"])
+        self.opt.load_state_dict(state.optimizer)
+        self.sampler.load_state_dict(state.sampler)
+        torch.set_rng_state(state.torch_rng)
+        self.pos_gen.set_state(state.pos_rng)
         self.step = ckpt.step
 
 
@@ -129,9 +130,9 @@ def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfi
     """Resume only the run that was saved; a finished run keeps its results unless asked for more steps."""
     saved = run_dir.read_config()
     done = run_dir.read_final()
-    if done is not None and train_cfg.steps <= int(done.get("step", saved.train.steps)):
+    if done is not None and train_cfg.steps <= done.step:
         raise ExtrapError(
-            f"{run_dir.path} finished training at step {done.get('step')}; its results are kept "
+            f"{run_dir.path} finished training at step {done.step}; its results are kept "
             "(to train it further, resume with more steps)"
         )
     extend = train_cfg.steps > saved.train.steps
@@ -139,7 +140,7 @@ def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfi
     if diff:
         raise ExtrapError(
             "resume: settings differ from the saved run ("
-            + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff.items())
+            + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff)
             + ")"
         )
     if extend and rank == 0:  # the run now aims further: its config says so, and it is no longer finished
@@ -242,14 +243,14 @@ def _logged_loss(s: _Session) -> float:
     """The loss logged at the checkpoint's step: the final loss of a run resumed after its last step."""
     if s.rank != 0 or s.step == 0:
         return math.nan
-    return next((r["loss"] for r in s.run_dir.read_metrics() if r.get("step") == s.step), math.nan)
+    return next((r.loss for r in s.run_dir.read_metrics() if r.step == s.step), math.nan)
 
 
 def _record(s: _Session, loss: float, tps: float, writer, bar: StepProgress | None) -> None:
     """Rank 0: metrics line, TensorBoard (when asked for), progress, and a checkpoint when one is due."""
     cfg = s.cfg
     if s.step % cfg.log_every == 0 or s.step == cfg.steps:
-        s.run_dir.append_metrics({"step": s.step, "loss": loss, "lr": lr_at(s.step - 1, cfg), "tokens_per_s": tps})
+        s.run_dir.append_metrics(MetricsRecord(s.step, loss, lr_at(s.step - 1, cfg), tps))
         if writer is not None:
             writer.add_scalar("train/loss", loss, s.step)
             writer.add_scalar("train/tokens_per_s", tps, s.step)
@@ -267,7 +268,7 @@ def train(
     progress: bool = True,
     stop_after: int | None = None,
     tensorboard: bool = False,
-) -> dict:
+) -> TrainingSummary:
     """Train (or resume) a run; returns the final summary that is also written to final.json.
 
     ``progress``: a bar when stderr is a terminal, else an INFO log line now and then
@@ -282,7 +283,9 @@ def train(
         return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after, writer_class)
 
 
-def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class) -> dict:
+def _train(
+    run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class
+) -> TrainingSummary:
     s = _start(run_dir, model_cfg, train_cfg, resume)
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
@@ -307,14 +310,14 @@ def _train(run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, 
     for closing in (bar, writer):
         if closing is not None:
             closing.close()
-    summary = {
-        "step": s.step,
-        "final_loss": loss,
-        "seconds": time.perf_counter() - t_start,
-        "tokens": s.step * ntok,  # trained in all, across resumptions
-        "params": s.model.num_params(),
-        "extrap_version": __version__,
-    }
+    summary = TrainingSummary(
+        step=s.step,
+        final_loss=loss,
+        seconds=time.perf_counter() - t_start,
+        tokens=s.step * ntok,  # trained in all, across resumptions
+        params=s.model.num_params(),
+        extrap_version=__version__,
+    )
     if s.rank == 0 and s.step >= train_cfg.steps:
         s.run_dir.write_final(summary)
     return summary

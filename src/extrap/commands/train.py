@@ -106,26 +106,26 @@ def run(args) -> int:
     return 0
 
 
-def _report(out: str, summary: dict) -> dict:
+def _report(out: str, summary):
     """The final summary with the run it describes: folder, PE, L_tr, corpus and its hash, seed."""
     from extrap.run import RunDir
+    from extrap.run.records import TrainReport
 
     cfg = RunDir(out).read_config()
-    run = {"run": str(out), "pe": cfg.pe, "train_length": cfg.train_length, "corpus": cfg.corpus}
-    return {**run, "seed": cfg.seed, "corpus_hash": cfg.corpus_hash, **summary}
+    return TrainReport(str(out), cfg.pe, cfg.train_length, cfg.corpus, cfg.seed, cfg.corpus_hash, summary)
 
 
-def _emit(args, report: dict) -> None:
+def _emit(args, report) -> None:
     if args.csv:
         from extrap.results.tables import train_table, write_csv
 
         write_csv(args.csv, train_table(report))
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report.to_json()))
     else:
+        s = report.summary
         print(
-            f"trained {report['pe']} for {report['step']} steps: final loss {report['final_loss']:.4f} "
-            f"({report['seconds']:.0f} s) -> {args.out}"
+            f"trained {report.pe} for {s.step} steps: final loss {s.final_loss:.4f} ({s.seconds:.0f} s) -> {args.out}"
         )
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from extrap.erf import ErfReport
     from extrap.results import StudyResults
     from extrap.results.evaluation import EvalReport, FileScore, Provenance
+    from extrap.run.records import TrainReport
     from extrap.tasks.records import Example, TaskRun
     from extrap.theory import HeadResult
     from extrap.theory.reports import CheckpointHead
@@ -224,9 +225,9 @@ def generate_table(report: Mapping) -> Table:
     return record_table(report)
 
 
-def train_table(report: Mapping) -> Table:
+def train_table(report: TrainReport) -> Table:
     """``extrap train``: one row, the run's summary (steps, final loss, time, tokens, parameters)."""
-    return record_table(report)
+    return record_table(report.to_json())
 
 
 def corpus_list_table(corpora: Iterable[Mapping]) -> Table:

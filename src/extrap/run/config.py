@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from extrap.config import TrainConfig
 from extrap.errors import ExtrapError
@@ -40,7 +42,7 @@ class RunConfig:
     def train_length(self) -> int:
         return int(self.train.train_length)
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "format": self.format,
             "model": self.model.to_dict(),
@@ -55,7 +57,7 @@ class RunConfig:
         }
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "config.json") -> RunConfig:
+    def from_json(cls, d: Mapping[str, Any], source: str = "config.json") -> RunConfig:
         if not isinstance(d, dict):
             raise ExtrapError(f"{source} does not hold a JSON object")
         fmt = d.get("format", 1)

@@ -24,8 +24,10 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import torch
 from safetensors.torch import load_file, save
@@ -34,12 +36,22 @@ from extrap.errors import ExtrapError
 from extrap.io import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text
 from extrap.run.config import RunConfig
 from extrap.run.lock import LOCK_FILE
+from extrap.run.records import MetricsRecord, TrainingSummary, TrainState
 
 log = logging.getLogger(__name__)
 
 TEMPORARY = re.compile(r"\..+\.tmp")  # what extrap.io.atomic_write_bytes writes before its rename
 CHECKPOINT_ENTRY = re.compile(r"step-\d{7}(\.tmp-\d+)?")  # what save_checkpoint writes under checkpoints/
 STATE_KEYS = ("optimizer", "sampler", "torch_rng", "pos_rng", "step")  # what a resume needs from state.pt
+
+
+class JsonRecord(Protocol):
+    """A typed record that writes itself as JSON (every result extrap records about a run)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -97,10 +109,10 @@ class RunDir:
                 p.unlink(missing_ok=True)
 
     def read_config(self) -> RunConfig:
-        return RunConfig.from_dict(self.read_config_dict(), str(self.config_path))
+        return RunConfig.from_json(self.read_raw_config(), str(self.config_path))
 
-    def read_config_dict(self) -> dict:
-        """config.json as written (for loose readers that accept foreign layouts)."""
+    def read_raw_config(self) -> Mapping[str, Any]:
+        """config.json as written, unchecked: for readers of foreign layouts (a checkpoint's bias parameters)."""
         if not self.config_path.exists():
             raise ExtrapError(f"{self.path} is not a run directory (no config.json)")
         try:
@@ -109,7 +121,7 @@ class RunDir:
             raise ExtrapError(f"{self.config_path} is corrupt (not JSON)") from None
 
     def write_config(self, config: RunConfig) -> None:
-        atomic_write_json(self.config_path, config.to_dict())
+        atomic_write_json(self.config_path, config.to_json())
 
     # ---- checkpoints ---------------------------------------------------------------
     @staticmethod
@@ -130,7 +142,7 @@ class RunDir:
             raise ExtrapError(f"{path} points at {name!r}, not at this run's checkpoint of step {step}")
         return Checkpoint(step, self.path / name)
 
-    def save_checkpoint(self, step: int, weights: dict[str, torch.Tensor], state: dict) -> Checkpoint:
+    def save_checkpoint(self, step: int, weights: dict[str, torch.Tensor], state: TrainState) -> Checkpoint:
         """Weights (safetensors) and the training state (tensors and numbers only), then latest.json.
 
         Everything is serialised in memory first and written with plain file writes, so a full disk
@@ -140,7 +152,7 @@ class RunDir:
         tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         buf = io.BytesIO()
-        torch.save({**state, "step": step}, buf)
+        torch.save({**state.state_dict(), "step": step}, buf)
         try:
             atomic_write_bytes(tmp / "model.safetensors", save(weights, metadata={"step": str(step)}))
             atomic_write_bytes(tmp / "state.pt", buf.getvalue())
@@ -163,7 +175,7 @@ class RunDir:
         except Exception as e:  # safetensors raises its own error types for truncated files
             raise ExtrapError(f"cannot read {ckpt.weights}: {str(e).splitlines()[0]}") from None
 
-    def read_state(self, ckpt: Checkpoint) -> dict:
+    def read_state(self, ckpt: Checkpoint) -> TrainState:
         """The training state of a checkpoint, loaded without unpickling objects (``weights_only``)."""
         try:
             state = torch.load(ckpt.state, weights_only=True, map_location="cpu")
@@ -172,7 +184,7 @@ class RunDir:
         missing = [k for k in STATE_KEYS if not isinstance(state, dict) or k not in state]
         if missing:
             raise ExtrapError(f"{ckpt.state} is incomplete (no {', '.join(missing)}); the checkpoint cannot resume")
-        return state
+        return TrainState.from_state(state)
 
     def weight_files(self) -> list[Path]:
         """The latest checkpoint's weights, else any top-level ``*.safetensors`` (a foreign export)."""
@@ -189,10 +201,10 @@ class RunDir:
     def metrics_path(self) -> Path:
         return self.path / "metrics.jsonl"
 
-    def append_metrics(self, record: dict) -> None:
-        append_line(self.metrics_path, json.dumps(record))
+    def append_metrics(self, record: MetricsRecord) -> None:
+        append_line(self.metrics_path, json.dumps(record.to_json()))
 
-    def read_metrics(self) -> list[dict]:
+    def read_metrics(self) -> list[MetricsRecord]:
         """Every logged record; a torn last line (an append cut short by a kill or a full disk) is dropped."""
         if not self.metrics_path.exists():
             return []
@@ -200,18 +212,20 @@ class RunDir:
         records = []
         for k, ln in enumerate(lines):
             try:
-                records.append(json.loads(ln))
+                line = json.loads(ln)
             except ValueError:
                 if k < len(lines) - 1:
                     raise ExtrapError(f"{self.metrics_path} is corrupt at line {k + 1}") from None
                 log.warning("%s: dropped a partial last line", self.metrics_path)
+                continue
+            records.append(MetricsRecord.from_json(line, str(self.metrics_path)))
         return records
 
     def truncate_metrics(self, step: int) -> None:
         """On resume, drop metric lines logged after the checkpoint so nothing is counted twice."""
         if self.metrics_path.exists():
-            keep = [r for r in self.read_metrics() if r.get("step", 0) <= step]
-            atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in keep))
+            keep = [r for r in self.read_metrics() if r.step <= step]
+            atomic_write_text(self.metrics_path, "".join(json.dumps(r.to_json()) + "\n" for r in keep))
 
     def is_finished(self) -> bool:
         return (self.path / "final.json").exists()
@@ -220,17 +234,18 @@ class RunDir:
         """The run is no longer finished (it is being trained further)."""
         (self.path / "final.json").unlink(missing_ok=True)
 
-    def write_final(self, summary: dict) -> None:
-        atomic_write_json(self.path / "final.json", summary)
+    def write_final(self, summary: TrainingSummary) -> None:
+        atomic_write_json(self.path / "final.json", summary.to_json())
 
-    def read_final(self) -> dict | None:
+    def read_final(self) -> TrainingSummary | None:
         path = self.path / "final.json"
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text())
+            data = json.loads(path.read_text())
         except ValueError:
             raise ExtrapError(f"{path} is corrupt (not JSON)") from None
+        return TrainingSummary.from_json(data, str(path))
 
     # ---- results recorded about the run -------------------------------------------------
     RESERVED = frozenset({"config", "latest", "final", "meta"})
@@ -243,15 +258,17 @@ class RunDir:
     def has_result(self, name: str) -> bool:
         return self.result_path(name).exists()
 
-    def write_result(self, name: str, obj: dict) -> None:
+    def write_result(self, name: str, record: JsonRecord) -> None:
         """Record a result (atomically): a later call finds it and need not compute it again."""
-        atomic_write_json(self.result_path(name), obj)
+        atomic_write_json(self.result_path(name), record.to_json())
 
-    def read_result(self, name: str) -> dict | None:
+    def read_result(self, name: str, kind: type[R]) -> R | None:
+        """The result recorded as ``name``, read by ``kind.from_json``; None when there is none."""
         path = self.result_path(name)
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text())
+            data = json.loads(path.read_text())
         except ValueError:
             raise ExtrapError(f"{path} is corrupt (not JSON)") from None
+        return kind.from_json(data)

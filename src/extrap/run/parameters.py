@@ -42,7 +42,7 @@ def read_bias_parameters(path: str | Path) -> tuple[str, int, StoredParams]:
     from extrap import positional
 
     run_dir = RunDir(path)
-    cfg = run_dir.read_config_dict()
+    cfg = run_dir.read_raw_config()
     sections = [cfg] + [v for v in cfg.values() if isinstance(v, dict)]
     spec = next((s[k] for s in sections for k in SPEC_KEYS if isinstance(s.get(k), str)), None)
     heads = next((s[k] for s in sections for k in HEAD_KEYS if isinstance(s.get(k), int)), None)
@@ -91,7 +91,7 @@ def read_checkpoint_bias(path: str | Path) -> BiasParameters:
     try:
         train_length = run_dir.read_config().train_length
     except (ExtrapError, TypeError, ValueError, KeyError):  # not extrap's own layout
-        cfg = run_dir.read_config_dict()
+        cfg = run_dir.read_raw_config()
         sections = [cfg] + [v for v in cfg.values() if isinstance(v, dict)]
         found = [s["train_length"] for s in sections if isinstance(s.get("train_length"), int)]
         train_length = found[0] if found and found[0] > 0 else None

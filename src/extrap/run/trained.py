@@ -178,14 +178,17 @@ def rescaled_model_config(config: RunConfig, path, rope, factor: float | None):
     return replace(config.model, pe=scaled.spec), info
 
 
-def changed_settings(saved: RunConfig, model_cfg, train_cfg, ignore: tuple[str, ...] = ()) -> dict[str, list[str]]:
-    """Settings that differ between a saved run and a resumption of it, per section (``ignore``: train keys)."""
-    out = {}
+def changed_settings(
+    saved: RunConfig, model_cfg, train_cfg, ignore: tuple[str, ...] = ()
+) -> list[tuple[str, list[str]]]:
+    """Settings that differ between a saved run and a resumption of it: (section, names) for each section
+    with a difference (``ignore``: train keys)."""
+    out = []
     for section, mine, theirs in (("model", model_cfg, saved.model), ("train", train_cfg, saved.train)):
         skip = set(TrainConfig.RESUMABLE) | set(ignore) if section == "train" else set()
         diff = sorted(
             f.name for f in fields(mine) if f.name not in skip and getattr(mine, f.name) != getattr(theirs, f.name)
         )
         if diff:
-            out[section] = diff
+            out.append((section, diff))
     return out

@@ -8,9 +8,9 @@ earlier versions wrote, ``from_json`` reads it back); :class:`AlignJob` is what 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from extrap.align.records import Algorithm1, ClosedForms, LogLengthForm, Tau, read_closed_forms, tau_json, tau_of
+from extrap.run.records import TrainingSummary
 from extrap.study.presets import AlignmentSettings
 from extrap.tasks.records import DepthBucket
 
@@ -121,9 +121,9 @@ class AlignJobResult:
     pe: str
     task: str
     run_dir: str
-    train: dict[str, Any] | None  # final.json of the trained run
+    train: TrainingSummary | None  # final.json of the trained run
     lengths: dict[str, LengthRecord]  # {length_key(L): record}
 
     @property
     def final_loss(self) -> float | None:
-        return (self.train or {}).get("final_loss")
+        return self.train.final_loss if self.train is not None else None

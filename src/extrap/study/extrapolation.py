@@ -310,7 +310,7 @@ def assemble(
     if variants is not None:
         results.slopes = Slopes(variants=variants)
     if request.experiment == "extrapolation":
-        results.timing = timing_section(out, pes, per_pe, settings, request.jobs)
+        results.timing = timing_section(out, pes, done, settings, request.jobs)
     return results
 
 

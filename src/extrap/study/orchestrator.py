@@ -27,6 +27,7 @@ from typing import Any
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json, run_metadata
 from extrap.results import RunSummary, StudyResults, save_results
+from extrap.run.records import TrainingSummary
 
 log = logging.getLogger(__name__)
 
@@ -210,12 +211,11 @@ def provenance(run_dirs: list[str]) -> dict:
     return meta
 
 
-def run_summary(run_dir: str, final: dict | None, out: Path) -> RunSummary:
+def run_summary(run_dir: str, final: TrainingSummary | None, out: Path) -> RunSummary:
     """A trained run as the results list it: its folder relative to the study, loss, time and size."""
-    final = final or {}
     return RunSummary(
         run_dir=os.path.relpath(run_dir, out),
-        final_loss=final.get("final_loss"),
-        seconds=final.get("seconds"),
-        params=final.get("params"),
+        final_loss=final.final_loss if final else None,
+        seconds=final.seconds if final else None,
+        params=final.params if final else None,
     )
