@@ -87,11 +87,11 @@ def train_one(root: Path, preset: str, a, dev) -> dict:
     rows = RunDir(folder).read_metrics()
     cfg = RunDir(folder).read_config()
     per_step = cfg.train.batch_size * cfg.train.train_length * cfg.train.grad_accum
-    timed = sorted(r["tokens_per_s"] for r in rows[a.warmup :])
+    timed = sorted(r.tokens_per_s for r in rows[a.warmup :])
     return {
         "tokens_per_s": round(timed[len(timed) // 2]),
         "step_ms": round(1e3 * per_step / timed[len(timed) // 2], 2),
-        "first_step_s": round(per_step / rows[0]["tokens_per_s"], 2),  # compiling included
+        "first_step_s": round(per_step / rows[0].tokens_per_s, 2),  # compiling included
         "tokens_per_step": per_step,
         "steps_timed": len(timed),
         "wall_s": round(wall, 1),
@@ -140,7 +140,7 @@ def eval_part(root: Path, a, dev) -> dict:
     window_for, info = resolve_window(run, a.window, WINDOW_AUTO_TRF.eps)
     W = window_for(a.length) if window_for else None
     if W is None:
-        return {"error": f"no window shorter than L = {a.length} ({info.get('reason')})"}
+        return {"error": f"no window shorter than L = {a.length} ({info.reason})"}
     stream, split = eval_tokens(run, a.length + 1)
     score_tokens(run.model, stream[: min(a.length, 32768) + 1], W)  # warm-up: kernels, allocator
     reset_peak(dev)
@@ -149,7 +149,7 @@ def eval_part(root: Path, a, dev) -> dict:
         "model": f"cpu preset alibi ({run.model.shape.n_layer} layers, d={run.model.shape.d_model}), "
         f"trained {a.eval_steps} steps on {dev.type}" + (" (dry run: tiny model)" if a.dry_run else ""),
         "window": W,
-        "window_mode": info["mode"],
+        "window_mode": info.mode,
         "split": split,
         "tokens": res.tokens,
         "seconds": round(res.seconds, 2),

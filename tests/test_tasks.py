@@ -243,7 +243,7 @@ def test_task_training_resumes_bit_identically(tmp_path, corpus_spec):
     train(tmp_path / "cut", m, t, progress=False, stop_after=4)
     m, t = build_configs("alibi", "smoke", overrides=over)
     resumed = train(tmp_path / "cut", m, t, progress=False, resume=True)
-    assert resumed["final_loss"] == ref["final_loss"]
+    assert resumed.final_loss == ref.final_loss
 
 
 # ---------------------------------------------------------------------------

@@ -317,9 +317,7 @@ def assemble(
 def progress_line(res: PeOutput) -> str:
     last = res.eval.get("last-token")
     worst = last.worst_ratio if last is not None else None
-    return (
-        f"loss {res.train['final_loss']:.4f}, last-token worst ratio {worst if worst is not None else float('nan'):.4f}"
-    )
+    return f"loss {res.train.final_loss:.4f}, last-token worst ratio {worst if worst is not None else float('nan'):.4f}"
 
 
 def build(request: StudyRequest) -> Experiment:
