@@ -72,7 +72,7 @@ def softmax_attention(q, k, v, mask, scale: float, record: str | None = None, dr
     s = torch.add(mask, q @ k.transpose(-1, -2), alpha=scale)
     p = torch.softmax(s, dim=-1)
     out = None if v is None else (F.dropout(p, dropout) if dropout else p) @ v
-    return out, (s if record == "logits" else p)
+    return out, {"probs": p, "logits": s}.get(record)
 
 
 def toeplitz_attention(
