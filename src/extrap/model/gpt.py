@@ -9,9 +9,11 @@ one of three ways, decided by the scheme's capabilities:
 * ``embeds``: an absolute embedding added to the token embedding;
 * ``rotates``: queries and keys rotated by the scheme.
 
-:class:`GPT` implements :class:`extrap.model.protocol.ExtrapLM`.  Its KV cache and its probes run through
-:meth:`Attention.forward` itself (keyword arguments ``cache``, ``return_probs``,
-``return_logits``), so the forward pass is written once.
+:class:`GPT` implements :class:`extrap.model.protocol.ExtrapLM`.  The layer loop is written once
+(``GPT._run_blocks``): the full and windowed forward, the KV-cache step and the probes all run it,
+each layer through :meth:`Attention.forward` with its keyword arguments (``window``, ``cache``,
+``return_probs``, ``return_logits``, ``rows``), and every attention through one kernel
+(:mod:`extrap.model.kernel`, by way of :func:`extrap.model.attention.attend`).
 
 Shapes: idx (B, L) token ids; positions (L,) or (B, L); logits (B, L, V).
 """
