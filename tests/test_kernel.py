@@ -7,17 +7,9 @@ import pytest
 import torch
 
 from extrap import positional as P
+from extrap.model import kernel
 from extrap.model.attention import BiasContext, attend, attend_rows, dense_probs, toeplitz_table
-from extrap.model.kernel import (
-    MASKED,
-    consecutive,
-    flex_attention,
-    flex_available,
-    softmax_attention,
-    toeplitz_attention,
-    toeplitz_vector,
-    toeplitz_view,
-)
+from extrap.model.kernel import MASKED, consecutive
 
 B, H, D = 2, 3, 8
 
@@ -61,12 +53,12 @@ def test_toeplitz_attention_equals_the_dense_reference(window, tau):
     scale = 1 / (math.sqrt(D) * tau)
     ref, probs, logits = dense(q, k, v, toeplitz_bias(table, L, L) / tau, scale, window)
     for block in (1, 8, 37, 64):
-        out, _ = toeplitz_attention(q, k, v, table, window, scale, block, tau=tau)
+        out, _ = kernel.toeplitz_attention(q, k, v, table, window, scale, block, tau=tau)
         torch.testing.assert_close(out, ref)
-    out, blocks = toeplitz_attention(q, k, v, table, window, scale, 8, tau=tau, record="probs")
+    out, blocks = kernel.toeplitz_attention(q, k, v, table, window, scale, 8, tau=tau, record="probs")
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(dense_probs(blocks, L), probs)
-    _, blocks = toeplitz_attention(q, k, v, table, window, scale, 8, tau=tau, record="logits")
+    _, blocks = kernel.toeplitz_attention(q, k, v, table, window, scale, 8, tau=tau, record="logits")
     for (k0, s), q0 in zip(blocks, range(0, L, 8)):  # finite where masked: MASKED / τ plus q·k
         visible = torch.isfinite(logits[:, :, q0 : q0 + s.shape[-2], k0 : k0 + s.shape[-1]])
         torch.testing.assert_close(s[visible], logits[:, :, q0 : q0 + s.shape[-2], k0 : k0 + s.shape[-1]][visible])
@@ -80,9 +72,9 @@ def test_toeplitz_attention_of_new_queries_against_cached_keys(trim):
     table, scale = _table(6), 0.3
     ref, _, _ = dense(q, k, v, toeplitz_bias(table, 5, 23), scale, 6)
     for block in (2, 5):
-        out, _ = toeplitz_attention(q, k, v, table, 6, scale, block, trim=trim)
+        out, _ = kernel.toeplitz_attention(q, k, v, table, 6, scale, block, trim=trim)
         torch.testing.assert_close(out, ref)
-    no_bias, _ = toeplitz_attention(q, k, v, None, 6, scale, 5)  # the window mask alone
+    no_bias, _ = kernel.toeplitz_attention(q, k, v, None, 6, scale, 5)  # the window mask alone
     torch.testing.assert_close(no_bias, dense(q, k, v, torch.zeros(1, 5, 23, dtype=q.dtype), scale, 6)[0])
 
 
@@ -93,19 +85,21 @@ def test_softmax_attention_with_a_non_toeplitz_bias_and_its_gradient():
     causal = torch.ones(L, L, dtype=torch.bool).tril()
     mask = torch.where(causal, bias, torch.full((), MASKED, dtype=torch.float64))
     ref, probs, logits = dense(q, k, v, bias, 0.25)
-    out, p = softmax_attention(q, k, v, mask, 0.25)  # a bias that needs its gradient: explicit softmax
+    out, p = kernel.softmax_attention(q, k, v, mask, 0.25)  # a bias that needs its gradient: explicit softmax
     assert p is None
     torch.testing.assert_close(out, ref)
     (g,) = torch.autograd.grad(out.square().sum(), bias)
     (g_ref,) = torch.autograd.grad(ref.square().sum(), bias)
     torch.testing.assert_close(g, g_ref)
     with torch.no_grad():  # no gradient: SDPA
-        torch.testing.assert_close(softmax_attention(q, k, v, mask, 0.25)[0], ref)
-        torch.testing.assert_close(softmax_attention(q, k, v, mask, 0.25, "probs")[1], probs)
-        _, s = softmax_attention(q, k, v, mask, 0.25, "logits")
+        torch.testing.assert_close(kernel.softmax_attention(q, k, v, mask, 0.25)[0], ref)
+        torch.testing.assert_close(kernel.softmax_attention(q, k, v, mask, 0.25, "probs")[1], probs)
+        _, s = kernel.softmax_attention(q, k, v, mask, 0.25, "logits")
         torch.testing.assert_close(s[..., causal], logits[..., causal])
-        assert softmax_attention(q, k, None, mask, 0.25, "probs")[0] is None  # the probabilities alone
-        torch.testing.assert_close(softmax_attention(q, k, v, None, 0.25)[0], dense(q, k, v, 0.0, 0.25)[0])  # no mask
+        assert kernel.softmax_attention(q, k, None, mask, 0.25, "probs")[0] is None  # the probabilities alone
+        torch.testing.assert_close(
+            kernel.softmax_attention(q, k, v, None, 0.25)[0], dense(q, k, v, 0.0, 0.25)[0]
+        )  # no mask
 
 
 def _fire_context(L, positions=None):
@@ -151,12 +145,12 @@ def test_attend_on_consecutive_positions_reads_the_toeplitz_table(window):
     torch.testing.assert_close(attend(q[:, :, -6:], k, v, cached, block=8)[0], ref[:, :, -6:])
 
 
-@pytest.mark.skipif(not flex_available(), reason="no FlexAttention")
+@pytest.mark.skipif(not kernel.flex_available(), reason="no FlexAttention")
 def test_flex_attention_equals_the_dense_reference():
     L, table = 64, _table(64).float()
     q, k, v = (x.float() for x in _qkv(L))
     with torch.no_grad():
-        got = flex_attention(q, k, v, table, 9, 0.5, 0.2)
+        got = kernel.flex_attention(q, k, v, table, 9, 0.5, 0.2)
     torch.testing.assert_close(got, dense(q, k, v, toeplitz_bias(table, L, L) / 0.5, 0.2, 9)[0], rtol=1e-4, atol=1e-4)
 
 
@@ -188,16 +182,16 @@ def test_consecutive_positions_on_edge_cases():
 
 def test_toeplitz_vector_and_view_on_edge_cases():
     table = torch.tensor([[0.0, -1.0, -2.0, -3.0]], dtype=torch.float64)
-    w = toeplitz_vector(table, -2, 8, window=3)  # t = -2 .. 5: masked below 0, from the window, past the table
+    w = kernel.toeplitz_vector(table, -2, 8, window=3)  # t = -2 .. 5: masked below 0, from the window, past the table
     assert w.tolist() == [[MASKED, MASKED, 0.0, -1.0, -2.0, MASKED, MASKED, MASKED]]
-    assert toeplitz_vector(table, 0, 6, None)[0, 3:].tolist() == [-3.0, MASKED, MASKED]
-    assert toeplitz_vector(table, 0, 0, None).shape == (1, 0)  # empty
-    view = toeplitz_view(w, 1, 3, 4)
+    assert kernel.toeplitz_vector(table, 0, 6, None)[0, 3:].tolist() == [-3.0, MASKED, MASKED]
+    assert kernel.toeplitz_vector(table, 0, 0, None).shape == (1, 0)  # empty
+    view = kernel.toeplitz_view(w, 1, 3, 4)
     assert view.shape == (1, 1, 3, 4) and view.data_ptr() == w[:, 1:].data_ptr()  # shares w's memory
     assert all(view[0, 0, a, c] == w[0, 1 + a + c] for a in range(3) for c in range(4))
-    one = toeplitz_view(toeplitz_vector(table, 0, 1, None), 0, 1, 1)  # a single position: r(0)
+    one = kernel.toeplitz_view(kernel.toeplitz_vector(table, 0, 1, None), 0, 1, 1)  # a single position: r(0)
     assert one.tolist() == [[[[0.0]]]]
-    assert toeplitz_view(w, 0, 0, 0).numel() == 0
+    assert kernel.toeplitz_view(w, 0, 0, 0).numel() == 0
     q, k, v = _qkv(1)
-    out, _ = toeplitz_attention(q, k, v, table, None, 1.0, 256)  # one query, one key: its value
+    out, _ = kernel.toeplitz_attention(q, k, v, table, None, 1.0, 256)  # one query, one key: its value
     torch.testing.assert_close(out, v)

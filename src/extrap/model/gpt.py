@@ -359,6 +359,7 @@ class GPT(nn.Module):
         *_, (_, blocks) = self._probe(idx, int(layer), logits=True)
         return [b for _, b in blocks]
 
+    @torch.no_grad()
     def attention_rows(self, idx: torch.Tensor, rows: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
         """(layer, (B, H, R, L) exact probabilities of the query rows ``rows``), layer by layer.
 
