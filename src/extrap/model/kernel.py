@@ -107,7 +107,7 @@ def toeplitz_attention(
         outs.append(out)
         if record:
             kept.append((k0, p.flip(-1)))  # back to ascending key order
-    return torch.cat(outs, dim=2), (kept if record else None)
+    return (outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)), (kept if record else None)
 
 
 def flex_available() -> bool:
