@@ -11,6 +11,7 @@ from torch.overrides import TorchFunctionMode
 
 from extrap.errors import ExtrapError
 from extrap.hf.common import WINDOW_CHUNK
+from extrap.model.kernel import toeplitz_attention
 
 
 class StopForward(Exception):
@@ -44,7 +45,8 @@ def window_attention(
     An ``AttentionInterface`` function: query (B, H, Lq, D), key/value (B, H_kv, Lk, D) with the Lq
     queries the last Lq keys (Lk > Lq when a KV cache holds earlier tokens); returns (B, Lq, H, D)
     and no weights, like HF's eager attention.  transformers builds no mask for an implementation it
-    does not know (``attention_mask`` is None): the causal band is made here, per block, so memory is
+    does not know (``attention_mask`` is None): the kernel makes the causal band itself, one strided
+    view per block (:func:`extrap.model.kernel.toeplitz_attention` with no bias), so memory is
     O(B·H·WINDOW_CHUNK·(W + WINDOW_CHUNK)).  A config's own ``sliding_window`` (Mistral, Qwen) still applies.
     """
     W = module._extrap_window
@@ -55,18 +57,9 @@ def window_attention(
     rep = query.shape[1] // key.shape[1]  # grouped-query attention: each key/value head serves `rep` heads
     if rep > 1:
         key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
-    L, offset = query.shape[2], key.shape[2] - query.shape[2]  # query a is key offset + a
-    out = []
-    for q0 in range(0, L, WINDOW_CHUNK):
-        q1 = min(L, q0 + WINDOW_CHUNK)
-        k0, k1 = max(0, offset + q0 - W + 1), offset + q1
-        s = (query[:, :, q0:q1] @ key[:, :, k0:k1].transpose(-1, -2)) * scaling
-        t = torch.arange(offset + q0, k1, device=s.device)[:, None] - torch.arange(k0, k1, device=s.device)[None]
-        s = s.masked_fill((t < 0) | (t >= W), -math.inf)  # t: distance from query to key
-        p = torch.softmax(s, dim=-1, dtype=torch.float32).to(value.dtype)
-        p = nn.functional.dropout(p, p=dropout, training=module.training)
-        out.append(p @ value[:, :, k0:k1])
-    return torch.cat(out, 2).transpose(1, 2).contiguous(), None
+    dropout = dropout if module.training else 0.0
+    out, _ = toeplitz_attention(query, key, value, None, W, scaling, WINDOW_CHUNK, dropout=dropout)
+    return out.transpose(1, 2).contiguous(), None
 
 
 def _band(mask: torch.Tensor, W: int) -> torch.Tensor:
@@ -125,8 +118,3 @@ def tap_softmax_input(hf_model, module: nn.Module, forward, L: int, where: str) 
     if s is None or s.dim() != 4 or s.shape[-2:] != (L, L):
         raise ExtrapError(f"not supported: no (L, L) attention logits found in {where}")
     return s.float().masked_fill(s <= torch.finfo(s.dtype).min / 2, -math.inf)
-
-
-def is_arange(positions: torch.Tensor) -> bool:
-    p = positions if positions.dim() == 1 else positions[0]
-    return bool(torch.equal(p.long(), torch.arange(p.numel(), device=p.device)))

@@ -14,11 +14,11 @@ from extrap.errors import ExtrapError
 from extrap.hf.attention import (
     attn_implementation,
     eager_attention_pre_hook,
-    is_arange,
     tap_softmax_input,
     window_attention,
 )
 from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, require_transformers
+from extrap.model.kernel import consecutive
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 
 
@@ -58,6 +58,12 @@ def _position_limit(family: str, config) -> tuple[str, int, str] | None:
     name, why = POSITION_LIMITS[family]
     n = getattr(config, name, None)
     return (name, int(n), why) if n is not None else None
+
+
+def _default_positions(positions: torch.Tensor) -> bool:
+    """0, 1, ..., L - 1 (of the first sequence; none at all counts too): HF's own positions, no position ids."""
+    p = positions if positions.dim() == 1 else positions[0]
+    return p.numel() == 0 or consecutive(p.long())
 
 
 def _first_attr(c, *names):
@@ -163,7 +169,7 @@ class HFModel(nn.Module):
         embeds: torch.Tensor | None = None,
     ) -> Output:
         B, L = idx.shape
-        custom = positions is not None and not is_arange(positions)  # an empty tensor is an arange
+        custom = positions is not None and not _default_positions(positions)
         if custom and not self._pos_ids:
             raise ExtrapError(f"{self.family}: custom position ids are not supported")
         self.check_positions(int(positions.max()) if custom else L - 1)

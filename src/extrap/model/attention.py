@@ -1,24 +1,40 @@
-"""Causal attention with any bias RPE, computed block by block.
+"""Causal attention with any bias RPE: the bias blocks, block by block of queries, and the probes.
 
 The (H, L, L) bias is never built.  For each block of queries we gather the bias
 of the distances it needs from the scheme's own function, add the causal (and
-optional window) mask, and call ``scaled_dot_product_attention`` on the block.
-A Toeplitz scheme is evaluated once per forward on the 1-D distances
-0..max_t and gathered; FIRE, which also depends on the query position, is
-evaluated on the block itself.
+optional window) mask, and hand the block to the kernel (:mod:`extrap.model.kernel`,
+which computes every softmax(q·k·s + bias)).  A Toeplitz scheme is evaluated once
+per forward on the 1-D distances 0..max_t; on consecutive positions each of its
+blocks is then a strided view of that table, elsewhere it is gathered.  FIRE, which
+also depends on the query position, is evaluated on the block itself.
 
-Shapes (torchtune style): q, k, v are (B, H, L, Dh); positions are (L,) or (B, L).
+This module owns :class:`BiasContext` (what one layer adds, for these positions), the bias blocks
+(:func:`toeplitz_table`, :func:`bias_block`), the choice of path and backend (:func:`attend`, with a
+KV cache too: queries are then the last of the keys) and the probes (recorded probability or logit
+blocks, :func:`attend_rows`, :func:`dense_probs`).
+
+Shapes (torchtune style): q (B, H, Lq, Dh), k and v (B, H, Lk, Dh); positions are the keys' (Lk,) or (B, Lk).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from extrap.errors import ExtrapError
+from extrap.model.kernel import (
+    MASKED,
+    consecutive,
+    flex_attention,
+    flex_available,
+    softmax_attention,
+    toeplitz_attention,
+    toeplitz_vector,
+    toeplitz_view,
+)
 from extrap.positional.base import BiasRPE
 
 # A learned mask runs explicit softmax, which is memory-bound: smaller query blocks waste less
@@ -28,7 +44,6 @@ GRAD_BLOCK = 128
 # L/8, which costs 1/8 more of the causal triangle) keep the cores busy (measured: 8k, 2 threads,
 # 256 -> 1024 takes the ratio to causal SDPA from 1.13-1.27 to 1.08-1.10).
 MAX_FUSED_BLOCK = 2048
-MASKED = -1e30  # finite "minus infinity": a row with every key masked gives no NaN
 
 
 @dataclass
@@ -37,7 +52,7 @@ class BiasContext:
 
     scheme: BiasRPE | None  # None: no additive bias (NoPE, APE, RoPE)
     values: dict[str, torch.Tensor]  # the scheme's parameter values for this layer, (H, ...) each
-    positions: torch.Tensor  # (L,) or (B, L) integer or float positions
+    positions: torch.Tensor  # (L,) or (B, L) integer or float positions of the keys
     window: int | None = None  # attend only to keys with t < window (None: all)
     table: torch.Tensor | None = None  # cached r(t) for t = 0..max_t, (H or 1, max_t + 1)
     contiguous: bool = False  # positions == arange(L): bias blocks are Toeplitz views of the table
@@ -59,42 +74,17 @@ def toeplitz_table(scheme: BiasRPE, values: dict[str, torch.Tensor], max_t: int,
     return scheme.bias(t, vals, i=None if scheme.toeplitz else torch.zeros_like(t)).to(dtype)
 
 
-def toeplitz_block(table: torch.Tensor, q0: int, q1: int, k0: int, k1: int, window: int | None) -> torch.Tensor:
-    """(Hb, Lq, Lk) block of r(i - j) with the causal/window mask, for contiguous positions.
-
-    The block is a Toeplitz matrix, so it is a strided view of one short vector w
-    holding r(t) for the Lq + Lk - 1 distances it contains: no (Lq, Lk) index tensor
-    and no gather, just one copy (the flip that makes the view contiguous).
-    """
-    Lq, Lk = q1 - q0, k1 - k0
-    t_min = (q0 - k0) - (Lk - 1)
-    w = toeplitz_vector(table, t_min, Lq + Lk - 1, window)
-    # w[c] = r(t_min + c); entry (a, b') of the view is w[a + b'] = r(q0 + a - (k1 - 1 - b')); flip b'.
-    return w.as_strided((w.shape[0], Lq, Lk), (w.stride(0), 1, 1)).flip(-1)
-
-
-def toeplitz_vector(table: torch.Tensor, first_t: int, length: int, window: int | None) -> torch.Tensor:
-    """w[c] = r(first_t + c) for c < length, with MASKED where t < 0, t >= window or t is past the table.
-
-    table: (Hb, T).  Returns (Hb, length), contiguous.  Every bias block of a contiguous sequence is a
-    strided view of it.
-    """
-    tt = torch.arange(first_t, first_t + length, device=table.device)
-    valid = (tt >= 0) & (tt < table.shape[-1])
-    if window is not None:
-        valid &= tt < window
-    picked = table[:, tt.clamp(0, table.shape[-1] - 1)].clamp_min(MASKED)
-    return torch.where(valid, picked, torch.full((), MASKED, dtype=table.dtype, device=table.device))
-
-
 def bias_block(ctx: BiasContext, q0: int, q1: int, k0: int, k1: int, dtype) -> torch.Tensor:
-    """Bias plus causal/window mask for queries [q0, q1) and keys [k0, k1).
+    """Bias plus causal/window mask for queries [q0, q1) and keys [k0, k1) (indices into ``ctx.positions``).
 
     Returns (H or 1, Lq, Lk) for shared positions, or (B, H or 1, Lq, Lk) for per-sequence ones.
     """
     table_rows = ctx.toeplitz_rows is None or q1 <= ctx.toeplitz_rows
     if ctx.contiguous and ctx.table is not None and table_rows:
-        return toeplitz_block(ctx.table.to(dtype), q0, q1, k0, k1, ctx.window)
+        # w[c] = r(t_min + c): one vector per head; its view, keys flipped back, is the block
+        Lq, Lk = q1 - q0, k1 - k0
+        w = toeplitz_vector(ctx.table.to(dtype), (q0 - k0) - (Lk - 1), Lq + Lk - 1, ctx.window)
+        return toeplitz_view(w, 0, Lq, Lk)[0].flip(-1)
     pos = ctx.positions
     pi, pj = pos[..., q0:q1], pos[..., k0:k1]
     t = pi.unsqueeze(-1) - pj.unsqueeze(-2)  # (…, Lq, Lk): t = i - j, conventions.py
@@ -129,112 +119,19 @@ def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_pro
     and has no backward).  ``flex`` is honoured wherever the bias is a Toeplitz table."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    flex_ok = (
-        (ctx.table is not None or ctx.scheme is None)
+    flex_ok = (  # flex reads r(qi - kj): the positions must be consecutive
+        ctx.contiguous
+        and (ctx.table is not None or ctx.scheme is None)
         and ctx.toeplitz_rows is None
         and not ctx.batched
         and not return_probs
-        and _flex_available()
+        and flex_available()
     )
     if requested == "flex" and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
         return "flex"
     if requested == "auto" and flex_ok and q.is_cuda:
         return "flex"
     return "blocked"
-
-
-def _flex_available() -> bool:
-    try:
-        from torch.nn.attention import flex_attention  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-_FLEX_FN = {}
-_BLOCK_MASKS: dict = {}
-
-
-def flex_attend(q, k, v, ctx: BiasContext, temperature: float, scale: float) -> torch.Tensor:
-    """FlexAttention with a score_mod that reads the scheme's own r(t) table (compiled once per shape)."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    L = q.shape[2]
-    window = ctx.window
-    if ctx.table is not None:
-        table = (ctx.table.clamp_min(MASKED) / temperature).to(q.dtype)
-        per_head, t_max = table.shape[0] > 1, table.shape[1] - 1
-
-        def score_mod(score, b, h, qi, kj):
-            return score + table[h if per_head else 0, (qi - kj).clamp(0, t_max)]
-    else:
-        score_mod = None
-
-    def causal(b, h, qi, kj):
-        keep = qi >= kj
-        return keep & (qi - kj < window) if window is not None else keep
-
-    key = (L, window, str(q.device))
-    if key not in _BLOCK_MASKS:
-        _BLOCK_MASKS.clear()  # one length at a time is the common case; do not hoard masks
-        _BLOCK_MASKS[key] = create_block_mask(causal, None, None, L, L, device=q.device)
-    if q.device.type not in _FLEX_FN:
-        _FLEX_FN[q.device.type] = torch.compile(flex_attention, dynamic=False)
-    return _FLEX_FN[q.device.type](q, k, v, score_mod=score_mod, block_mask=_BLOCK_MASKS[key], scale=scale)
-
-
-def _attend_toeplitz(
-    q, k, v, table: torch.Tensor, window: int | None, tau: float, scale: float, block: int, record: str | None
-):
-    """Blocked attention for contiguous positions, with every bias block a zero-copy view.
-
-    With the keys in reverse order (j = L-1-c), the block of queries [q0, q1) against keys [k0, q1)
-    reads r(i - j) = w[a + c'] for row a and reversed key column c': strides (1, 1) over one short
-    vector w per head.  SDPA takes that overlapping view as its mask, so no (H, Lq, Lk) bias is
-    ever written and the mask it reads stays in cache; flipping K and V once costs O(L Dh).
-    """
-    B, H, L, Dh = q.shape
-    bs = min(block, L)
-    if table.requires_grad and torch.is_grad_enabled():
-        bs = min(bs, GRAD_BLOCK)
-    elif record is None:
-        bs = min(L, max(bs, min(L // 8, MAX_FUSED_BLOCK)))
-    # w[c] = r(c - (bs - 1)) / τ, c = 0 .. L + bs - 2: the distances of every block, -(bs-1) .. L-1.
-    w = toeplitz_vector(table.to(q.dtype), -(bs - 1), L + bs - 1, window)
-    if tau != 1.0:
-        w = w / tau
-    kf, vf = k.flip(2), v.flip(2)
-    outs, kept = [], []
-    for q0 in range(0, L, bs):
-        q1 = min(L, q0 + bs)
-        Lq = q1 - q0
-        k0 = 0 if window is None else max(0, q0 - window + 1)
-        Lk = q1 - k0
-        qb, kb, vb = q[:, :, q0:q1], kf[:, :, L - q1 : L - k0], vf[:, :, L - q1 : L - k0]
-        out, p = _sdpa(qb, kb, vb, _toeplitz_view(w, bs - Lq, Lq, Lk), scale, record)
-        outs.append(out)
-        if record:
-            kept.append((k0, p.flip(-1)))  # back to ascending key order
-    return torch.cat(outs, dim=2), (kept if record else None)
-
-
-def _toeplitz_view(w: torch.Tensor, offset: int, Lq: int, Lk: int) -> torch.Tensor:
-    """(1, Hb, Lq, Lk) view with view[0, h, a, c'] = w[h, offset + a + c'], sharing w's memory."""
-    return w.as_strided((1, w.shape[0], Lq, Lk), (0, w.stride(0), 1, 1), w.storage_offset() + offset)
-
-
-def _sdpa(qb, kb, vb, mask, scale: float, record: str | None):
-    """One block: the fused kernel, or explicit softmax when probabilities, logits or a bias gradient are needed.
-
-    ``record``: None, "probs" or "logits" (the softmax input, masked entries still finite).
-    A mask that needs a gradient (learned KERPLE, T5, FIRE) sends SDPA to its math path anyway;
-    doing the same three ops here skips that path's masked-row checks.
-    """
-    if record is None and not (mask.requires_grad and torch.is_grad_enabled()):
-        return F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale), None
-    s = torch.add(mask, qb @ kb.transpose(-1, -2), alpha=scale)
-    p = torch.softmax(s, dim=-1)
-    return p @ vb, (s if record == "logits" else p)
 
 
 def attend(
@@ -250,9 +147,10 @@ def attend(
 ):
     """Softmax(q k^T / (sqrt(Dh) τ) + r / τ) v, causal, block by block (or with FlexAttention).
 
-    q, k, v: (B, H, L, Dh).  Returns out (B, H, L, Dh) and, when asked, the probabilities
-    (``return_probs``) or the softmax input (``return_logits``, -inf where masked) as a list of
-    (key offset, (B, H, Lq_block, Lk_block)) blocks.
+    q (B, H, Lq, Dh) are the queries of the last Lq of the keys k, v (B, H, Lk, Dh): Lq = Lk for a
+    whole sequence, Lq < Lk for new tokens against a KV cache.  Returns out (B, H, Lq, Dh) and, when
+    asked, the probabilities (``return_probs``) or the softmax input (``return_logits``, -inf where
+    masked) as a list of (key offset, (B, H, Lq_block, Lk_block)) blocks.
     """
     if return_probs and return_logits:
         raise ExtrapError("attention: ask for probabilities or logits, not both")
@@ -265,28 +163,50 @@ def attend(
 
 
 def _attend(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None, backend: str):
-    L = q.shape[2]
-    plain = ctx.scheme is None and ctx.window is None and not ctx.batched
-    if plain and record is None:
+    if q.shape[2] < k.shape[2]:
+        return _attend_cached(q, k, v, ctx, tau, scale, record)
+    if ctx.scheme is None and ctx.window is None and not ctx.batched and record is None:
         # no bias: the fused causal kernel.  Positions only matter through the mask here.
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
+        return softmax_attention(q, k, v, None, scale)
     if choose_backend(backend, ctx, q, record is not None) == "flex":
-        return flex_attend(q, k, v, ctx, tau, scale), None
+        return flex_attention(q, k, v, ctx.table, ctx.window, tau, scale), None
     if not (ctx.contiguous and not ctx.batched and (ctx.table is not None or ctx.scheme is None)):
         return _attend_blocks(q, k, v, ctx, tau, scale, block, record, 0)
-    table = ctx.table if ctx.table is not None else q.new_zeros(1, L)  # no bias: the window mask only
+    L = q.shape[2]
     P = L if ctx.toeplitz_rows is None else min(L, ctx.toeplitz_rows)
     out, kept = None, None
     if P > 0:  # causal: the first P queries see only the first P keys
-        out, kept = _attend_toeplitz(
-            q[:, :, :P], k[:, :, :P], v[:, :, :P], table, ctx.window, tau, scale, block, record
-        )
+        bs = _toeplitz_block(block, P, ctx.table, record)
+        qkv = (t[:, :, :P] for t in (q, k, v))
+        out, kept = toeplitz_attention(*qkv, ctx.table, ctx.window, scale, bs, tau=tau, record=record)
     if P == L:
         return out, kept
     rest = BiasContext(ctx.scheme, ctx.values, ctx.positions, ctx.window)  # rows past the table: per entry
     out2, kept2 = _attend_blocks(q, k, v, rest, tau, scale, block, record, P)
     out = out2 if out is None else torch.cat([out, out2], dim=2)
     return out, ((kept or []) + kept2 if record else None)
+
+
+def _attend_cached(q, k, v, ctx: BiasContext, tau: float, scale: float, record: str | None):
+    """New queries, the last Lq of the Lk keys of a KV cache: one block against every cached key (a
+    rolling cache holds just the window).  Consecutive key positions with a Toeplitz table (or no
+    bias) read a strided view, from any first position; other keys their gathered bias block."""
+    Lq, Lk = q.shape[2], k.shape[2]
+    if ctx.toeplitz_rows is None and (ctx.table is not None or ctx.scheme is None) and consecutive(ctx.positions, None):
+        return toeplitz_attention(q, k, v, ctx.table, ctx.window, scale, Lq, tau=tau, record=record, trim=False)
+    out, p = softmax_attention(q, k, v, _mask(ctx, Lk - Lq, Lk, 0, tau, q.dtype), scale, record)
+    return out, ([(0, p)] if record else None)
+
+
+def _toeplitz_block(block: int, L: int, table: torch.Tensor | None, record: str | None) -> int:
+    """Queries per block of the Toeplitz path: smaller where a learned bias runs explicit softmax, larger
+    (up to L/8) where the fused kernel runs alone."""
+    bs = min(block, L)
+    if table is not None and table.requires_grad and torch.is_grad_enabled():
+        return min(bs, GRAD_BLOCK)
+    if record is None:
+        return min(L, max(bs, min(L // 8, MAX_FUSED_BLOCK)))
+    return bs
 
 
 def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None, start: int):
@@ -296,14 +216,35 @@ def _attend_blocks(q, k, v, ctx: BiasContext, tau: float, scale: float, block: i
     for q0 in range(start, L, block):
         q1 = min(L, q0 + block)
         k0 = 0 if ctx.window is None or ctx.batched else max(0, q0 - ctx.window + 1)
-        mask = bias_block(ctx, q0, q1, k0, q1, q.dtype) / tau
-        if mask.dim() == 3:
-            mask = mask.unsqueeze(0)  # (1, H, Lq, Lk)
-        out, p = _sdpa(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], mask, scale, record)
+        mask = _mask(ctx, q0, q1, k0, tau, q.dtype)
+        out, p = softmax_attention(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], mask, scale, record)
         outs.append(out)
         if record:
             kept.append((k0, p))
     return torch.cat(outs, dim=2), (kept if record else None)
+
+
+def _mask(ctx: BiasContext, q0: int, q1: int, k0: int, tau: float, dtype) -> torch.Tensor:
+    """(B or 1, H or 1, Lq, Lk) bias block of keys [k0, q1) for the queries at keys [q0, q1), divided by τ."""
+    mask = bias_block(ctx, q0, q1, k0, q1, dtype) / tau
+    return mask.unsqueeze(0) if mask.dim() == 3 else mask
+
+
+def attend_rows(q, k, ctx: BiasContext, temperature: float | torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+    """Exact attention probabilities of the query rows ``rows`` over all keys: (B, H, R, L), 0 = masked.
+
+    q, k: (B, H, L, Dh).  Only these R rows are computed, each from its own bias row, so a long
+    sequence is fine.
+    """
+    tau = float(temperature)
+    scale = 1.0 / (math.sqrt(q.shape[-1]) * tau)
+    B, H, L, _ = q.shape
+    out = q.new_zeros(B, H, len(rows), L)
+    for a, r in enumerate(rows):
+        mask = _mask(ctx, r, r + 1, 0, tau, q.dtype)
+        _, p = softmax_attention(q[:, :, r : r + 1], k[:, :, : r + 1], None, mask, scale, "probs")
+        out[:, :, a : a + 1, : r + 1] = p
+    return out
 
 
 def dense_probs(blocks: list, length: int) -> torch.Tensor:

@@ -7,8 +7,8 @@ relative PE this is exactly attention restricted to a window of W keys, which
 identity in the tests.
 
 Decoding runs through the model's own ``step`` (:class:`extrap.model.protocol.ExtrapLM`): for
-:class:`extrap.model.GPT` that is :meth:`extrap.model.Attention.forward` with a cache,
-the same bias blocks and scheme function as the full forward pass.
+:class:`extrap.model.GPT` that is its one layer loop with a cache, the same bias blocks, scheme
+function and attention kernel (:mod:`extrap.model.kernel`) as the full forward pass.
 """
 
 from __future__ import annotations

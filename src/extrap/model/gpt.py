@@ -9,9 +9,11 @@ one of three ways, decided by the scheme's capabilities:
 * ``embeds``: an absolute embedding added to the token embedding;
 * ``rotates``: queries and keys rotated by the scheme.
 
-:class:`GPT` implements :class:`extrap.model.protocol.ExtrapLM`.  Its KV cache and its probes run through
-:meth:`Attention.forward` itself (keyword arguments ``cache``, ``return_probs``,
-``return_logits``), so the forward pass is written once.
+:class:`GPT` implements :class:`extrap.model.protocol.ExtrapLM`.  The layer loop is written once
+(``GPT._run_blocks``): the full and windowed forward, the KV-cache step and the probes all run it,
+each layer through :meth:`Attention.forward` with its keyword arguments (``window``, ``cache``,
+``return_probs``, ``return_logits``, ``rows``), and every attention through one kernel
+(:mod:`extrap.model.kernel`, by way of :func:`extrap.model.attention.attend`).
 
 Shapes: idx (B, L) token ids; positions (L,) or (B, L); logits (B, L, V).
 """
@@ -19,16 +21,18 @@ Shapes: idx (B, L) token ids; positions (L,) or (B, L); logits (B, L, V).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.nn as nn
 
 from extrap import positional
 from extrap.errors import ExtrapError
-from extrap.model.attention import BiasContext, attend, bias_block, toeplitz_table
-from extrap.model.kv_cache import KVCache, LayerCache, attend_cached
+from extrap.model.attention import BiasContext, attend, attend_rows, toeplitz_table
+from extrap.model.kernel import consecutive
+from extrap.model.kv_cache import KVCache, LayerCache
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 
 
@@ -101,7 +105,7 @@ class Attention(nn.Module):
         ``table_cache`` keeps r(t) tables by (span, dtype, device): shared across layers only for
         parameter-free schemes, or this layer's own (``own_tables``, a KV cache) for any scheme.
         """
-        ctx = BiasContext(scheme=None, values={}, positions=positions, window=window, contiguous=_is_arange(positions))
+        ctx = BiasContext(None, {}, positions, window, contiguous=consecutive(positions))
         if not self.scheme.adds_bias:
             return ctx
         ctx.scheme, ctx.values = self.scheme, self.bias_values()
@@ -125,21 +129,6 @@ class Attention(nn.Module):
                 ctx.toeplitz_rows = rows
         return ctx
 
-    def row_probs(self, x, positions, rows: Sequence[int]) -> torch.Tensor:
-        """Exact attention probabilities of the query rows ``rows`` over all keys: (B, H, R, L), 0 = masked.
-
-        Only these R rows are computed, each from its own bias row, so a long sequence is fine.
-        """
-        q, k, _ = self.heads(x, positions)
-        ctx = self.bias_context(positions, None, x.dtype, x.device)
-        tau, L = float(self.temperature), x.shape[1]
-        out = x.new_zeros(x.shape[0], self.cfg.n_head, len(rows), L)
-        for a, r in enumerate(rows):
-            s = (q[:, :, r : r + 1] @ k[:, :, : r + 1].transpose(-1, -2)) / math.sqrt(self.cfg.head_dim)
-            s = s + bias_block(ctx, r, r + 1, 0, r + 1, x.dtype)  # (H or 1, 1, r + 1) broadcasts over B
-            out[:, :, a : a + 1, : r + 1] = torch.softmax(s / tau, dim=-1)
-        return out
-
     def heads(self, x, positions):
         """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme."""
         B, L, _ = x.shape
@@ -156,29 +145,29 @@ class Attention(nn.Module):
         window: int | None = None,
         return_probs: bool = False,
         return_logits: bool = False,
+        rows: Sequence[int] | None = None,
         cache: LayerCache | None = None,
         table_cache: dict | None = None,
     ):
-        """x (B, L, d) -> (B, L, d), and the layer's probability or pre-softmax logit blocks when asked.
+        """x (B, L, d) -> (B, L, d), and the layer's probe when asked: its probability or pre-softmax
+        logit blocks, or the exact probabilities (B, H, R, L) of the query ``rows``.
 
         ``cache``: x holds new tokens at ``positions``; they attend to the cached keys and to each
         other, and their keys and values join the cache.  ``table_cache`` shares r(t) tables across layers.
         """
         B, L, _ = x.shape
         q, k, v = self.heads(x, positions)
+        tables, own_tables = table_cache, False
         if cache is not None:
-            if return_probs or return_logits:
+            if return_probs or return_logits or rows is not None:
                 raise ExtrapError("attention probes are not available with a KV cache")
             if cache.window is not None:
                 window = cache.window if window is None else min(window, cache.window)
-            if cache.keys is not None:  # new tokens against the cached keys
-                k, v, key_positions = cache.extend(k, v, positions)
-                ctx = self.bias_context(key_positions, window, x.dtype, x.device, cache.tables, own_tables=True)
-                y = attend_cached(q, k, v, ctx, self.temperature)
-                return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
-            cache.extend(k, v, positions)  # the first tokens: an ordinary causal pass, block by block
-        ctx = self.bias_context(positions, window, x.dtype, x.device, table_cache)
-        y, blocks = attend(
+            if cache.keys is not None:  # new tokens against the cached keys: this layer's own tables
+                tables, own_tables = cache.tables, True
+            k, v, positions = cache.extend(k, v, positions)  # the keys: the cached ones, then these
+        ctx = self.bias_context(positions, window, x.dtype, x.device, tables, own_tables)
+        y, probe = attend(
             q,
             k,
             v,
@@ -189,13 +178,9 @@ class Attention(nn.Module):
             backend=self.cfg.attn_backend,
             return_logits=return_logits,
         )
-        return self.proj(y.transpose(1, 2).reshape(B, L, -1)), blocks
-
-
-def _is_arange(positions: torch.Tensor) -> bool:
-    if positions.dim() != 1 or positions.is_floating_point() or positions.numel() == 0:
-        return False
-    return bool(positions[0] == 0) and torch.equal(positions, torch.arange(positions.numel(), device=positions.device))
+        if rows is not None:
+            probe = attend_rows(q, k, ctx, self.temperature, rows)
+        return self.proj(y.transpose(1, 2).reshape(B, L, -1)), probe
 
 
 class Block(nn.Module):
@@ -307,15 +292,30 @@ class GPT(nn.Module):
         if positions is None:
             positions = self.default_positions(idx.shape[1], idx.device)
         x = self.embed(idx, positions) if embeds is None else embeds
-        h = x
+        h, probs = x, []
+        for _, out, blocks in self._run_blocks(x, positions, window=window, return_probs=return_probs):
+            h = out
+            probs.append(blocks)
+        return Output(logits=self._logits(h, last), probs=probs if return_probs else None, embeds=x)
+
+    def _run_blocks(
+        self, x, positions, upto: int | None = None, layer_kw: Callable[[int], dict] | None = None, **attn_kw
+    ) -> Iterator[tuple[int, torch.Tensor, Any]]:
+        """The layer loop, written once: x (B, L, d) through blocks 0..upto (None: all), one at a time.
+
+        Yields (layer, x after it, its probe or None); the next layer runs only when asked for.
+        ``attn_kw`` go to every layer's :meth:`Attention.forward`, ``layer_kw(layer)`` to that layer
+        alone (its KV cache, the probe of one layer).  r(t) tables are shared across layers where they can be.
+        """
         table_cache: dict = {}
-        all_probs = [] if return_probs else None
-        for blk in self.blocks:
-            h, probs = blk(h, positions, window=window, return_probs=return_probs, table_cache=table_cache)
-            if return_probs:
-                all_probs.append(probs)
-        h = self.ln_f(h if last is None else h[:, -last:])
-        return Output(logits=self.head(h), probs=all_probs, embeds=x)
+        for layer, blk in enumerate(self.blocks[: None if upto is None else upto + 1]):
+            kw = attn_kw if layer_kw is None else {**attn_kw, **layer_kw(layer)}
+            x, probe = blk(x, positions, table_cache=table_cache, **kw)
+            yield layer, x, probe
+
+    def _logits(self, h: torch.Tensor, last: int | None = None) -> torch.Tensor:
+        """The final norm and head on the residual stream h (B, L, d), its last ``last`` positions only if given."""
+        return self.head(self.ln_f(h if last is None else h[:, -last:]))
 
     # ---- KV cache ---------------------------------------------------------------
     def new_cache(self, window: int | None = None) -> KVCache:
@@ -327,10 +327,10 @@ class GPT(nn.Module):
     def step(self, idx: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:
         """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through ``cache``."""
         positions = torch.arange(start, start + idx.shape[1], device=idx.device)
-        x = self.embed(idx, positions)
-        for i, blk in enumerate(self.blocks):
-            x, _ = blk(x, positions, cache=cache.layer(i))
-        return self.head(self.ln_f(x))
+        h = self.embed(idx, positions)
+        for _, out, _ in self._run_blocks(h, positions, layer_kw=lambda i: {"cache": cache.layer(i)}):
+            h = out
+        return self._logits(h)
 
     # ---- probes -----------------------------------------------------------------
     def _probe(self, idx: torch.Tensor, last: int, logits: bool) -> Iterator[tuple[int, Blocks | None]]:
@@ -338,11 +338,12 @@ class GPT(nn.Module):
         if not 0 <= last < self.cfg.n_layer:
             raise ExtrapError(f"layer must be in [0, {self.cfg.n_layer}), got {last}")
         positions = self.default_positions(idx.shape[1], idx.device)
-        x, table_cache = self.embed(idx, positions), {}
-        for layer, blk in enumerate(self.blocks[: last + 1]):
-            x, blocks = blk(
-                x, positions, return_probs=not logits, return_logits=logits and layer == last, table_cache=table_cache
-            )
+        x = self.embed(idx, positions)
+        if logits:  # the last layer alone records its logits
+            layers = self._run_blocks(x, positions, last, lambda layer: {"return_logits": layer == last})
+        else:
+            layers = self._run_blocks(x, positions, last, return_probs=True)
+        for layer, _, blocks in layers:
             yield layer, blocks
 
     @torch.no_grad()
@@ -365,10 +366,8 @@ class GPT(nn.Module):
         Holds R rows, never (L, L): this is how the mass that a window drops is measured at long L.
         """
         positions = self.default_positions(idx.shape[1], idx.device)
-        x, table_cache = self.embed(idx, positions), {}
-        for layer, blk in enumerate(self.blocks):
-            yield layer, blk.attn.row_probs(blk.ln1(x), positions, rows)
-            x, _ = blk(x, positions, table_cache=table_cache)
+        for layer, _, probs in self._run_blocks(self.embed(idx, positions), positions, rows=rows):
+            yield layer, probs
 
     def bias_values(self) -> list[dict[str, torch.Tensor]] | None:
         if not self.scheme.adds_bias:
