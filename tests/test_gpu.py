@@ -68,6 +68,8 @@ def test_flex_attention_trains_on_cuda_like_the_blocked_kernel(pe):
         loss.backward()
     torch.testing.assert_close(flex(x).logits, blocked(x).logits, rtol=2e-4, atol=2e-4)
     for (name, a), (_, b) in zip(flex.named_parameters(), blocked.named_parameters()):
+        if not a.requires_grad:  # ALiBi's slopes are fixed
+            continue
         assert a.grad is not None and torch.isfinite(a.grad).all(), name
         torch.testing.assert_close(a.grad, b.grad, rtol=2e-3, atol=2e-4, msg=name)
 
