@@ -135,7 +135,7 @@ def test_nll_matches_transformers(saved, kind):
     run = extrap.load(f"hf:{folder}", device="cpu")
     assert run.config.dtype == "float32" and run.config.config_hash and run.step is None
     assert run.model.shape.n_layer == 2 and run.pe.startswith(f"hf:{run.config.model_type}")
-    assert isinstance(run, Run) and run.provenance()["config_hash"] == run.config.config_hash
+    assert isinstance(run, Run) and run.provenance().source["config_hash"] == run.config.config_hash
     ids = torch.tensor(run.tokenizer.encode("def f(x):\n    return x + 1\n" * 8)[:33])
     nll = eval_nonoverlapping(run.model, ids, 32, 32)
     assert nll.numel() == 32

@@ -65,7 +65,7 @@ def test_linear_equals_the_model_built_with_the_scaled_scheme(runs):
     # position interpolation (Chen et al. 2023, Eq. 4): the trained model at positions m / 2
     torch.testing.assert_close(scaled, _logits(plain.model, positions=torch.arange(80) / 2), rtol=1e-5, atol=1e-5)
     assert run.pe == LINEAR2 and run.config.pe == "rope" and run.model.shape.pe == LINEAR2
-    rec = run.provenance()["rope"]
+    rec = run.provenance().source["rope"]
     assert (rec["rope"], rec["factor"], rec["original_max_position"]) == ("linear", 2.0, L_TR)
     assert rec["trained_pe"] == "rope" and rec["pe"] == LINEAR2
 

@@ -54,7 +54,7 @@ def test_trained_run_follows_the_protocol(run_copy):
     assert isinstance(run, Run)
     assert run.step == 30 and run.train_length == 32 and run.task is None and run.seed == 0
     prov = run.provenance()
-    assert prov["corpus_hash"] == run.corpus_hash and prov["seed"] == 0 and prov["extrap_version"]
+    assert prov.corpus_hash == run.corpus_hash and prov.seed == 0 and prov.extrap_version
     run.use_corpus(run.corpus)  # its own corpus is fine
     with pytest.raises(ExtrapError, match="only for hf: models"):
         run.use_corpus("stdlib")

@@ -1,4 +1,4 @@
-"""The source tree's shape: no import circle, no private imports, small functions and files."""
+"""The source tree's shape: no import circle, no private imports, small functions and files, typed reports."""
 
 import structure
 
@@ -17,6 +17,30 @@ def test_functions_stay_short():
 
 def test_files_stay_small():
     assert structure.long_files() == [], f"over {structure.MAX_FILE_LINES} lines"
+
+
+def test_typed_packages_speak_in_records_not_dicts():
+    assert structure.dict_signatures() == [], "return a typed record; take one settings record"
+
+
+def test_dict_rule_sees_returns_and_parameters_and_exempts_json_edges(tmp_path, monkeypatch):
+    pkg = tmp_path / "extrap" / "evaluate"
+    pkg.mkdir(parents=True)
+    (tmp_path / "extrap" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.py").write_text(
+        "def report() -> dict: ...\n"
+        "def run(settings: 'dict[str, int] | None'): ...\n"
+        "def weights() -> dict[str, torch.Tensor]: ...\n"
+        "def _private() -> dict: ...\n"
+        "class R:\n    def to_json(self) -> dict: ...\n"
+    )
+    (tmp_path / "extrap" / "hf.py").write_text("def outside() -> dict: ...\n")  # not a typed package
+    monkeypatch.setattr(structure, "SRC", tmp_path)
+    assert structure.dict_signatures() == [
+        "extrap/evaluate/m.py:1: report (return)",
+        "extrap/evaluate/m.py:2: run (settings)",
+    ]
 
 
 def test_checker_finds_a_cycle_and_a_private_import(tmp_path, monkeypatch):

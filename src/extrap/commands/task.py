@@ -182,7 +182,7 @@ def run_score(args) -> int:
         trained_on=run.task,
         step=run.step,
         report=score_task(run.model, run.tokenizer, settings),
-        provenance=run.provenance(),
+        provenance=run.provenance().to_json(),
     )
     if args.out:
         from extrap.io import atomic_write_json

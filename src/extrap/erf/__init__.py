@@ -60,8 +60,8 @@ from extrap.erf.runs import (
     run_erf,
     spearman,
     spearman_table,
-    trained_bias_values,
 )
+from extrap.run.parameters import trained_bias_values
 
 __all__ = [
     "ATTN_EPS",

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-
-import torch
 
 from extrap.erf.measures import ATTN_MAX_LENGTH, attention_erf, gradient_erf
 from extrap.erf.records import ERF_DEFAULTS, ErfReport, ErfSettings, ErfSpearman, RankCorrelation, RunErf, finite
@@ -75,23 +73,8 @@ def run_erf(run_or_dir: Run | str | Path, settings: ErfSettings = ERF_DEFAULTS) 
         trf_reason=why,
         grad=grad,
         attn=attn,
-        provenance=run.provenance(),
+        provenance=run.provenance().to_json(),
     )
-
-
-def trained_bias_values(run_dir: str | Path) -> list[Mapping[str, torch.Tensor]]:
-    """Each layer's bias values in float64, read as ``extrap theory --checkpoint`` reads them.
-
-    The stored tensors of the run's latest checkpoint (:func:`extrap.run.read_bias_parameters`),
-    in float64, then the scheme's map to the values the bias uses (softplus for KERPLE's r1, r2):
-    the same numbers the command analyses, to the last bit.
-    """
-    from extrap import positional
-    from extrap.run import read_bias_parameters
-
-    spec, heads, stored = read_bias_parameters(run_dir)
-    scheme = positional.get(spec)
-    return [scheme.values({k: v.detach().double() for k, v in p.items()}, heads) for p in stored.values()]
 
 
 def _run_trf(run, eps: float, reduce: str, source: str):
@@ -102,12 +85,8 @@ def _run_trf(run, eps: float, reduce: str, source: str):
     if scheme is None:  # hf: see `extrap theory --checkpoint hf:PATH` for its bias
         return None
     values = None
-    if source == "trained":
-        try:
-            values = trained_bias_values(run.path)
-        except ExtrapError as e:  # a model with no checkpoint on disk: its parameters in memory
-            log.debug("erf: %s; the TRF uses the model's parameters in memory", e)
-            values = run.model.bias_values()
+    if source == "trained":  # the checkpoint's values, else (no checkpoint on disk) the model's in memory
+        values = run.checkpoint_bias() or run.model.bias_values()
     return receptive_field(scheme, values, eps=eps, reduce=reduce, num_heads=run.model.shape.n_head)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -22,7 +21,7 @@ from extrap.evaluate.streaming import CHUNK
 from extrap.evaluate.verdict import verdict
 from extrap.evaluate.window_error import window_error
 from extrap.memory import check_fits
-from extrap.results.evaluation import EvalReport, LengthResult, Provenance, TemperatureInfo
+from extrap.results.evaluation import EvalReport, LengthResult, TemperatureInfo
 from extrap.results.window import WindowInfo
 from extrap.run import Run, eval_stream
 from extrap.theory.receptive import WINDOW_AUTO_TRF
@@ -79,17 +78,8 @@ def model_trf_window(model, eps: float, values: list[dict] | None = None) -> tup
 def _checkpoint_values(run: Run) -> list[dict] | None:
     """A run's bias values read from its checkpoint in float64, as ``extrap theory --checkpoint`` reads them,
     so that the window is that command's TRF to the token; None (the model's own values) without one."""
-    from extrap.erf import trained_bias_values
-
-    path, scheme = getattr(run, "path", None), run.model.scheme
-    if scheme is None or not scheme.is_toeplitz or not isinstance(path, (str, Path)):
-        return None
-    if str(path).startswith("hf:") or not Path(path).is_dir():
-        return None
-    try:
-        return trained_bias_values(path)
-    except ExtrapError:
-        return None
+    scheme = run.model.scheme
+    return run.checkpoint_bias() if scheme is not None and scheme.is_toeplitz else None
 
 
 def resolve_temperature(
@@ -266,6 +256,6 @@ def _report(
         window=window,
         results=tuple(results),
         step=run.step,
-        provenance=Provenance.from_json(run.provenance()),
+        provenance=run.provenance(),
         temperature=temperature,
     )

@@ -16,7 +16,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.evaluate.stats import stderr
 from extrap.evaluate.streaming import stream_nll, token_nll
-from extrap.results.evaluation import FileScore, Provenance
+from extrap.results.evaluation import FileScore
 from extrap.run import Run
 
 
@@ -112,5 +112,5 @@ def score_file_run(
         window=info,
         seconds=res.seconds,
         step=run.step,
-        provenance=Provenance.from_json(run.provenance()),
+        provenance=run.provenance(),
     )

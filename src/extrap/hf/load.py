@@ -19,6 +19,7 @@ from extrap.hf.model import HFModel
 from extrap.hf.rope import apply_rope
 from extrap.hf.tokenizer import HFTokenizer
 from extrap.io import run_metadata
+from extrap.results.evaluation import Provenance
 
 
 @dataclass
@@ -91,16 +92,14 @@ class HFRun:
     def use_attention_backend(self, name: str) -> None:
         raise ExtrapError("the attention backend cannot be chosen for hf: models")
 
-    def provenance(self) -> dict:
+    def checkpoint_bias(self) -> None:
+        return None  # its bias is read from config and weights by `extrap theory --checkpoint hf:PATH`
+
+    def provenance(self) -> Provenance:
         c = self.config
-        return {
-            **run_metadata(None, self.corpus_hash),
-            "hf_path": c.hf_path,
-            "config_hash": c.config_hash,
-            "dtype": c.dtype,
-            **({"rope": c.rope} if c.rope else {}),
-            "corpus": c.corpus,
-        }
+        source = {"hf_path": c.hf_path, "config_hash": c.config_hash, "dtype": c.dtype}
+        source.update({"rope": c.rope} if c.rope else {})
+        return Provenance(**run_metadata(None, self.corpus_hash), source={**source, "corpus": c.corpus})
 
 
 def is_t5_checkpoint(path) -> bool:

@@ -218,8 +218,7 @@ def temperature(model, tau: float | Sequence[float] | None = None):
 
 def model_device(model) -> torch.device:
     """The device of the model's first parameter (CPU for a model without parameters)."""
-    params = model.parameters() if hasattr(model, "parameters") else iter(())
-    p = next(iter(params), None)
+    p = next(iter(model.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from extrap.errors import ExtrapError
 from extrap.run.config import READABLE_FORMATS, RUN_FORMAT, RunConfig, RunFormatError
 from extrap.run.directory import Checkpoint, RunDir
-from extrap.run.parameters import StoredParams, read_bias_parameters
+from extrap.run.parameters import StoredParams, read_bias_parameters, trained_bias_values
 from extrap.run.protocol import EVAL_SPLITS, Run, eval_stream
 from extrap.run.trained import TrainedRun, changed_settings, load_model_weights, model_weights, open_run
 
@@ -75,4 +75,5 @@ __all__ = [
     "model_weights",
     "open_run",
     "read_bias_parameters",
+    "trained_bias_values",
 ]

@@ -98,7 +98,7 @@ def read_checkpoint_bias(path: str | Path) -> BiasParameters:
     return BiasParameters(spec, heads, layers, train_length)
 
 
-def head_values(values: Mapping[str, torch.Tensor], head: int | None) -> dict:
+def head_values(values: Mapping[str, torch.Tensor], head: int | None) -> Mapping[str, float | list]:
     """One head's parameter values as floats (a parameter with a vector per head: a list).
 
     A parameter shared by the heads (first dimension 1) gives its one value to every head;
@@ -111,3 +111,17 @@ def head_values(values: Mapping[str, torch.Tensor], head: int | None) -> dict:
             v = v[min(head, v.shape[0] - 1)]
         out[name] = v.tolist()
     return out
+
+
+def trained_bias_values(run_dir: str | Path) -> list[Mapping[str, torch.Tensor]]:
+    """Each layer's bias values in float64, read as ``extrap theory --checkpoint`` reads them.
+
+    The stored tensors of the run's latest checkpoint (:func:`read_bias_parameters`),
+    in float64, then the scheme's map to the values the bias uses (softplus for KERPLE's r1, r2):
+    the same numbers the command analyses, to the last bit.
+    """
+    from extrap import positional
+
+    spec, heads, stored = read_bias_parameters(run_dir)
+    scheme = positional.get(spec)
+    return [scheme.values({k: v.detach().double() for k, v in p.items()}, heads) for p in stored.values()]

@@ -7,11 +7,13 @@ Two implementations: :class:`extrap.run.trained.TrainedRun` (a run directory wri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.results.evaluation import Provenance
 
 EVAL_SPLITS = ("validation", "test", "heldout")  # heldout: validation then test (extrap.data.streams)
 
@@ -48,7 +50,11 @@ class Run(Protocol):
 
     def use_attention_backend(self, name: str) -> None: ...
 
-    def provenance(self) -> dict:
+    def checkpoint_bias(self) -> list[Mapping[str, torch.Tensor]] | None:
+        """Each layer's bias values in float64, read from the checkpoint as ``extrap theory --checkpoint``
+        reads them; None where the run has none to read (an hf: model, a scheme without bias)."""
+
+    def provenance(self) -> Provenance:
         """What a result JSON records about this run: seed, corpus hash, version, command, source."""
 
 

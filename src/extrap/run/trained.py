@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -10,8 +12,12 @@ import torch
 from extrap.config import TrainConfig
 from extrap.errors import ExtrapError
 from extrap.io import run_metadata
+from extrap.results.evaluation import Provenance
 from extrap.run.config import RunConfig
 from extrap.run.directory import Checkpoint, RunDir
+from extrap.run.parameters import trained_bias_values
+
+log = logging.getLogger(__name__)
 
 
 def model_weights(model) -> dict[str, torch.Tensor]:
@@ -107,8 +113,17 @@ class TrainedRun:
             raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {name!r}")
         self.model.cfg.attn_backend = name
 
-    def provenance(self) -> dict:
-        return {**run_metadata(self.seed, self.corpus_hash), **({"rope": self.rope} if self.rope else {})}
+    def checkpoint_bias(self) -> list[Mapping[str, torch.Tensor]] | None:
+        if not self.model.scheme.adds_bias:
+            return None
+        try:
+            return trained_bias_values(self.path)
+        except ExtrapError as e:  # a foreign or damaged checkpoint: the values in memory will do
+            log.debug("%s: %s; the bias values in memory are used", self.path, e)
+            return None
+
+    def provenance(self) -> Provenance:
+        return Provenance(**run_metadata(self.seed, self.corpus_hash), source={"rope": self.rope} if self.rope else {})
 
 
 def open_run(

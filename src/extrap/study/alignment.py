@@ -45,7 +45,7 @@ from extrap.results import (
 )
 from extrap.run import RunDir
 from extrap.study.alignment_records import AlignJob, AlignJobResult, LengthRecord
-from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRequest, provenance, run_summary
+from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, provenance, run_summary
 from extrap.study.presets import ALIGNMENT_DEFAULT_PES, ALIGNMENT_PRESETS, AlignmentSettings
 from extrap.study.probing import PromptProber, find_taus, length_record, merge_stats
 from extrap.tasks.records import DepthBucket
@@ -222,7 +222,7 @@ def assemble(
         train_length={t: b.train_length for t, b in blocks.items()},
         n_head=num_heads,
         lengths=sorted({L for b in blocks.values() for L in b.lengths}),
-        **provenance([r.run_dir for r in outcome.done.values()]),
+        **asdict(provenance([r.run_dir for r in outcome.done.values()])),
         settings=asdict(settings),
         runs=runs,
         alignment=blocks,
@@ -263,15 +263,15 @@ def build(request: StudyRequest) -> Experiment:
     num_heads = check_lengths(settings, request.corpus)
     cap = settings.max_probe_length or align.MAX_PROBE_LENGTH
     return Experiment(
-        record={
-            "preset": request.preset,
-            "experiment": "alignment",
-            "pes": pes,
-            "tasks": list(tasks),
-            "steps": request.steps,
-            "corpus": request.corpus,
-            "device": request.device,
-        },
+        record=StudyRecord(
+            request.preset,
+            "alignment",
+            tuple(pes),
+            steps=request.steps,
+            corpus=request.corpus,
+            device=request.device,
+            tasks=tuple(tasks),
+        ),
         must_match=("preset", "experiment", "steps", "corpus"),  # other tasks or PEs may join: runs are per task, PE
         headline=f"study alignment: {', '.join(pes)}, preset {request.preset}, "
         + "; ".join(f"{task} at L_tr={settings.train_lengths[task]}" for task in tasks)

@@ -50,6 +50,7 @@ from extrap.study.orchestrator import (
     Experiment,
     Job,
     Outcome,
+    StudyRecord,
     StudyRequest,
     provenance,
     run_summary,
@@ -297,7 +298,7 @@ def assemble(
         n_head=num_heads,
         lengths=[L_tr * k for k in settings.multiples],
         delta=request.delta,
-        **provenance([o.run_dir for o in done.values()]),
+        **asdict(provenance([o.run_dir for o in done.values()])),
         settings=asdict(settings),
         theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], trained),
         runs={pe: run_summary(o.run_dir, o.train, out) for pe, o in done.items()},
@@ -333,7 +334,7 @@ def build(request: StudyRequest) -> Experiment:
     L_tr = train_cfg.train_length
     variants = slope_variants(L_tr, settings.slope_variants) if request.experiment == "alibi-slopes" else None
     saved = saved_record(request.out) if request.resume and request.pes is None else None
-    resumed = saved.get("pes") if saved and isinstance(saved.get("pes"), list) else None  # resume: same PEs
+    resumed = list(saved.pes) if saved else None  # resume: same PEs
     pes = list(dict.fromkeys([v.pe for v in variants] if variants else (request.pes or resumed or DEFAULT_PES)))
     for pe in pes:
         positional.get(pe)  # fail early, before any training, on a bad spec
@@ -349,15 +350,15 @@ def build(request: StudyRequest) -> Experiment:
         threads=request.threads,
     )
     return Experiment(
-        record={
-            "preset": request.preset,
-            "experiment": request.experiment,
-            "pes": pes,
-            "delta": request.delta,
-            "steps": request.steps,
-            "corpus": request.corpus,
-            "device": request.device,
-        },
+        record=StudyRecord(
+            request.preset,
+            request.experiment,
+            tuple(pes),
+            steps=request.steps,
+            corpus=request.corpus,
+            device=request.device,
+            delta=request.delta,
+        ),
         must_match=("preset", "experiment", "pes", "delta", "steps", "corpus"),  # a report covers all its PEs
         headline=f"study: {len(pes)} PEs, preset {request.preset}, L_tr={L_tr}, {request.jobs} at a time "
         f"-> {request.out}",

@@ -80,9 +80,66 @@ class Outcome:
     failures: dict[str, str] = field(default_factory=dict)  # job name -> why it failed
 
 
+@dataclass(frozen=True)
+class StudyRecord:
+    """``study.json``: what a study folder was asked for, checked when the study is resumed.
+
+    ``delta`` belongs to the extrapolation experiments, ``tasks`` to the alignment one; each is
+    written only where it is set, so the file reads as earlier versions wrote it.
+    """
+
+    preset: str
+    experiment: str
+    pes: tuple[str, ...]
+    steps: int | None = None
+    corpus: str | None = None
+    device: str | None = None
+    delta: float | None = None
+    tasks: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        head = {"preset": self.preset, "experiment": self.experiment, "pes": list(self.pes)}
+        head.update({"delta": self.delta} if self.delta is not None else {})
+        head.update({"tasks": list(self.tasks)} if self.tasks is not None else {})
+        return {**head, "steps": self.steps, "corpus": self.corpus, "device": self.device}
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = STUDY_FILE) -> StudyRecord:
+        if not isinstance(d, dict) or not isinstance(d.get("pes", []), list):
+            raise ExtrapError(f"{where} is not a study record (a JSON object with a list of pes)")
+        tasks = d.get("tasks")
+        return cls(
+            preset=str(d.get("preset")),
+            experiment=str(d.get("experiment", "extrapolation")),
+            pes=tuple(map(str, d.get("pes", []))),
+            steps=d.get("steps"),
+            corpus=d.get("corpus"),
+            device=d.get("device"),
+            delta=d.get("delta"),
+            tasks=tuple(map(str, tasks)) if isinstance(tasks, list) else None,
+        )
+
+    def value(self, key: str) -> Any:
+        """A field as JSON shows it (tuples as lists), for comparisons and messages."""
+        v = getattr(self, key)
+        return list(v) if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True)
+class StudyProvenance:
+    """Version and command of a study; seed, corpus and its hash from its first run (None without runs)."""
+
+    seed: int | None
+    corpus_hash: str | None
+    extrap_version: str
+    command: str
+    corpus: str | None
+    created: str  # UTC, ISO 8601 to the second
+
+
 @dataclass
 class Experiment:
-    record: dict  # what study.json holds
+    record: StudyRecord  # what study.json holds
     must_match: tuple[str, ...]  # record keys that a resumed study must share
     headline: str  # the first progress line
     worker: Callable[[Any], Any]
@@ -91,13 +148,12 @@ class Experiment:
     assemble: Callable[[Outcome], StudyResults]
 
 
-def saved_record(out: Path) -> dict | None:
+def saved_record(out: Path) -> StudyRecord | None:
     """What ``out/study.json`` recorded about the study there, or None (no study, or unreadable)."""
     try:
-        record = json.loads((out / STUDY_FILE).read_text())
-    except (OSError, ValueError):
+        return StudyRecord.from_json(json.loads((out / STUDY_FILE).read_text()))
+    except (OSError, ValueError, ExtrapError):
         return None
-    return record if isinstance(record, dict) else None
 
 
 def claim_folder(out: Path, exp: Experiment, resume: bool) -> None:
@@ -107,13 +163,13 @@ def claim_folder(out: Path, exp: Experiment, resume: bool) -> None:
         if not resume:
             raise StudyExistsError(f"{out} already holds a study")
         try:
-            prev = json.loads(path.read_text())
+            prev = StudyRecord.from_json(json.loads(path.read_text()), str(path))
         except ValueError:
             raise ExtrapError(f"{path} is corrupt (not JSON)") from None
         for key in exp.must_match:
-            if prev.get(key) != exp.record[key]:
-                raise StudyMismatchError(out, key, prev.get(key))
-    atomic_write_json(path, exp.record)
+            if prev.value(key) != exp.record.value(key):
+                raise StudyMismatchError(out, key, prev.value(key))
+    atomic_write_json(path, exp.record.to_json())
 
 
 class _ParentLoggers(logging.Handler):
@@ -196,19 +252,17 @@ def finish(out: Path, results: StudyResults, t_start: float) -> StudyResults:
     return results
 
 
-def provenance(run_dirs: list[str]) -> dict:
+def provenance(run_dirs: list[str]) -> StudyProvenance:
     """Version and command of this study; seed, corpus and its hash from its first run (None without runs)."""
     from extrap.run import RunDir
 
-    meta = {
-        **run_metadata(None, None),
-        "corpus": None,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
+    meta = run_metadata(None, None)
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if run_dirs:
         cfg = RunDir(run_dirs[0]).read_config()
-        meta.update(seed=cfg.seed, corpus_hash=cfg.corpus_hash, corpus=cfg.train.corpus)
-    return meta
+        meta.update(seed=cfg.seed, corpus_hash=cfg.corpus_hash)
+        return StudyProvenance(**meta, corpus=cfg.train.corpus, created=created)
+    return StudyProvenance(**meta, corpus=None, created=created)
 
 
 def run_summary(run_dir: str, final: TrainingSummary | None, out: Path) -> RunSummary:
