@@ -258,6 +258,18 @@ def print_table(res: dict) -> None:
             print(f"  {key}: {e}")
 
 
+def readme_row(res: dict) -> str:
+    """The README's GPU table row for one result (``docs/bench/gpu_*.json``), so the table is rendered, not copied."""
+    ev, tr, att = res["eval"], res["train"], res["attention"]
+    name = f"{res['device_name']}, torch {res['torch']}"
+    eval_cell = f"{ev['tokens_per_s']:,} (W = {ev['window']}, {ev['split']} split, {ev['seconds']} s)"
+    train_cell = " / ".join(f"{tr[p]['tokens_per_s']:,}" for p in ("smoke", "cpu", "paper"))
+    ratios = att["ratio_vs_sdpa"]
+    att_cell = " / ".join(f"{ratios[f'alibi@{L}']:.2f}×" for L in att["lengths"])
+    flex = " / ".join(f"{ratios[f'alibi/flex@{L}']:.2f}×" for L in att["lengths"])
+    return f"| {name} | {eval_cell} | {train_cell} | ALiBi {att_cell}; FlexAttention {flex} |"
+
+
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated: train,eval,attention")

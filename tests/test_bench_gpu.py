@@ -53,3 +53,12 @@ def test_parts_choose_what_runs():
 def test_without_cuda_the_gpu_run_stops_in_one_line():
     out = _bench("--parts", "attention")
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_the_readme_gpu_row_is_rendered_from_the_committed_result():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu
+
+    for result in sorted((ROOT / "docs" / "bench").glob("gpu_*.json")):
+        row = gpu.readme_row(json.loads(result.read_text()))
+        assert row in (ROOT / "README.md").read_text(), f"README's GPU table differs from {result.name}: {row}"
