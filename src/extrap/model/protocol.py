@@ -107,8 +107,10 @@ class ExtrapLM(Protocol):
         """One τ for every layer, or one per layer: each softmax becomes softmax(logits / τ)."""
         ...
 
-    def new_cache(self, window: int | None = None) -> Any:
-        """An empty KV cache for :meth:`step`; ``window``: keep only the keys of the last ``window`` tokens."""
+    def new_cache(self, window: int | None = None, seq_len: int | None = None) -> Any:
+        """An empty KV cache for :meth:`step`; ``window``: keep only the keys of the last ``window`` tokens.
+        ``seq_len``: the length of the whole sequence that will run through it, which fixes the θ of a
+        length-dependent RoPE scaling for every step (None: the end of the first step fixes it)."""
         ...
 
     def step(self, idx: torch.Tensor, start: int, cache: Any) -> torch.Tensor:
