@@ -9,7 +9,7 @@ need beyond the forward pass is a method here:
   the positions are not a registry scheme, as in an ``hf:`` model);
 * the softmax temperature τ of every layer (004): ``temperatures()`` / ``set_temperature()``,
   and :func:`temperature` to set it for a block of code;
-* a KV cache: ``new_cache(window)`` and ``step(idx, start, cache)``, which runs new tokens
+* a KV cache: ``new_cache(window, seq_len)`` and ``step(idx, start, cache)``, which runs new tokens
   against the cached keys;
 * probes: ``attention_probs`` streams each layer's softmax probabilities (so statistics
   need only one layer in memory at a time), ``layer_logits`` returns one layer's
