@@ -86,12 +86,10 @@ def _pos(x) -> bool:
 class Rotary(EmbeddingScheme):
     """RoPE, optionally with an interpolation method (``scaling=...``).
 
-    The model calls :meth:`rotate` on each layer's queries and keys.  Frequencies
-    come from :func:`rope_frequencies` and are cached per (head_dim, length,
-    device, dtype); the length only matters for a length-dependent scaling
-    (:attr:`length_dependent`, ``dynamic``), and is that of the whole sequence:
-    ``seq_len`` when the caller knows it (a stream through a KV cache), else the
-    largest position + 1 of the call, which is the same for one pass over the sequence.
+    The model calls :meth:`rotate` on each layer's queries and keys.  Frequencies come from
+    :func:`rope_frequencies`, cached per (head_dim, length, device, dtype); the length only matters
+    for a length-dependent scaling (``dynamic``) and is the whole sequence's: ``seq_len`` (a KV
+    cache's), else the call's largest position + 1, the same for one pass over the sequence.
     """
 
     name = "rope"
