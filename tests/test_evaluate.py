@@ -195,7 +195,7 @@ class _Spy(torch.nn.Module):
         logits = self._logits(x)
         return type("O", (), {"logits": logits if last is None else logits[:, -last:]})()
 
-    def new_cache(self, window=None):
+    def new_cache(self, window=None, seq_len=None):
         return []
 
     def step(self, idx, start, cache):

@@ -5,7 +5,10 @@ queries: every layer keeps the keys and values of its last W tokens (003 Appendi
 depends on W and the chunk, never on the length L.  Each layer only looks W - 1 tokens back, so
 after n_layer layers a position depends on at most n_layer (W - 1) tokens before it (the *cone*):
 scored positions that start deep inside a row need only that much of the row before them, at
-their absolute positions, and the result is the same as the whole windowed forward pass.
+their absolute positions, and the result is the same as the whole windowed forward pass.  The cache
+is told the row's length T up front: a RoPE scaling whose θ depends on the sequence length (dynamic
+NTK, longrope) then rotates every chunk with the θ of T, as the one pass does, instead of each
+chunk with its own.
 
 Shapes: x and y are (B, T) token ids with y = x shifted by one; scores are (B, S) for the last
 S = ``score_last`` (default T) positions.
@@ -80,14 +83,15 @@ def stream_nll(
     """:func:`token_nll` with a window of W keys, chunk by chunk through a rolling KV cache of W tokens.
 
     Only the cone of the scored positions is run: tokens more than n_layer (W - 1) before the first
-    scored one cannot change its output.  Positions stay absolute (the model's ``step(idx, start)``).
+    scored one cannot change its output.  Positions stay absolute (the model's ``step(idx, start)``),
+    and the sequence length that fixes a length-dependent RoPE's θ is T for every chunk.
     """
     B, T = x.shape
     x, y = x.to(model_device(model)), y.to(model_device(model))  # token ids come from a cpu stream
     first = T - (score_last if score_last is not None else T)
     start = max(0, first - cone(model.shape.n_layer, window))
     step = chunk_size(B, model.shape.vocab_size, chunk)
-    cache = model.new_cache(window)
+    cache = model.new_cache(window, seq_len=T)
     scores = []
     for s in range(start, T, step):
         e = min(T, s + step)

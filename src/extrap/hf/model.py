@@ -18,6 +18,7 @@ from extrap.hf.attention import (
     window_attention,
 )
 from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, require_transformers
+from extrap.hf.rope_length import SequenceLength, hold_native
 from extrap.model.kernel import consecutive
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 
@@ -26,11 +27,13 @@ class HFCache:
     """The HF model's own KV cache (``past_key_values``), the position of its next token, and its window.
 
     With a window W it is a rolling cache: after every step each layer keeps the keys and values of
-    its last W tokens only (003 Appendix B), and positions stay absolute.
+    its last W tokens only (003 Appendix B), and positions stay absolute.  ``seq_len`` is the length
+    of the whole sequence that runs through it: a length-dependent RoPE (dynamic, longrope) takes
+    its θ at every step (None: the end of the first step fixes it).
     """
 
-    def __init__(self, window: int | None = None):
-        self.past, self.length, self.window = None, 0, window
+    def __init__(self, window: int | None = None, seq_len: int | None = None):
+        self.past, self.length, self.window, self.seq_len = None, 0, window, seq_len
 
     def expand(self, n: int) -> None:
         """A cache of one sequence shared by ``n`` continuations."""
@@ -116,6 +119,9 @@ class HFModel(nn.Module):
         self._keep = "logits_to_keep" in params
         self._pos_ids = "position_ids" in params and family != "bloom"
         self.position_limit = _position_limit(family, c)
+        # θ of dynamic / longrope: one per sequence (a cache's seq_len, else the call's), not per call
+        self.rope_length = SequenceLength()
+        hold_native(hf_model, self.rope_length)
 
     @property
     def shape(self) -> ModelShape:
@@ -217,7 +223,7 @@ class HFModel(nn.Module):
                 m._extrap_window = None
 
     # ---- KV cache ---------------------------------------------------------------
-    def new_cache(self, window: int | None = None) -> HFCache:
+    def new_cache(self, window: int | None = None, seq_len: int | None = None) -> HFCache:
         if window is not None:
             if int(window) < 1:
                 raise ExtrapError(f"cache window must be >= 1, got {window}")
@@ -226,13 +232,14 @@ class HFModel(nn.Module):
             transformers = require_transformers()
             if not hasattr(transformers.DynamicCache(), "layers"):
                 raise ExtrapError("a rolling KV cache needs transformers >= 4.56 (DynamicCache.layers)")
-        return HFCache(window)
+        return HFCache(window, seq_len)
 
     @torch.no_grad()
     def step(self, idx: torch.Tensor, start: int, cache: HFCache) -> torch.Tensor:
         """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache.
 
         A new cache may start at any position (absolute position ids); later steps continue from its end.
+        A length-dependent RoPE (dynamic, longrope) rotates every step for the cache's ``seq_len``.
         """
         if cache.past is None and cache.length == 0 and start:
             if not self._pos_ids:
@@ -244,14 +251,17 @@ class HFModel(nn.Module):
         self.check_positions(start + T - 1)
         if cache.past is None:
             cache.past = require_transformers().DynamicCache()
+        if cache.seq_len is None:
+            cache.seq_len = start + T
         kw = {"input_ids": idx, "past_key_values": cache.past, "use_cache": True}
         if self._pos_ids:
             kw["position_ids"] = torch.arange(start, start + T, device=idx.device)[None].expand(B, -1)
-        if cache.window is None:
-            out = self.hf(**kw)
-        else:
-            with self._window(cache.window):
+        with self.rope_length.fixed(cache.seq_len):
+            if cache.window is None:
                 out = self.hf(**kw)
+            else:
+                with self._window(cache.window):
+                    out = self.hf(**kw)
         cache.past, cache.length = out.past_key_values, start + T
         if cache.window is not None:
             cache.roll()

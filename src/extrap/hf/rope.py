@@ -8,7 +8,12 @@
   are rebuilt for TYPE and HF's own rotary modules are recreated.  Each parameter comes from the
   request's options, else the model's config (``original_max_position_embeddings`` always; the
   others when the config already uses TYPE), else its default (:data:`HF_ROPE_PARAMETERS`).  A
-  parameter that has none is refused in one line naming it.
+  parameter that has none is refused in one line naming it.  The factor is the request's; without
+  one, the config's own (when it already uses TYPE), else the one transformers derives for yarn and
+  longrope (max_position_embeddings / original_max_position_embeddings), else 1.
+
+A scaling whose θ depends on the sequence length (dynamic, longrope) takes it once per sequence
+(:mod:`extrap.hf.rope_length`).
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
 from extrap.errors import ExtrapError
 from extrap.hf.common import ROPE_FAMILIES
 from extrap.hf.model import HFModel
+from extrap.hf.rope_length import hold_length, hold_native, release, rotary_modules
 from extrap.positional.rope_scaling import RopeRequest, check_llama3
 
 L_TR = "L_tr"  # default: the original length L of apply_rope
@@ -54,15 +59,9 @@ HF_ROPE_PARAMETERS: dict[str, dict[str, tuple[type, object]]] = {
 """Per transformers rope type: the parameters besides rope_theta and factor, as ``name: (type, default)``;
 default None: left out (transformers' own default), ``L_TR``: the original length, ``FROM_CONFIG``: required."""
 
-
-def _rotary_modules(hf_model) -> list[tuple[nn.Module, str, nn.Module]]:
-    """(parent, attribute, module) of every rotary embedding module."""
-    out = []
-    for parent in hf_model.modules():
-        for name, child in parent.named_children():
-            if type(child).__name__.endswith("RotaryEmbedding"):
-                out.append((parent, name, child))
-    return out
+DERIVED_FACTOR = ("yarn", "longrope")
+"""Types whose factor transformers derives when the config has none: max_position_embeddings /
+original_max_position_embeddings (``_compute_yarn_parameters``, ``_compute_longrope_parameters``)."""
 
 
 def _config_rope(c) -> dict:
@@ -83,7 +82,7 @@ def apply_rope(model: HFModel, rope: str | RopeRequest, factor: float | None, or
     req = rope if isinstance(rope, RopeRequest) else RopeRequest.parse(rope, factor)
     if model.family not in ROPE_FAMILIES:
         raise ExtrapError(f"RoPE re-scaling needs a RoPE model; {model.family} uses {model.shape.pe}")
-    rots = _rotary_modules(model.hf)
+    rots = rotary_modules(model.hf)
     if not rots:
         raise ExtrapError(f"RoPE re-scaling: no rotary embedding module found in {type(model.hf).__name__}")
     rp = _config_rope(model.hf.config)
@@ -95,35 +94,32 @@ def apply_rope(model: HFModel, rope: str | RopeRequest, factor: float | None, or
     if req.hf:
         params = _apply_hf(model, rots, req, rp, original)
         info.update(
-            original_max_position=params.get("original_max_position_embeddings", original), rope_parameters=params
+            factor=params.get("factor", req.factor),
+            original_max_position=params.get("original_max_position_embeddings", original),
+            rope_parameters=params,
         )
         return info
     from extrap.positional.rotary import Rotary
 
     scheme = Rotary(base=base).rescaled(req.kind, req.factor, original, req.options)
     info.update(original_max_position=scheme.opts["original_max_position"], pe=scheme.spec)
-    _write_frequencies(rots, scheme)
+    _write_frequencies(model, rots, scheme)
     return info
 
 
-def _write_frequencies(rots, scheme) -> None:
-    """Put the scheme's θ and attention factor into every rotary module (per call for dynamic)."""
+def _write_frequencies(model: HFModel, rots, scheme) -> None:
+    """Put the scheme's θ and attention factor into every rotary module (for the sequence's length:
+    a length-dependent scaling, see :mod:`extrap.hf.rope_length`)."""
     for _, _, rot in rots:
         d = 2 * rot.inv_freq.numel()
         inv, af = scheme.frequencies(d)
-        rot.rope_type = "default"  # HF's dynamic/longrope updates must not overwrite ours
+        release(rot)  # the model's own dynamic/longrope no longer applies
+        rot.rope_type, rot._extrap_rope_type = "default", None  # HF's per-call updates must not overwrite ours
         rot.inv_freq.copy_(inv.to(rot.inv_freq.device))
         rot.original_inv_freq = inv.clone().to(rot.inv_freq.device)
         rot.attention_scaling = float(af)
-        if scheme.opts["scaling"] == "dynamic":  # stateless: frequencies of the current sequence length, every call
-
-            def pre(module, args, kwargs, d=d):
-                pos = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
-                inv_s, af_s = scheme.frequencies(d, int(pos.max()) + 1 if pos is not None else None)
-                module.inv_freq.copy_(inv_s.to(module.inv_freq.device))
-                module.attention_scaling = float(af_s)
-
-            rot.register_forward_pre_hook(pre, with_kwargs=True)
+        if scheme.length_dependent:
+            hold_length(rot, lambda n, d=d: scheme.frequencies(d, n), model.rope_length)
 
 
 def _apply_hf(model: HFModel, rots, req: RopeRequest, rp: dict, original: int) -> dict:
@@ -133,8 +129,8 @@ def _apply_hf(model: HFModel, rots, req: RopeRequest, rp: dict, original: int) -
     if req.kind not in ROPE_INIT_FUNCTIONS:
         raise ExtrapError(f"RoPE hf:TYPE: TYPE must be one of {', '.join(ROPE_INIT_FUNCTIONS)}, got {req.kind!r}")
     half = rots[0][2].inv_freq.numel()  # rotary dimension / 2
-    params = hf_rope_parameters(req, rp, original, half)
     c = model.hf.config
+    params = hf_rope_parameters(req, rp, original, half, getattr(c, "max_position_embeddings", None))
     if hasattr(c, "rope_parameters"):
         c.rope_parameters = params
     else:  # transformers 4: theta apart
@@ -154,11 +150,16 @@ def _apply_hf(model: HFModel, rots, req: RopeRequest, rp: dict, original: int) -
         if not torch.isfinite(new.inv_freq).all():
             raise ExtrapError(f"RoPE {req.name} with rope_parameters {params} gives frequencies that are not finite")
         setattr(parent, name, new.to(rot.inv_freq.device))
+    hold_native(model.hf, model.rope_length)  # the new modules' dynamic / longrope: θ once per sequence
     return params
 
 
-def hf_rope_parameters(req: RopeRequest, rp: dict, original: int, half: int) -> dict:
-    """transformers ``rope_parameters`` for ``req`` (an ``hf:TYPE``): options, then the config, then defaults."""
+def hf_rope_parameters(req: RopeRequest, rp: dict, original: int, half: int, max_position: int | None = None) -> dict:
+    """transformers ``rope_parameters`` for ``req`` (an ``hf:TYPE``): options, then the config, then defaults.
+
+    ``rp``: the config's rope parameters; ``max_position``: its max_position_embeddings, from which
+    transformers derives the factor of yarn and longrope when none is given (:func:`_factor`).
+    """
     table = HF_ROPE_PARAMETERS.get(req.kind)
     params = {"rope_type": req.kind, "rope_theta": float(rp.get("rope_theta", 10000.0)), "factor": req.factor}
     if "partial_rotary_factor" in rp:
@@ -179,6 +180,7 @@ def hf_rope_parameters(req: RopeRequest, rp: dict, original: int, half: int) -> 
             params[name] = original
         elif default is not None and default != FROM_CONFIG:
             params[name] = default
+    params["factor"] = _factor(req, rp, same_type, params.get("original_max_position_embeddings"), max_position)
     missing = [n for n, (_, d) in table.items() if d == FROM_CONFIG and n not in params]
     if missing:
         raise ExtrapError(
@@ -187,6 +189,22 @@ def hf_rope_parameters(req: RopeRequest, rp: dict, original: int, half: int) -> 
         )
     _check_hf(req, params, half)
     return params
+
+
+def _factor(req: RopeRequest, rp: dict, same_type: bool, original: int | None, max_position: int | None) -> float:
+    """The request's factor; without one, the config's (same type), else transformers' derived one, else 1.
+
+    transformers derives yarn's and longrope's factor, and from it their attention factor, as
+    max_position_embeddings / original_max_position_embeddings (Phi-3 configs carry no factor): a
+    factor of 1 in its place would silently change the loaded model.
+    """
+    if req.factor_given:
+        return req.factor
+    if same_type and rp.get("factor") is not None:
+        return float(rp["factor"])
+    if req.kind in DERIVED_FACTOR and original and max_position:
+        return max_position / original
+    return req.factor
 
 
 def _convert(req: RopeRequest, name: str, text: str, kind: type):

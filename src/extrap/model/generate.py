@@ -39,12 +39,15 @@ def generate(
     """Continue ``prompt`` (B, L) by ``max_new_tokens`` tokens; returns (B, L + max_new_tokens).
 
     The prompt goes through the cache token by token, so a rolling cache sees exactly what it
-    would during generation.  ``temperature`` divides the output logits when sampling.
+    would during generation.  ``temperature`` divides the output logits when sampling.  The cache's
+    sequence length is L + max_new_tokens from the first step: a length-dependent RoPE scaling
+    (dynamic NTK, longrope) rotates every token with the θ of that final length, so each token is
+    scored as one pass over the finished sequence scores it, and cached keys never go stale.
     """
     if max_new_tokens < 0 or (cache_window is not None and cache_window < 1):
         raise ExtrapError("max_new_tokens must be >= 0 and cache_window >= 1")
     model.eval()
-    cache = model.new_cache(cache_window)
+    cache = model.new_cache(cache_window, seq_len=prompt.shape[1] + max_new_tokens)
     out = prompt
     logits = None
     for p in range(prompt.shape[1]):

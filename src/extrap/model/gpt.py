@@ -129,12 +129,15 @@ class Attention(nn.Module):
                 ctx.toeplitz_rows = rows
         return ctx
 
-    def heads(self, x, positions):
-        """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme."""
+    def heads(self, x, positions, seq_len: int | None = None):
+        """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme.
+
+        ``seq_len``: the length of the whole sequence (a KV cache's), which fixes a length-dependent θ.
+        """
         B, L, _ = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
         if self.scheme.rotates:
-            q, k = self.scheme.rotate(q, k, positions)
+            q, k = self.scheme.rotate(q, k, positions, seq_len=seq_len)
         return q, k, v
 
     def forward(
@@ -148,15 +151,17 @@ class Attention(nn.Module):
         rows: Sequence[int] | None = None,
         cache: LayerCache | None = None,
         table_cache: dict | None = None,
+        seq_len: int | None = None,
     ):
         """x (B, L, d) -> (B, L, d), and the layer's probe when asked: its probability or pre-softmax
         logit blocks, or the exact probabilities (B, H, R, L) of the query ``rows``.
 
         ``cache``: x holds new tokens at ``positions``; they attend to the cached keys and to each
         other, and their keys and values join the cache.  ``table_cache`` shares r(t) tables across layers.
+        ``seq_len``: the length of the whole sequence, which fixes a length-dependent RoPE's θ (a KV cache's).
         """
         B, L, _ = x.shape
-        q, k, v = self.heads(x, positions)
+        q, k, v = self.heads(x, positions, seq_len)
         tables, own_tables = table_cache, False
         if cache is not None:
             if return_probs or return_logits or rows is not None:
@@ -318,17 +323,23 @@ class GPT(nn.Module):
         return self.head(self.ln_f(h if last is None else h[:, -last:]))
 
     # ---- KV cache ---------------------------------------------------------------
-    def new_cache(self, window: int | None = None) -> KVCache:
+    def new_cache(self, window: int | None = None, seq_len: int | None = None) -> KVCache:
         if window is not None and window < 1:
             raise ExtrapError(f"cache window must be >= 1, got {window}")
-        return KVCache(window)
+        return KVCache(window, seq_len=seq_len)
 
     @torch.no_grad()
     def step(self, idx: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:
-        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through ``cache``."""
+        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through ``cache``.
+
+        Queries and keys are rotated for the cache's sequence length (fixed at its first step when
+        it was not given), so that the cached keys and every later query share one θ.
+        """
+        seq_len = cache.fix_seq_len(start + idx.shape[1])
         positions = torch.arange(start, start + idx.shape[1], device=idx.device)
         h = self.embed(idx, positions)
-        for _, out, _ in self._run_blocks(h, positions, layer_kw=lambda i: {"cache": cache.layer(i)}):
+        layers = self._run_blocks(h, positions, seq_len=seq_len, layer_kw=lambda i: {"cache": cache.layer(i)})
+        for _, out, _ in layers:
             h = out
         return self._logits(h)
 

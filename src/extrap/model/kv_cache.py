@@ -46,10 +46,23 @@ class LayerCache:
 
 @dataclass
 class KVCache:
-    """One :class:`LayerCache` per layer; ``window`` makes it a rolling cache of that many tokens."""
+    """One :class:`LayerCache` per layer; ``window`` makes it a rolling cache of that many tokens.
+
+    ``seq_len`` is the length of the whole sequence that runs through the cache (its last position
+    + 1).  A length-dependent RoPE scaling (dynamic NTK) and xPos's center take it for every step,
+    so keys cached at one step and queries of a later one share θ, as in one pass over the sequence.
+    None: the end of the first step fixes it (:meth:`fix_seq_len`).
+    """
 
     window: int | None = None
     layers: list[LayerCache] = field(default_factory=list)
+    seq_len: int | None = None
+
+    def fix_seq_len(self, end: int) -> int:
+        """The cache's sequence length: as given, else ``end`` (the first step's last position + 1), once."""
+        if self.seq_len is None:
+            self.seq_len = int(end)
+        return self.seq_len
 
     def layer(self, i: int) -> LayerCache:
         while len(self.layers) <= i:

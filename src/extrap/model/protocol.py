@@ -9,7 +9,7 @@ need beyond the forward pass is a method here:
   the positions are not a registry scheme, as in an ``hf:`` model);
 * the softmax temperature τ of every layer (004): ``temperatures()`` / ``set_temperature()``,
   and :func:`temperature` to set it for a block of code;
-* a KV cache: ``new_cache(window)`` and ``step(idx, start, cache)``, which runs new tokens
+* a KV cache: ``new_cache(window, seq_len)`` and ``step(idx, start, cache)``, which runs new tokens
   against the cached keys;
 * probes: ``attention_probs`` streams each layer's softmax probabilities (so statistics
   need only one layer in memory at a time), ``layer_logits`` returns one layer's
@@ -107,8 +107,10 @@ class ExtrapLM(Protocol):
         """One τ for every layer, or one per layer: each softmax becomes softmax(logits / τ)."""
         ...
 
-    def new_cache(self, window: int | None = None) -> Any:
-        """An empty KV cache for :meth:`step`; ``window``: keep only the keys of the last ``window`` tokens."""
+    def new_cache(self, window: int | None = None, seq_len: int | None = None) -> Any:
+        """An empty KV cache for :meth:`step`; ``window``: keep only the keys of the last ``window`` tokens.
+        ``seq_len``: the length of the whole sequence that will run through it, which fixes the θ of a
+        length-dependent RoPE scaling for every step (None: the end of the first step fixes it)."""
         ...
 
     def step(self, idx: torch.Tensor, start: int, cache: Any) -> torch.Tensor:

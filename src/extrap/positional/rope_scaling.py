@@ -46,6 +46,10 @@ if TYPE_CHECKING:  # torch is imported where it is used: the registry loads with
 SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3")
 """Values of the ``scaling`` option, i.e. the ``kind`` of :func:`rope_frequencies`."""
 
+LENGTH_DEPENDENT = ("dynamic",)
+"""Scalings whose θ depends on the length of the sequence (``seq_len``): a property of the whole sequence,
+fixed once for it, so that a stream through a KV cache rotates every query and key as one pass does."""
+
 
 @dataclass(frozen=True)
 class RopeRequest:
@@ -54,14 +58,16 @@ class RopeRequest:
     ``TEXT`` is ``KIND[:key=value,...]``, one of extrap's scalings with that scaling's
     options (``llama3:low_freq_factor=1,high_freq_factor=4``), or ``hf:TYPE[:key=value,...]``,
     transformers' own implementation with its ``rope_parameters`` keys (hf: models only).
-    The factor is given on its own (default 1).  Option values stay strings here: the
-    registry (extrap's kinds) or the HF adapter (hf: types) converts and checks them.
+    The factor is given on its own (default 1; ``factor_given`` False when it was not given, so that an
+    hf: type can take the model's own factor).  Option values stay strings here: the registry (extrap's
+    kinds) or the HF adapter (hf: types) converts and checks them.
     """
 
     kind: str
     factor: float = 1.0
     options: dict[str, str] = field(default_factory=dict)
     hf: bool = False
+    factor_given: bool = True
 
     @property
     def name(self) -> str:
@@ -88,10 +94,11 @@ class RopeRequest:
             options[key] = value
         if "factor" in options:
             raise ExtrapError(f"RoPE scaling {text!r}: the factor is given on its own (--factor F), not as an option")
-        factor = 1.0 if factor is None else float(factor)
+        given = factor is not None
+        factor = float(factor) if given else 1.0
         if not (factor > 0 and math.isfinite(factor)):
             raise ExtrapError(f"RoPE factor must be a positive number, got {factor}")
-        return cls(kind=kind, factor=factor, options=options, hf=hf)
+        return cls(kind=kind, factor=factor, options=options, hf=hf, factor_given=given)
 
 
 def _check(kind: str, head_dim: int, factor: float, original_max_position: int) -> None:
@@ -304,4 +311,12 @@ def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, ms
     return inv_freq, attention_factor
 
 
-__all__ = ["SCALINGS", "RopeRequest", "check_llama3", "default_inv_freq", "llama3_inv_freq", "rope_frequencies"]
+__all__ = [
+    "SCALINGS",
+    "LENGTH_DEPENDENT",
+    "RopeRequest",
+    "check_llama3",
+    "default_inv_freq",
+    "llama3_inv_freq",
+    "rope_frequencies",
+]

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 from extrap.errors import ExtrapError
 from extrap.positional.base import EmbeddingScheme, Option
 from extrap.positional.registry import register
-from extrap.positional.rope_scaling import SCALINGS, check_llama3, default_inv_freq, rope_frequencies
+from extrap.positional.rope_scaling import (
+    LENGTH_DEPENDENT,
+    SCALINGS,
+    check_llama3,
+    default_inv_freq,
+    rope_frequencies,
+)
 from extrap.positional.rotation import (
     apply_rotary,
     apply_xpos,
@@ -80,9 +86,10 @@ def _pos(x) -> bool:
 class Rotary(EmbeddingScheme):
     """RoPE, optionally with an interpolation method (``scaling=...``).
 
-    The model calls :meth:`rotate` on each layer's queries and keys.  Frequencies
-    come from :func:`rope_frequencies` and are cached per (head_dim, length,
-    device, dtype); the length only matters for ``scaling=dynamic``.
+    The model calls :meth:`rotate` on each layer's queries and keys.  Frequencies come from
+    :func:`rope_frequencies`, cached per (head_dim, length, device, dtype); the length only matters
+    for a length-dependent scaling (``dynamic``) and is the whole sequence's: ``seq_len`` (a KV
+    cache's), else the call's largest position + 1, the same for one pass over the sequence.
     """
 
     name = "rope"
@@ -238,6 +245,11 @@ class Rotary(EmbeddingScheme):
         opts.update(options or {})  # original_max_position among them overrides L
         return type(self)(**opts)
 
+    @property
+    def length_dependent(self) -> bool:
+        """θ depends on the sequence length (dynamic NTK): it must be fixed once per sequence."""
+        return self.opts["scaling"] in LENGTH_DEPENDENT
+
     # ---- frequencies -----------------------------------------------------------
     def frequencies(
         self, head_dim: int, seq_len: int | None = None, device=None, dtype: torch.dtype | None = None
@@ -248,7 +260,7 @@ class Rotary(EmbeddingScheme):
         dtype = torch.float32 if dtype is None else dtype
         o = self.opts
         original = o["original_max_position"] or 2048  # unused by the scalings that may omit it
-        if o["scaling"] == "dynamic":
+        if self.length_dependent:
             seq_len = max(int(seq_len), original) if seq_len is not None else original  # <= L: same θ
         else:
             seq_len = None
@@ -283,19 +295,26 @@ class Rotary(EmbeddingScheme):
             self._cache[key] = hit
         return hit
 
-    def _freqs_for(self, q: Tensor, positions: Tensor, k_positions: Tensor | None) -> tuple[Tensor, float]:
-        seq_len = None
-        if self.opts["scaling"] == "dynamic":
+    def _freqs_for(
+        self, q: Tensor, positions: Tensor, k_positions: Tensor | None, seq_len: int | None
+    ) -> tuple[Tensor, float]:
+        if self.length_dependent and seq_len is None:
             import torch
 
-            # emozilla: the current length is max position + 1 (as HF); one host sync
+            # emozilla: the sequence length is max position + 1 (as HF); one host sync
             top = positions.max() if k_positions is None else torch.maximum(positions.max(), k_positions.max())
             seq_len = int(math.ceil(float(top))) + 1
         return self.frequencies(q.shape[-1], seq_len, q.device, compute_dtype(q))
 
     # ---- what the model calls -----------------------------------------------------
     def rotate(
-        self, q: Tensor, k: Tensor, positions: Tensor, k_positions: Tensor | None = None, **kw: Any
+        self,
+        q: Tensor,
+        k: Tensor,
+        positions: Tensor,
+        k_positions: Tensor | None = None,
+        seq_len: int | None = None,
+        **kw: Any,
     ) -> tuple[Tensor, Tensor]:
         """Rotate queries and keys.
 
@@ -303,13 +322,16 @@ class Rotary(EmbeddingScheme):
             q: (B, H, Lq, D); k: (B, H, Lk, D).
             positions: (Lq,) or (B, Lq), long or float; k_positions: the keys'
                 positions when they differ (KV cache), else ``positions``.
+            seq_len: the length of the whole sequence these positions belong to, which
+                fixes a length-dependent θ (a stream gives it for every chunk); None:
+                the largest position + 1 here.
 
         Returns:
             ``(q', k')``, same shapes and dtypes.
         """
         if kw:
             raise TypeError(f"{self.name}.rotate got unexpected arguments {sorted(kw)}")
-        inv_freq, af = self._freqs_for(q, positions, k_positions)
+        inv_freq, af = self._freqs_for(q, positions, k_positions, seq_len)
         kpos = positions if k_positions is None else k_positions
         return apply_rotary(q, positions, inv_freq, af), apply_rotary(k, kpos, inv_freq, af)
 
@@ -337,10 +359,18 @@ class XPos(Rotary):
         k: Tensor,
         positions: Tensor,
         k_positions: Tensor | None = None,
+        seq_len: int | None = None,
         center: Tensor | float | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """As :meth:`Rotary.rotate`, plus the xPos scaling; ``center``: see :func:`apply_xpos`."""
-        inv_freq, af = self._freqs_for(q, positions, k_positions)
+        """As :meth:`Rotary.rotate`, plus the xPos scaling; ``center``: see :func:`apply_xpos`.
+
+        With ``seq_len`` and no ``center`` the center is ceil(seq_len / 2), the one a single pass
+        over positions 0..seq_len-1 takes: every chunk of a stream then shares it, so the cached
+        keys and the later queries stay relative.
+        """
+        if center is None and seq_len is not None:
+            center = float(math.ceil(seq_len / 2))
+        inv_freq, af = self._freqs_for(q, positions, k_positions, seq_len)
         return apply_xpos(
             q,
             k,
