@@ -33,8 +33,8 @@ from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
-from extrap.theory.results import CheckpointAnalysis, HeadResult, LayerResults, check_eps, eps_key
 from extrap.theory.piecewise import PiecewiseSeries
+from extrap.theory.results import CheckpointAnalysis, HeadResult, LayerResults, check_eps, eps_key
 from extrap.theory.trf import MAX_DIRECT, Series
 from extrap.timeout import TimeLimit, time_limit
 
@@ -245,7 +245,9 @@ def _sum_series(res: HeadResult, scheme: BiasRPE, head: int, values, v: Verdict,
         if cutoff > MAX_DIRECT:  # too far to sum term by term: piece by piece between the switch points
             series = PiecewiseSeries(r, scheme.symbolic(head, values), tail, cutoff, v.fast)
         else:
-            series = (tail is not None and closed_series(r, tail, cutoff, v.fast)) or Series(r, tail, cutoff, fast=v.fast)
+            series = (tail is not None and closed_series(r, tail, cutoff, v.fast)) or Series(
+                r, tail, cutoff, fast=v.fast
+            )
         notes = []
         for x in eps:
             try:

@@ -168,4 +168,7 @@ __all__ = [
     "POINTS",
     "Unbounded",
     "compile_interval",
-    "enclosure", "last_failure", "last_failure_monotone"]
+    "enclosure",
+    "last_failure",
+    "last_failure_monotone",
+]

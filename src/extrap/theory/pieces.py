@@ -7,10 +7,10 @@ sum term by term, the sum over 0..K-1 is taken piece by piece: :func:`split` cov
 [0, K) with maximal ranges on which one branch-free expression is r(t), found by interval
 arithmetic (:mod:`extrap.theory.intervals`): a range on which every min/max of the formula
 has an argument that is the extreme one over the whole range (every Piecewise condition
-one truth value) is a piece; any other range is halved, down to a few distances, which
-are then summed term by term from the formula itself (so a tie or a bound too loose to
-decide never picks a wrong branch).  The switch points are thus exact integers: the
-first distance of each piece.
+one truth value) is a piece; any other range is halved, down to a few distances, each
+then decided on its own.  A distance that even a point interval cannot decide (a tie, a
+bound too loose) is summed term by term from the formula itself, so no wrong branch is
+ever summed.  The switch points are exact integers: the first distance of each piece.
 """
 
 from __future__ import annotations
@@ -127,11 +127,16 @@ def split(expr, t, stop: int) -> list[Piece]:
             mid = (lo + hi) // 2
             stack += [(mid + 1, hi), (lo, mid)]  # left half first: pieces come out in order
             continue
-        if branch is None:
-            points += hi - lo + 1
-            if points > MAX_POINTS:
-                raise Unbounded(f"the branches of {expr} swap too often below t={stop} to sum term by term")
-        _append(out, Piece(lo, hi + 1, branch))
+        if branch is not None:
+            _append(out, Piece(lo, hi + 1, branch))
+            continue
+        for k in range(lo, hi + 1):  # a few distances around a switch: each on its own
+            budget -= 1
+            one = selector.select(expr, k, k)
+            points += one is None
+            _append(out, Piece(k, k + 1, one))
+        if points > MAX_POINTS:
+            raise Unbounded(f"the branches of {expr} swap too often below t={stop} to sum term by term")
     return out
 
 

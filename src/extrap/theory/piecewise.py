@@ -28,10 +28,12 @@ from extrap.positional.conventions import T
 from extrap.theory.closed import closed_series
 from extrap.theory.intervals import Unbounded
 from extrap.theory.pieces import split
-from extrap.theory.runs import DirectRun, Run, make_run
+from extrap.theory.runs import DirectRun, Run, make_run, weight
 from extrap.theory.trf import DPS, EPS_MIN, Series, SeriesError
 
 MARGIN = 10  # both sides of a crossing must clear this many times the error bounds involved
+SEARCH_DPS = 25  # digits of the bisection inside a piece; the integer is then settled at full precision
+WALK = 64  # steps of R(n+1) = R(n) - b_n that settling may take
 
 
 class PiecewiseSeries:
@@ -43,7 +45,7 @@ class PiecewiseSeries:
     """
 
     def __init__(self, head: Callable, form, tail_expr, cutoff: int, fast: bool = False, t=T):
-        self.cutoff = cutoff
+        self.cutoff, self._head = cutoff, head
         with mpmath.workdps(DPS):
             try:
                 pieces = split(form, t, cutoff)
@@ -85,7 +87,9 @@ class PiecewiseSeries:
             target = self.total * eps_mp
             for i, run in enumerate(self.runs):
                 if self._after[i][0] < target:  # R(stop) < B eps already: the crossing is in this piece
-                    return self._settle(self._inside(run, self._after[i][0], target), target, eps_mp)
+                    with mpmath.workdps(SEARCH_DPS):
+                        n = self._inside(run, self._after[i][0], target)
+                    return self._settle(n, target, eps_mp)
             if self.rest is None:
                 raise SeriesError("the tail sum ties with B*eps at the end of the finite support")
             shifted = target / self.rest.total  # the same target, as a fraction of the tail's own sum
@@ -113,11 +117,19 @@ class PiecewiseSeries:
         return hi
 
     def _settle(self, n: int, target, eps_mp) -> int:
-        """``n`` when R(n) < target <= R(n-1) holds clear of the error bounds, else a one-line tie."""
+        """The exact min{ j : R(j) < target } from a guess ``n`` (walking R(n+1) = R(n) - b_n), checked
+        to hold clear of the error bounds: R(n) < target <= R(n-1), else a one-line tie."""
         here, err = self.remainder(n)
-        before, err_before = self.remainder(n - 1)
-        noise = MARGIN * (max(err, err_before) + eps_mp * self.total_err)
-        if not (target - here > noise and before - target > noise):
+        for _ in range(WALK):
+            if here >= target and n < self.cutoff:  # the rough search stopped short
+                here, n = here - weight(self._head, n), n + 1
+            elif n > 0 and here + weight(self._head, n - 1) < target:  # ... or went one too far
+                here, n = here + weight(self._head, n - 1), n - 1
+            else:
+                break
+        before = here + weight(self._head, n - 1) if n > 0 else None
+        noise = MARGIN * (err + eps_mp * self.total_err)
+        if not (target - here > noise and (before is None or before - target > noise)):
             raise SeriesError(f"the tail sum ties with B*eps at t={n} within the working precision")
         return n
 

@@ -10,7 +10,7 @@ branch.  Its sum is the finite-range version of the tails of :class:`extrap.theo
 * :class:`SmoothRun`, any other branch: Euler-Maclaurin between two points,
   sum_{t=j}^{c-1} b_t = int_j^c b + E(j) - E(c), E(J) = b(J)/2 - sum_k B_2k/(2k)! b^(2k-1)(J),
   with the derivatives from Taylor jets (:mod:`extrap.theory.jets`) and the integral by
-  tanh-sinh on ranges that double away from both ends.  Where E is not accurate at an end
+  Gauss-Legendre on ranges that double away from both ends.  Where E is not accurate at an end
   (b varies too fast there), a few thousand terms at that end are summed directly.
 
 Each run gives ``suffix(j)`` = (sum over j <= t < stop, its error bound), so the TRF search
@@ -121,14 +121,14 @@ class SmoothRun(Run):
         b = sympy.exp(sympy.sympify(branch).subs(T, x))
         self._b = sympy.lambdify(x, b, modules=[{"exp": saturating_exp}, "mpmath"])
         self._jet = compile_jet(b, x)
-        self._mid = {}  # J -> (E(J), error)
+        self._mid = {}  # (J, precision) -> (E(J), error)
         lo = next((start + h for h in EDGES if self._edge(start + h)), None)
         hi = next((stop - h for h in EDGES if self._edge(stop - h)), None)
         if lo is None or hi is None or hi - lo < SHORT:
-            where = start if lo is None else stop
+            where = f"{start}..{start + EDGES[-1]}" if lo is None else f"{stop - EDGES[-1]}..{stop}"
             raise SeriesError(
                 f"the piece r(t) = {branch} on {start} <= t < {stop} cannot be summed: Euler-Maclaurin "
-                f"is not accurate near t={where} (b varies too fast for its derivatives to decay)"
+                f"is not accurate anywhere on t = {where} (b varies too fast for its derivatives to decay)"
             )
         self._lo, self._hi = lo, hi
         self._head = DirectRun(head, start, lo)
@@ -158,16 +158,17 @@ class SmoothRun(Run):
             if abs(corr) <= pow10(-(DPS + 2)) * abs(d[0]):
                 break
         err = abs(prev) if prev is not None else abs(d[0])
-        self._mid[J] = (total, err)
+        self._mid[J, mpmath.mp.prec] = (total, err)
         return err <= pow10(-(DPS - 8)) * abs(d[0])
 
     def _body(self, j: int) -> tuple:
         """(sum_{j <= t < hi} b_t, error) for lo <= j <= hi: the integral plus the ends' corrections."""
         if j >= self._hi:
             return mpmath.mpf(0), mpmath.mpf(0)
-        if j not in self._mid:
-            self._edge(j)
-        (ej, ej_err), (eh, eh_err) = self._mid[j], self._mid[self._hi]
+        for J in (j, self._hi):
+            if (J, mpmath.mp.prec) not in self._mid:
+                self._edge(J)
+        (ej, ej_err), (eh, eh_err) = self._mid[j, mpmath.mp.prec], self._mid[self._hi, mpmath.mp.prec]
         integral, q_err = _integral(self._b, j, self._hi)
         v = integral + ej - eh
         return v, q_err + ej_err + eh_err + ROUNDING * abs(v)
@@ -183,14 +184,14 @@ class SmoothRun(Run):
 
 
 def _integral(b: Callable, a: int, c: int) -> tuple:
-    """(int_a^c b, error) by tanh-sinh on [a, a+1], [a+1, a+2], [a+2, a+4], ... and the same towards c."""
+    """(int_a^c b, error) by Gauss-Legendre on [a, a+1], [a+1, a+2], [a+2, a+4], ... and the same towards c."""
     cuts, k = {a, c}, 1
     while a + k < c:
         cuts.update((a + k, c - k))
         k *= 2
     points = [mpmath.mpf(x) for x in sorted(cuts)]
-    v, e = mpmath.quad(b, points, error=True, maxdegree=QUAD_MAXDEGREE)
-    if not e <= pow10(-(DPS - 10)) * abs(v):
+    v, e = mpmath.quad(b, points, error=True, maxdegree=QUAD_MAXDEGREE, method="gauss-legendre")
+    if not e <= pow10(-(mpmath.mp.dps - 10)) * abs(v):
         raise SeriesError(f"the integral of b over {a} <= t < {c} is not accurate (error {mpmath.nstr(e, 3)})")
     return v, e
 
