@@ -33,8 +33,9 @@ from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
+from extrap.theory.piecewise import PiecewiseSeries
 from extrap.theory.results import CheckpointAnalysis, HeadResult, LayerResults, check_eps, eps_key
-from extrap.theory.trf import Series
+from extrap.theory.trf import MAX_DIRECT, Series
 from extrap.timeout import TimeLimit, time_limit
 
 DEFAULT_EPS = (1e-3, 1e-6)
@@ -240,8 +241,13 @@ def _sum_series(res: HeadResult, scheme: BiasRPE, head: int, values, v: Verdict,
     """Set B and the TRFs of ``res`` from the head's series; returns why any TRF stays null."""
     with time_limit(SERIES_TIMEOUT, required=False):
         r, cutoff = _numeric_r(scheme, head, values), v.cutoff or 0
-        series = None if v.finite else closed_series(r, v.expr, cutoff, v.fast)
-        series = series or Series(r, None if v.finite else v.expr, cutoff, fast=v.fast)
+        tail = None if v.finite else v.expr
+        if cutoff > MAX_DIRECT:  # too far to sum term by term: piece by piece between the switch points
+            series = PiecewiseSeries(r, scheme.symbolic(head, values), tail, cutoff, v.fast)
+        else:
+            series = (tail is not None and closed_series(r, tail, cutoff, v.fast)) or Series(
+                r, tail, cutoff, fast=v.fast
+            )
         notes = []
         for x in eps:
             try:

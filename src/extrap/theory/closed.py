@@ -45,14 +45,14 @@ def closed_series(head: Callable, tail_expr, cutoff: int, fast: bool) -> Series 
         return shape[0](head, cutoff, fast, *shape[1:])
 
 
-def _mp(c) -> mpmath.mpf | None:
+def exact_mpf(c) -> mpmath.mpf | None:
     """An exact real sympy constant at the working precision (None if it is not one)."""
     if not (c.is_number and c.is_extended_real and c.is_finite):
         return None
     return mpmath.mpf(sympy.Float(c.evalf(DPS + 10), DPS + 10)._mpf_)
 
 
-def _split(expr):
+def affine_split(expr):
     """(c, k, f) with expr = c + k*f, c and k free of t (None when expr is not of that form)."""
     terms = sympy.Add.make_args(sympy.sympify(expr))
     dependent = [a for a in terms if mentions(a, T)]
@@ -65,23 +65,23 @@ def _split(expr):
 
 
 def _geometric(expr):
-    parts = _split(expr)
+    parts = affine_split(expr)
     if parts is None or parts[2] != T:
         return None
-    c, m = _mp(parts[0]), _mp(-parts[1])
+    c, m = exact_mpf(parts[0]), exact_mpf(-parts[1])
     if c is None or m is None or not m > 0:
         return None
     return GeometricSeries, c, m
 
 
 def _hurwitz(expr):
-    parts = _split(expr)
+    parts = affine_split(expr)
     if parts is None or not isinstance(parts[2], sympy.log) or len(parts[2].args) != 1:
         return None
-    inner = _split(parts[2].args[0])
+    inner = affine_split(parts[2].args[0])
     if inner is None or inner[2] != T:
         return None
-    c, p, q, a = _mp(parts[0]), _mp(-parts[1]), _mp(inner[0]), _mp(inner[1])
+    c, p, q, a = exact_mpf(parts[0]), exact_mpf(-parts[1]), exact_mpf(inner[0]), exact_mpf(inner[1])
     if None in (c, p, q, a) or not (p > 1 and a > 0 and q > 0):
         return None
     return HurwitzSeries, c, p, a, q
@@ -178,4 +178,4 @@ class HurwitzSeries(_ClosedTail):
         return u * mpmath.exp(g / (self._p - 1)) - self._shift, g
 
 
-__all__ = ["GeometricSeries", "HurwitzSeries", "closed_series"]
+__all__ = ["GeometricSeries", "HurwitzSeries", "affine_split", "closed_series", "exact_mpf"]

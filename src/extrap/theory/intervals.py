@@ -109,12 +109,20 @@ def last_failure_monotone(d, t, sign: int, top: int, exact: Callable, eventual_s
 
 def _holds(bound: Callable, lo: int, hi: int, sign: int) -> bool | None:
     """True: sign * d >= 0 on all of [lo, hi]; False: < 0 on all of it; None: the bound cannot tell."""
+    y = enclosure(bound, lo, hi)
+    if y is None:
+        return None
+    lower, upper = (y[0], y[1]) if sign > 0 else (-y[1], -y[0])
+    return True if lower >= 0 else False if upper < 0 else None
+
+
+def enclosure(bound: Callable, lo: int, hi: int) -> tuple[float, float] | None:
+    """(lower, upper) float bounds of d on every real t in [lo, hi] (None where interval arithmetic fails)."""
     try:
-        y = bound(lo, hi) * sign
-        lower, upper = float(y.a), float(y.b)
+        y = bound(lo, hi)
+        return float(y.a), float(y.b)
     except (ArithmeticError, ValueError, TypeError, AttributeError):  # log of a range through 0, a complex power
         return None
-    return True if lower >= 0 else False if upper < 0 else None
 
 
 def last_failure(d, t, sign: int, top: int, exact: Callable[[int], bool | None]) -> int | None:
@@ -154,4 +162,13 @@ def last_failure(d, t, sign: int, top: int, exact: Callable[[int], bool | None])
     return search(0, top)
 
 
-__all__ = ["BUDGET", "EXACT_BUDGET", "POINTS", "Unbounded", "compile_interval", "last_failure", "last_failure_monotone"]
+__all__ = [
+    "BUDGET",
+    "EXACT_BUDGET",
+    "POINTS",
+    "Unbounded",
+    "compile_interval",
+    "enclosure",
+    "last_failure",
+    "last_failure_monotone",
+]
