@@ -96,6 +96,20 @@ HALF = 4  # head_dim 8
 LONGROPE = dict(rope_type="longrope", rope_theta=1e4, long_factor=[1.0, 2.0, 4.0, 8.0], short_factor=[1.0] * HALF)
 
 
+@pytest.mark.parametrize("spec", [_spec("dynamic"), _spec("dynamic", "xpos")])
+def test_ranked_candidates_share_the_one_pass_rotation(spec):
+    """task score --score rank: the prompt-once KV-cache path scores as the batched forward does."""
+    from extrap.tasks.continuations import score_candidates, score_continuations
+
+    model = _gpt(spec)
+    prompt = _ids(64, 300, seed=3).tolist()
+    conts = [_ids(64, 6, seed=s).tolist() for s in (4, 5, 6)]
+    cached = score_candidates(model, prompt, conts)
+    batched = score_continuations(model, [(prompt, c) for c in conts], batch=len(conts))
+    for a, b in zip(cached, batched):
+        assert a.loglik == pytest.approx(b.loglik, rel=1e-5)
+
+
 def _llama_config(max_pos: int, rope_parameters: dict | None = None):
     extra = {"rope_parameters": rope_parameters} if rope_parameters else {}
     return transformers.LlamaConfig(

@@ -71,9 +71,9 @@ def score_candidates(model: ExtrapLM, prompt: list[int], conts: list[list[int]])
     if not isinstance(model, ExtrapLM):
         return score_continuations(model, [(prompt, c) for c in conts], batch=len(conts))
     device = model_device(model)
-    cache = model.new_cache()
-    first = model.step(torch.tensor([prompt], dtype=torch.long, device=device), 0, cache)[:, -1]
     N, T = len(conts), max(len(c) for c in conts)
+    cache = model.new_cache(seq_len=len(prompt) + T - 1)  # θ of a length-dependent RoPE: the longest row's
+    first = model.step(torch.tensor([prompt], dtype=torch.long, device=device), 0, cache)[:, -1]
     cache.expand(N)
     tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=device)  # padded
     rows = [first.expand(N, -1)]
