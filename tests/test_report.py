@@ -342,6 +342,7 @@ def test_report_html_content(full_report):
 
 def test_report_is_navigable(full_report):
     """Contents first, then the claims linking to what decides them, then the main figure; per-PE tables folded."""
+    import html
     import re
 
     _, path, _ = full_report
@@ -352,8 +353,15 @@ def test_report_is_navigable(full_report):
     links = re.findall(r'href="#([^"]+)"', text)
     assert set(links) <= ids and {"claims", "main-figure", "theory", "erf", "timing"} <= set(links)
     claims = text.split('<table class="claims">')[1].split("</table>")[0]
-    assert claims.count('<a href="#') == 6 and 'href="#main-figure">Convergent RPEs' in claims
-    assert 'href="#erf">TRF and ERF trends agree' in claims and 'href="#timing">Sliding' in claims
+    decided = re.findall(r'<td>([^<]*)</td><td>[^<]*</td><td>[^<]*</td><td><a href="#([^"]+)">', claims)
+    assert {html.unescape(claim): anchor for claim, anchor in decided} == {
+        CONV: "main-figure",
+        EXAMPLES: "main-figure",
+        SIN: "main-figure",
+        TRF: "theory",
+        SPEAR: "erf",
+        TIME: "timing",
+    }
     assert (
         text.count("<details ") == len(THEORY)
         and "<summary>type1: converges; TRF at ε=0.001, widest head: 1000" in text
@@ -419,7 +427,7 @@ def test_alibi_slopes_section(tmp_path):
     text = report.write_report(typed(r), tmp_path).read_text(encoding="utf-8")
     assert "003 Table 1" in text and "94.4" in text and "Δ=2" in text
     assert "timing" not in text.split('id="missing"')[1].split("</section>")[0]  # the experiment never times
-    assert 'id="timing"' not in text and 'href="#slopes-shift">Shifting' in text
+    assert 'id="timing"' not in text and 'href="#slopes-shift">ALiBi slopes: shift' in text
     assert (tmp_path / "figures" / "slopes_same-h.svg").is_file()
 
 

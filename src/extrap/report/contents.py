@@ -49,14 +49,17 @@ def contents(results: StudyResults, missing: bool, slopes: bool) -> list[tuple[s
     return head + body
 
 
-def claim_anchor(results: StudyResults, claim: Claim, figures: dict) -> str | None:
-    """The id of the figure or section that decides ``claim`` (None for a claim this report does not know)."""
+def claim_anchor(results: StudyResults, claim: Claim, figures: dict) -> tuple[str, str] | None:
+    """(id, title) of the figure or section that decides ``claim`` (None for a claim this report does not know)."""
+    titles = dict(EXTRAPOLATION_SECTIONS + ALIGNMENT_SECTIONS)
     if claim.claim in DECIDED_BY:
-        return DECIDED_BY[claim.claim]
+        return DECIDED_BY[claim.claim], titles[DECIDED_BY[claim.claim]]
     group = next((g for words, g in SLOPE_CLAIM_GROUPS.items() if claim.claim.startswith(words)), None)
     if group is not None:
-        return f"slopes-{slug(group)}" if group in slope_groups(results) else "slopes"
+        if group in slope_groups(results):
+            return f"slopes-{slug(group)}", f"ALiBi slopes: {group}"
+        return "slopes", titles["slopes"]
     if results.experiment == "alignment":
-        fig = "alignment_tau" if "τ" in claim.claim else "alignment_accuracy"
-        return f"fig-{fig}" if fig in figures else "alignment"
+        fig, title = ("alignment_tau", "τ figure") if "τ" in claim.claim else ("alignment_accuracy", "accuracy figure")
+        return (f"fig-{fig}", title) if fig in figures else ("alignment", titles["alignment"])
     return None
