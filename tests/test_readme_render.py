@@ -71,7 +71,7 @@ def test_the_section_says_what_the_results_recorded():
     text = readme.study_markdown(r)
     assert "4-layer, d=128, 4-head byte-level models, 600 steps × 16 × 128 tokens of stdlib source" in text
     assert "L_tr = 128, evaluated up to 4× = 512" in text
-    assert "Wall time: 9 min 4 s on a machine with 2 CPUs (2 jobs side by side, 1 torch thread(s) each)." in text
+    assert "Wall time: 9 min 4 s on a machine with 2 CPUs (2 jobs at a time, 1 torch thread each)." in text
     assert "Bits per byte under the last-token protocol (64 fixed targets" in text
     assert f"| type2 | {math.log2(4.0):.3f} | {math.log2(4.01):.3f} | {math.log2(4.0):.3f} |" in text
     assert "| TRF(Type2) < TRF(Type1) | 000 Theorem 0.5, Fig. 6 | ✔ ε=0.001: Type1 608, Type2 15" in text
@@ -135,3 +135,12 @@ def test_the_readme_is_the_rendering_of_the_committed_results():
     assert text == rendered, "README.md differs from its rendering: python -m extrap.report.readme " + str(
         COMMITTED.relative_to(ROOT)
     )
+
+
+def test_the_readme_marks_its_rendered_section_and_copies_no_time_by_hand():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.count(readme.BEGIN) == 1 and text.count(readme.END) == 1
+    assert text.index(readme.BEGIN) < text.index(readme.END)
+    assert readme.replace_region(text, "x\n").count("x\n") >= 1  # the markers are found
+    for claim in ("25 minutes", "half an hour", "minutes on 2"):
+        assert claim not in text, claim

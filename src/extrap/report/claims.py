@@ -97,7 +97,7 @@ def claim_trf_types(results: StudyResults) -> Claim:
         heads = num_heads(results)
         eps = eps_keys([r for rs in rows.values() for r in rs]) or list(FORMULA_EPS)
         pairs = [(e, formula_trf("type1", e, heads), formula_trf("type2", e, heads)) for e in eps]
-        how = f"from the formulas with {heads} heads, not among the study's PEs"
+        how = f"from the formulas with {heads} heads: the study did not run both"
     pairs = [(e, a, b) for e, a, b in pairs if a is not None and b is not None]
     if not pairs:
         return Claim(name, None, "no ε with a TRF for both type1 and type2", src)

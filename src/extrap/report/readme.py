@@ -67,10 +67,15 @@ def timing_text(results: StudyResults) -> str:
     h = results.host
     if h is None:
         return text + " (machine not recorded)."
-    jobs = f"{fmt(h.jobs)} jobs side by side, {fmt(h.torch_threads)} torch thread(s) each"
-    where = f" on {h.device}" if h.device else ""
+    jobs = f"{count(h.jobs, 'job')} at a time, {count(h.torch_threads, 'torch thread')} each"
+    where = f", on {h.device}" if h.device else ""
     resumed = "; resumed, so only the part left to do" if h.resumed else ""
-    return f"{text} on a machine with {fmt(h.cpu_count)} CPUs ({jobs}{where}{resumed})."
+    return f"{text} on a machine with {count(h.cpu_count, 'CPU')} ({jobs}{where}{resumed})."
+
+
+def count(n: int | None, noun: str) -> str:
+    """ "1 job", "2 jobs", "– jobs" (not recorded)."""
+    return f"{fmt(n)} {noun}{'' if n == 1 else 's'}"
 
 
 def claims_text(claims: list[Claim]) -> str:
