@@ -54,6 +54,7 @@ def _protocol(pe, protocol, scale=1.0):
         {
             "length": L,
             "loss": math.log(p),
+            "loss_stderr": 0.004 * L / 128 if math.isfinite(p) else None,  # bands that widen with length
             "ppl": p,
             "bits_per_token": math.log2(p),
             "tokens": 4096,
@@ -224,7 +225,7 @@ def test_claims_refuted():
 
 def test_claims_none_when_data_missing():
     by = claims_by_name({})
-    assert all(c.ok is None for c in by.values())
+    assert all(c.ok is None for name, c in by.items() if name != TRF)
     assert all(c.evidence for c in by.values())
     r = make_results()
     del r["eval"]["example2"]
@@ -232,6 +233,16 @@ def test_claims_none_when_data_missing():
     by = claims_by_name(r)
     assert by[EXAMPLES].ok is None and "example2: not evaluated" in by[EXAMPLES].evidence
     assert by[SPEAR].ok is None  # two PEs always rank perfectly
+
+
+def test_the_trf_claim_needs_only_the_formulas():
+    """TRF(Type2) < TRF(Type1) is decided without type1 and type2 in the study (000 Theorem 0.5)."""
+    r = make_results()
+    r["theory"] = [row for row in r["theory"] if row["pe"] not in ("type1", "type2")]
+    r["n_head"] = 4
+    c = claims_by_name(r)[TRF]
+    assert c.ok is True and "ε=0.001: Type1 608, Type2 15" in c.evidence and "from the formulas" in c.evidence
+    assert "ε=1e-06: Type1 607927, Type2 48" in c.evidence
 
 
 def test_timing_ratio_recomputed_from_seconds():
@@ -329,6 +340,48 @@ def test_report_html_content(full_report):
     assert "0–7" in text  # identical Type1 heads collapsed into one row
 
 
+def test_report_is_navigable(full_report):
+    """Contents first, then the claims linking to what decides them, then the main figure; per-PE tables folded."""
+    import html
+    import re
+
+    _, path, _ = full_report
+    text = path.read_text(encoding="utf-8")
+    assert text.index('<nav id="toc"') < text.index('id="claims"') < text.index('id="main-figure"')
+    assert text.index('id="main-figure"') < text.index('id="theory"')
+    ids = set(re.findall(r' id="([^"]+)"', text))
+    links = re.findall(r'href="#([^"]+)"', text)
+    assert set(links) <= ids and {"claims", "main-figure", "theory", "erf", "timing"} <= set(links)
+    claims = text.split('<table class="claims">')[1].split("</table>")[0]
+    decided = re.findall(r'<td>([^<]*)</td><td>[^<]*</td><td>[^<]*</td><td><a href="#([^"]+)">', claims)
+    assert {html.unescape(claim): anchor for claim, anchor in decided} == {
+        CONV: "main-figure",
+        EXAMPLES: "main-figure",
+        SIN: "main-figure",
+        TRF: "theory",
+        SPEAR: "erf",
+        TIME: "timing",
+    }
+    assert (
+        text.count("<details ") == len(THEORY)
+        and "<summary>type1: converges; TRF at ε=0.001, widest head: 1000" in text
+    )
+    main = text.split('id="main-figure"')[1].split("</section>")[0]
+    assert 'src="figures/ppl_last-token.png"' in main and "95% interval" in main
+    assert 'href="#main-figure">at the top' in text  # the last-token table points to it instead of a second copy
+
+
+def test_main_figure_has_bands_and_a_panel_for_the_flat_curves():
+    from extrap.report import figures
+
+    fig = figures.ppl_figure(typed(make_results()), "last-token")
+    left, right = fig.axes
+    assert left.get_yscale() == "log"  # sinusoidal spans decades
+    labels = [ln.get_label() for ln in right.lines if not ln.get_label().startswith("_")]
+    assert right.get_yscale() == "linear" and labels == ["alibi", "kerple-log", "type1", "type2"]
+    assert len(left.collections) >= 7  # one 95% band per PE
+
+
 def test_report_writes_valid_json_roundtrip(tmp_path):
     """results.json as the study writes it (NaN / inf from a failed length) renders."""
     full = make_results()
@@ -373,6 +426,8 @@ def test_alibi_slopes_section(tmp_path):
     }
     text = report.write_report(typed(r), tmp_path).read_text(encoding="utf-8")
     assert "003 Table 1" in text and "94.4" in text and "Δ=2" in text
+    assert "timing" not in text.split('id="missing"')[1].split("</section>")[0]  # the experiment never times
+    assert 'id="timing"' not in text and 'href="#slopes-shift">ALiBi slopes: shift' in text
     assert (tmp_path / "figures" / "slopes_same-h.svg").is_file()
 
 
@@ -447,13 +502,38 @@ def _chromium(tmp_path, *args):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
+def _page_checks(tmp_path, path, width: int = 1200) -> str:
+    """The attributes the page's own check (templates/image_check.js.j2) sets on <body>, in a headless Chromium."""
+    proc = _chromium(tmp_path, "--virtual-time-budget=5000", f"--window-size={width},2000", "--dump-dom", path.as_uri())
+    body = next((line for line in proc.stdout.splitlines() if "<body" in line), "")
+    assert "data-images" in body, (proc.stdout[-2000:], proc.stderr[-2000:])
+    return body
+
+
 def test_chromium_loads_every_image(full_report, tmp_path):
-    _, path, _ = full_report
-    proc = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
-    assert 'data-images="ok"' in proc.stdout, (proc.stdout[-2000:], proc.stderr[-2000:])
+    """Every figure loads, every in-page link has its target, and the page is no wider than the window,
+    also with every per-PE table opened."""
+    out, path, _ = full_report
+    body = _page_checks(tmp_path, path)
+    assert 'data-images="ok"' in body and 'data-anchors="ok"' in body and 'data-overflow="ok"' in body, body
+    opened = out / "opened.html"
+    opened.write_text(path.read_text(encoding="utf-8").replace("<details ", "<details open "), encoding="utf-8")
+    for width in (1200, 800):
+        body = _page_checks(tmp_path, opened, width)
+        assert 'data-overflow="ok"' in body and 'data-anchors="ok"' in body, (width, body)
     shot = tmp_path / "shot.png"
     proc = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,2000", path.as_uri())
     assert shot.is_file() and shot.stat().st_size > 1000, proc.stderr[-2000:]
+
+
+def test_chromium_flags_lost_anchors_and_overflow(full_report, tmp_path):
+    """The in-page checks really detect a link without a target and a page wider than the window."""
+    out, path, _ = full_report
+    text = path.read_text(encoding="utf-8").replace('id="erf"', 'id="erf-gone"')
+    wide = out / "wide.html"
+    wide.write_text(text.replace("</body>", '<div style="width:3000px">x</div></body>'), encoding="utf-8")
+    body = _page_checks(tmp_path, wide)
+    assert 'data-anchors="missing:erf' in body and 'data-overflow="wide:' in body, body
 
 
 def test_chromium_flags_broken_image(full_report, tmp_path):
@@ -461,8 +541,7 @@ def test_chromium_flags_broken_image(full_report, tmp_path):
     out, path, _ = full_report
     broken = out / "broken.html"
     broken.write_text(path.read_text(encoding="utf-8").replace("figures/heatmaps.png", "figures/nope.png"))
-    proc = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", broken.as_uri())
-    assert 'data-images="broken:1"' in proc.stdout, proc.stderr[-2000:]
+    assert 'data-images="broken:1"' in _page_checks(tmp_path, broken)
 
 
 def test_alibi_slope_claims_follow_003_table_1():

@@ -268,3 +268,30 @@ def test_ppl_table_marks_the_verdict_of_a_model_that_did_not_learn():
     assert rows["window:1"][-2] == "yes"
     cell = rows["window:2"][-2]
     assert cell.text == "yes, but did not learn" and "unigram entropy" in cell.title
+
+
+def test_t5_bias_is_drawn_against_distance_with_whole_head_ticks(tmp_path, monkeypatch):
+    """``extrap theory --checkpoint hf:T5 --plot``: bias per distance t = i - j (not per bucket), heads 0, 1, 2."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    import extrap.plotting
+    from extrap.hf import plot_t5_tables
+    from extrap.hf.theory import t5_bias_by_distance, t5_tables
+
+    cfg = transformers.T5Config(vocab_size=50, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=3)
+    transformers.T5ForConditionalGeneration(cfg).save_pretrained(tmp_path / "t5")
+    enc = next(t for t in t5_tables(tmp_path / "t5") if t["part"] == "encoder")
+    ts, bias = t5_bias_by_distance(enc)
+    assert ts[0] == -256 and ts[-1] == 256 and bias.shape == (3, 513)
+    assert torch.equal(bias[:, 256 + 5], enc["table"][:, 5])  # exact buckets for small past distances
+    assert torch.equal(bias[:, -1], bias[:, -2])  # beyond max_distance: one bucket
+    drawn = []
+    real = extrap.plotting.save_figure
+    monkeypatch.setattr(extrap.plotting, "save_figure", lambda fig, *a, **k: drawn.append(fig) or real(fig, *a, **k))
+    files = plot_t5_tables(tmp_path / "t5", tmp_path / "figs")
+    assert {p.name for p in files} >= {"t5_encoder_buckets.png", "t5_decoder_buckets.svg"}
+    ax = drawn[0].axes[0]
+    assert "distance t = i − j" in ax.get_xlabel() and ax.get_xscale() == "symlog"
+    ticks = [t for t in ax.get_yticks() if -0.5 <= t <= 2.5]
+    assert ticks and all(float(t).is_integer() for t in ticks)

@@ -195,19 +195,42 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
     raise ExtrapError(f"not supported: {architecture(cfg)}")
 
 
+def t5_bias_by_distance(table: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(t (D,), bias (H, D)): every head's bias at each distance t = i - j (query i, key j; negative: future
+    keys of a bidirectional table) up to twice ``max_distance``; beyond it the last bucket holds."""
+    from extrap.positional.bias import t5_bucket
+
+    reach = 2 * table["max_distance"]
+    ts = torch.arange(-reach if table["bidirectional"] else 0, reach + 1)
+    buckets = t5_bucket(ts, table["bidirectional"], table["num_buckets"], table["max_distance"])
+    return ts, table["table"][:, buckets]
+
+
 def plot_t5_tables(path, out_dir) -> list[Path]:
-    """004 Fig. 1 style heatmap of each T5 bucket table (heads x buckets), PNG + SVG."""
+    """004 Fig. 1 style heatmap of each T5 bias table against distance (heads x distance t), PNG + SVG."""
+    from matplotlib.ticker import MaxNLocator
+
     from extrap.plotting import new_figure, save_figure
 
     files = []
     for t in t5_tables(path):
-        fig = new_figure(6, 3)
+        ts, bias = t5_bias_by_distance(t)
+        heads = bias.shape[0]
+        fig = new_figure(8, 1.8 + 0.22 * heads)
         ax = fig.add_subplot()
-        im = ax.imshow(t["table"].numpy(), aspect="auto", cmap="viridis")
-        ax.set_xlabel("bucket")
+        edges = torch.arange(int(ts[0]), int(ts[-1]) + 2).double() - 0.5  # one cell per distance
+        im = ax.pcolormesh(edges.numpy(), (torch.arange(heads + 1) - 0.5).numpy(), bias.numpy(), cmap="viridis")
+        ax.set_xscale("symlog", linthresh=1)  # T5's exact buckets near 0 and its log buckets both visible
+        for d in (-t["max_distance"], t["max_distance"]) if t["bidirectional"] else (t["max_distance"],):
+            ax.axvline(d, color="white", ls=":", lw=1)
+        future = ", < 0: future keys" if t["bidirectional"] else ""
+        ax.set_xlabel(f"distance t = i − j (tokens{future}); dotted: max_distance")
         ax.set_ylabel("head")
-        ax.set_title(f"T5 {t['part']} relative attention bias")
-        fig.colorbar(im, ax=ax, label="bias added to the logit")
-        layer = f"_L{t['layer']}" if t["layer"] else ""
-        files += save_figure(fig, out_dir, f"t5_{t['part']}{layer}_buckets")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.invert_yaxis()  # head 0 on top, as in a table
+        layer = f", layer {t['layer']}" if t["layer"] else ""
+        ax.set_title(f"T5 {t['part']} relative attention bias{layer}")
+        fig.colorbar(im, ax=ax, label="bias (brighter = larger)")
+        suffix = f"_L{t['layer']}" if t["layer"] else ""
+        files += save_figure(fig, out_dir, f"t5_{t['part']}{suffix}_buckets")
     return files

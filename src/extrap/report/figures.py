@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
 from extrap.theory.plots import curve_style
 
 CAPTIONS = {
-    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; dashed line: "
-    'training length L_tr. A PE marked "did not learn" has a loss at L_tr above the set fraction of the '
-    "unigram entropy (see Training runs): its flat curve says nothing about extrapolation "
-    "(analogue of 000 Figs. 3/4).",
+    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; bands: the 95% "
+    "interval exp(loss ± 1.96 standard errors) where the standard error is known; the perplexity axis is "
+    "logarithmic when the curves span a factor of 10. Right panel (when some PEs extrapolate and others do not): "
+    "the PEs that extrapolate (000 Definition 0.1) on a linear axis. Dashed line: training length L_tr. A PE "
+    'marked "did not learn" has a loss at L_tr above the set fraction of the unigram entropy (see Training '
+    "runs): its flat curve says nothing about extrapolation (analogue of 000 Figs. 3/4).",
     "trf_erf": "TRF ({setting}) beside gradient and attention ERF, in tokens, each measure divided by its own "
     "largest value over the PEs: bars compare PEs within one measure, not the measures with each other{scale}. "
     '"no TRF": the series diverges or the PE adds no bias; "did not learn": its ERFs measure an untrained '
@@ -40,40 +43,69 @@ def pe_label(results: StudyResults, pe: str) -> str:
     return f"{pe} (did not learn)" if results.learned(pe) is False else pe
 
 
-def series(rep: EvalReport | None) -> tuple[list[int], list[float]]:
-    """(lengths, ppl) of one protocol report, finite points only."""
-    pts = [(r.length, num(r.ppl)) for r in (rep.results if rep else [])]
-    pts = sorted((L, p) for L, p in pts if isinstance(L, int) and p is not None)
-    return [L for L, _ in pts], [p for _, p in pts]
+@dataclass(frozen=True)
+class Curve:
+    """One PE's perplexity against length, with its 95% interval (NaN where no standard error is known)."""
+
+    label: str
+    xs: list[int]  # lengths, tokens
+    ys: list[float]  # perplexity per token
+    lo: list[float]
+    hi: list[float]
+    flat: bool  # the PE extrapolates (000 Definition 0.1)
+    style: int  # its colour and line style (curve_style), the same in every panel
 
 
-def ppl_axes(ax, curves: list[tuple[str, list[int], list[float]]], train_length, title: str) -> None:
-    ys = [p for _, _, ps in curves for p in ps]
-    for k, (label, xs, ps) in enumerate(curves):
-        style = curve_style(k)
-        ax.plot(xs, ps, marker="o", ms=3, label=label, color=style.color, ls=style.ls)
+def ppl_curve(label: str, rep: EvalReport | None, style: int) -> Curve | None:
+    """The finite points of one protocol report; bands exp(loss ± 1.96 se) from ``LengthResult.ppl_ci95``."""
+    pts = sorted((r.length, r) for r in (rep.results if rep else []) if isinstance(r.length, int) and num(r.ppl))
+    if not pts:
+        return None
+    ci = [r.ppl_ci95 or (math.nan, math.nan) for _, r in pts]
+    xs, ys = [L for L, _ in pts], [r.ppl for _, r in pts]
+    return Curve(label, xs, ys, [a for a, _ in ci], [b for _, b in ci], rep.extrapolates is True, style)
+
+
+def spans_decades(curves: list[Curve]) -> bool:
+    """A log axis when the curves span a factor of 10 or more: exploding PEs would flatten the rest."""
+    ys = [y for c in curves for y in c.ys]
+    return bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= 10
+
+
+def ppl_axes(ax, curves: list[Curve], train_length, title: str, log: bool | None = None) -> None:
+    for c in curves:
+        style = curve_style(c.style)
+        ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
+        if any(math.isfinite(v) for v in c.lo):
+            ax.fill_between(c.xs, c.lo, c.hi, color=style.color, alpha=0.2, lw=0)
     ax.set_xscale("log", base=2)
-    if ys and min(ys) > 0 and max(ys) / min(ys) > 20:  # exploding PEs would flatten the rest
+    if spans_decades(curves) if log is None else log:
         ax.set_yscale("log")
     if isinstance(train_length, int):
         ax.axvline(train_length, color="grey", ls="--", lw=1)
     ax.set_xlabel("evaluation length L_ex (tokens)")
     ax.set_ylabel("perplexity (per token)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
 
 
 def ppl_figure(results: StudyResults, protocol: str):
-    curves = []
+    """000 Figs. 3/4: every PE on one panel and, beside it, the PEs that extrapolate on a linear axis."""
+    curves: list[Curve] = []
     for pe in results.all_pes():
-        xs, ps = series((results.eval.get(pe) or {}).get(protocol))
-        if xs:
-            curves.append((pe_label(results, pe), xs, ps))
+        c = ppl_curve(pe_label(results, pe), (results.eval.get(pe) or {}).get(protocol), len(curves))
+        if c is not None:
+            curves.append(c)
     if not curves:
         return None
-    fig = new_figure(6.4, 4.0)
-    ppl_axes(fig.add_subplot(), curves, results.train_length, f"PPL vs length ({protocol})")
+    flat = [c for c in curves if c.flat]
+    both = 0 < len(flat) < len(curves)
+    fig = new_figure(11.0 if both else 6.4, 4.2)
+    ppl_axes(fig.add_subplot(1, 2 if both else 1, 1), curves, results.train_length, f"PPL vs length ({protocol})")
+    if both:
+        title = f"the {len(flat)} PEs that extrapolate, linear axis"
+        ppl_axes(fig.add_subplot(1, 2, 2), flat, results.train_length, title, log=False)
     return fig
 
 
@@ -156,12 +188,12 @@ def slopes_figure(results: StudyResults, group: str, variants: list[SlopeVariant
     proto = slopes_protocol(results, variants)
     if proto is None:
         return None
-    curves = []
+    curves: list[Curve] = []
     for v in variants:
-        xs, ps = series((results.eval.get(v.pe) or {}).get(proto))
-        if xs:
-            mark = " (did not learn)" if results.learned(v.pe) is False else ""
-            curves.append(((v.label or v.pe) + mark, xs, ps))
+        mark = " (did not learn)" if results.learned(v.pe) is False else ""
+        c = ppl_curve((v.label or v.pe) + mark, (results.eval.get(v.pe) or {}).get(proto), len(curves))
+        if c is not None:
+            curves.append(c)
     if not curves:
         return None
     fig = new_figure(6.4, 4.0)

@@ -10,6 +10,7 @@ from extrap.io import atomic_write_text
 from extrap.report.alignment import alignment_context
 from extrap.report.alignment import missing as alignment_missing
 from extrap.report.claims import compute_claims
+from extrap.report.contents import claim_anchor, contents, has_timing
 from extrap.report.figures import write_figures
 from extrap.report.sections import extrapolation_context, learning_text, runs_table
 from extrap.report.values import fmt
@@ -47,7 +48,7 @@ def missing_summary(results: StudyResults) -> list[str]:
         (results.eval, "evaluation"),
         (results.erf, "receptive fields"),
         (results.spearman, "TRF/ERF correlation"),
-        (results.timing, "timing"),
+        (results.timing if has_timing(results) else True, "timing"),  # the slope experiment never times
     ):
         if not section:
             out.append(f"no {what} section")
@@ -104,9 +105,11 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
         .render(
             title=results.experiment or "study",
             meta=header(results),
+            toc=contents(results, bool(missing), not alignment and bool(body["slopes"])),
             missing=missing,
             failures=sorted((results.failures or {}).items()),
-            claims=[(status(c), c) for c in claims],
+            claims=[(status(c), c, claim_anchor(results, c, figures)) for c in claims],
+            timing=has_timing(results),
             alignment=alignment,
             runs=runs_table(results),
             learning=learning_text(results),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from extrap.report.figures import CAPTIONS, erf_trf_params, erf_trf_setting
-from extrap.report.lookup import eps_keys, erf_table, slope_groups, slopes_protocol
+from extrap.report.lookup import eps_keys, erf_table, slope_groups, slopes_protocol, widest_head_trf
 from extrap.report.paper import PAPER_003_TABLE1
-from extrap.report.values import PAPER_SLIDING_RELATIVE, PROTOCOLS, fmt, num, trf_setting
+from extrap.report.values import PAPER_SLIDING_RELATIVE, PROTOCOLS, VERDICT_PROTOCOLS, fmt, num, trf_setting
 from extrap.report.view import Cell, Table, figure_ref, table
 from extrap.results import TRAINED, EvalReport, StudyResults, TheoryRow, slug
 
@@ -65,6 +65,20 @@ def collapse_heads(rows: list[TheoryRow], eps: list[str]) -> list[tuple[list, Th
     return [(heads, r) for heads, r, _ in groups]
 
 
+def theory_summary(pe: str, rows: list[TheoryRow], eps: list[str]) -> str:
+    """One line per PE: its verdict, the TRF of its widest head and what its rows are ("8 heads")."""
+    initial, trained = [r for r in rows if not r.trained], [r for r in rows if r.trained]
+    line = f"{pe}: " + ", ".join(dict.fromkeys(str(r.verdict) for r in trained or initial))
+    groups = [("initial", initial), ("trained", trained)] if eps else []
+    trf = [(label, widest_head_trf(rs, eps[0])) for label, rs in groups if rs]
+    if any(v is not None for _, v in trf):
+        values = ", ".join(f"{fmt(v)} ({label})" for label, v in trf) if trained else fmt(trf[0][1])
+        line += f"; TRF at ε={eps[0]}, widest head: {values}"
+    heads = len({r.head for r in initial})
+    line += f"; {heads} head{'s' if heads != 1 else ''}"
+    return line + (f", initial and trained values of {len({r.layer for r in trained})} layer(s)" if trained else "")
+
+
 def theory_table(results: StudyResults) -> Table | None:
     rows = results.theory_by_pe()
     if not rows:
@@ -85,6 +99,20 @@ def theory_table(results: StudyResults) -> Table | None:
                 + [" ".join(filter(None, (r.explanation, r.trf_note)))]
             )
     return table(headers, body, "theory")
+
+
+def theory_context(results: StudyResults) -> list[dict] | None:
+    """Per PE: a one-line summary and its rows of :func:`theory_table` (the page collapses them under it)."""
+    full = theory_table(results)
+    if full is None:
+        return None
+    eps = eps_keys(results.theory)
+    out = []
+    for pe, rs in results.theory_by_pe().items():
+        rows = [row[1:] for row in full.rows if row[0] == pe]
+        summary = theory_summary(pe, rs, eps)
+        out.append({"id": f"theory-{slug(pe)}", "summary": summary, "table": Table(full.headers[1:], rows, full.css)})
+    return out
 
 
 def runs_table(results: StudyResults) -> Table | None:
@@ -152,12 +180,18 @@ def verdict_cell(results: StudyResults, pe: str, rep: EvalReport) -> str | Cell:
     return fmt(rep.extrapolates)
 
 
+def main_protocol(figures: dict) -> str:
+    """The protocol of the report's main figure: the first of the verdict's protocols that was drawn."""
+    return next((p for p in VERDICT_PROTOCOLS if f"ppl_{p}" in figures), VERDICT_PROTOCOLS[0])
+
+
 def ppl_context(results: StudyResults, figures: dict, notes: dict) -> list[dict] | None:
     if not results.eval:
         return None
     return [
         {
             "protocol": p,
+            "main": p == main_protocol(figures),  # its figure is the main one, at the top
             "table": ppl_table(results, p),
             "figure": figure_ref(figures, notes, f"ppl_{p}", CAPTIONS["ppl"].format(protocol=p)),
         }
@@ -234,7 +268,7 @@ def timing_context(results: StudyResults) -> dict | None:
 
 def slope_group_context(results: StudyResults, group: str, variants, figures: dict, notes: dict) -> dict:
     proto = slopes_protocol(results, variants)
-    ctx = {"group": group, "protocol": proto, "table": None, "figure": None}
+    ctx = {"group": group, "id": f"slopes-{slug(group)}", "protocol": proto, "table": None, "figure": None}
     if proto is None:
         return ctx
     reps = {v.pe: (results.eval.get(v.pe) or {}).get(proto) for v in variants}
@@ -272,8 +306,13 @@ def slopes_context(results: StudyResults, figures: dict, notes: dict) -> dict | 
 
 def extrapolation_context(results: StudyResults, figures: dict, notes: dict) -> dict:
     """What templates/extrapolation.html.j2 shows; a None section is reported missing."""
+    main = main_protocol(figures)
     return {
-        "theory": theory_table(results),
+        "main": {
+            "protocol": main,
+            "figure": figure_ref(figures, notes, f"ppl_{main}", CAPTIONS["ppl"].format(protocol=main)),
+        },
+        "theory": theory_context(results),
         "ppl": ppl_context(results, figures, notes),
         "shapes": [(name, figure_ref(figures, notes, name)) for name in ("heatmaps", "trf_curves")],
         "erf": erf_context(results, figures, notes),

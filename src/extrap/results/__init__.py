@@ -36,7 +36,7 @@ from extrap.results.extrapolation import (
 )
 from extrap.results.names import slug
 from extrap.results.records import Record
-from extrap.results.study import RESULTS_FILE, StudyResults, load_results, save_results
+from extrap.results.study import RESULTS_FILE, StudyHost, StudyResults, StudyTraining, load_results, save_results
 from extrap.results.window import WindowBound, WindowError, WindowInfo, WindowMeasure
 
 __all__ = [
@@ -62,7 +62,9 @@ __all__ = [
     "SlopeVariant",
     "Slopes",
     "Spearman",
+    "StudyHost",
     "StudyResults",
+    "StudyTraining",
     "TheoryRow",
     "Timing",
     "TimingRow",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
@@ -24,6 +26,77 @@ from extrap.results.extrapolation import (
 from extrap.results.records import Record, listed, mapped, one, plain
 
 RESULTS_FILE = "results.json"
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True)
+class StudyHost:
+    """The machine a study ran on, so that its wall time (``StudyResults.seconds``) can be judged.
+
+    ``resumed``: the folder already held the study, so the wall time covers only what was left.
+    """
+
+    cpu_count: int | None  # os.cpu_count()
+    torch_threads: int | None  # torch threads per job
+    jobs: int | None  # jobs run side by side
+    device: str | None = None  # where the jobs ran (None: training on cuda when available, measuring on cpu)
+    resumed: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "cpu_count": self.cpu_count,
+            "torch_threads": self.torch_threads,
+            "jobs": self.jobs,
+            "device": self.device,
+            "resumed": self.resumed,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> StudyHost:
+        return cls(
+            cpu_count=_int(d.get("cpu_count")),
+            torch_threads=_int(d.get("torch_threads")),
+            jobs=_int(d.get("jobs")),
+            device=d.get("device") if isinstance(d.get("device"), str) else None,
+            resumed=d.get("resumed") is True,
+        )
+
+
+@dataclass(frozen=True)
+class StudyTraining:
+    """The models a study trained and how, as its first run's configuration records them."""
+
+    n_layer: int | None
+    d_model: int | None
+    n_head: int | None
+    steps: int | None
+    batch_size: int | None
+    train_length: int | None
+    tokenizer: str | None = None  # bytes, bpe:V
+    corpus: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "n_layer": self.n_layer,
+            "d_model": self.d_model,
+            "n_head": self.n_head,
+            "steps": self.steps,
+            "batch_size": self.batch_size,
+            "train_length": self.train_length,
+            "tokenizer": self.tokenizer,
+            "corpus": self.corpus,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> StudyTraining:
+        text = {k: v if isinstance(v := d.get(k), str) else None for k in ("tokenizer", "corpus")}
+        return cls(
+            **{k: _int(d.get(k)) for k in ("n_layer", "d_model", "n_head", "steps", "batch_size", "train_length")},
+            **text,
+        )
 
 
 @dataclass
@@ -62,7 +135,9 @@ class StudyResults(Record):
     timing: Timing | None = one(Timing, omit=True)
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
     claims: list[Claim] = listed(Claim)
-    seconds: float | None = plain(omit=True)
+    seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
+    host: StudyHost | None = one(StudyHost, omit=True)  # None: an earlier extrap did not record it
+    training: StudyTraining | None = one(StudyTraining, omit=True)
 
     @classmethod
     def from_dict(cls, d) -> StudyResults:

@@ -26,7 +26,7 @@ from typing import Any
 
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json, run_metadata
-from extrap.results import RunSummary, StudyResults, save_results
+from extrap.results import RunSummary, StudyHost, StudyResults, StudyTraining, save_results
 from extrap.run.records import TrainingSummary
 
 log = logging.getLogger(__name__)
@@ -220,6 +220,7 @@ def run_jobs(
 
 def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
     """Run an experiment's jobs in ``request.out`` (resuming what is there) and write its results and report."""
+    resumed = (request.out / STUDY_FILE).exists()
     claim_folder(request.out, exp, request.resume)
     t_start = time.perf_counter()
     log.info(exp.headline)
@@ -236,15 +237,35 @@ def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
         log.info("  %s: %s", job.name, exp.progress(output))
 
     run_jobs(exp.worker, exp.jobs, request.jobs, collect)
-    return finish(request.out, exp.assemble(outcome), t_start)
+    host = StudyHost(os.cpu_count(), request.threads, request.jobs, request.device, resumed)
+    return finish(request.out, exp.assemble(outcome), t_start, host)
 
 
-def finish(out: Path, results: StudyResults, t_start: float) -> StudyResults:
+def trained_models(out: Path, results: StudyResults) -> StudyTraining | None:
+    """The models' shape and training, from the first run's configuration (None without a readable run)."""
+    from extrap.run import RunDir
+
+    for pe in results.runs:
+        path = results.run_path(pe, out)
+        try:
+            cfg = RunDir(path).read_config() if path is not None else None
+        except (OSError, ExtrapError, ValueError):  # a half-written run folder: try the next
+            continue
+        if cfg is not None:
+            m, t = cfg.model, cfg.train
+            return StudyTraining(
+                m.n_layer, m.d_model, m.n_head, t.steps, t.batch_size, t.train_length, cfg.tokenizer, cfg.corpus
+            )
+    return None
+
+
+def finish(out: Path, results: StudyResults, t_start: float, host: StudyHost | None = None) -> StudyResults:
     """Claims, results.json (and results.csv) and report.html: the last step of every experiment."""
     from extrap.report import compute_claims, write_report
     from extrap.results.tables import study_table, write_csv
 
     results.claims = compute_claims(results)
+    results.host, results.training = host, trained_models(out, results)
     results.seconds = time.perf_counter() - t_start
     save_results(results, out)
     write_csv(out / "results.csv", study_table(results))  # the same records, one row each, for spreadsheets
