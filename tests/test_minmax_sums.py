@@ -187,3 +187,9 @@ def test_a_piece_the_engine_cannot_sum_is_null_with_the_reason():
 def test_a_switch_beyond_2_64_stays_null():
     r = one("min(-t/1e30, -log(n))")
     assert r.series_sum is None and "2**64" in r.trf_note
+
+
+def test_a_window_beyond_term_by_term_reach_is_exact():
+    # r = 0 for t < W, -oo beyond: B = W and R(j) = W - j < W eps from j = W - W eps + 1 (an exact tie at W - W eps)
+    r = analyse("window:W=1000000", 1, eps=EPS, lengths=None)[0]
+    assert float(r.series_sum) == 1_000_000 and r.trf == {"0.001": 999_001, "1e-06": 1_000_000}

@@ -29,7 +29,7 @@ from extrap.theory.closed import closed_series
 from extrap.theory.intervals import Unbounded
 from extrap.theory.pieces import split
 from extrap.theory.runs import DirectRun, Run, make_run, weight
-from extrap.theory.trf import DPS, EPS_MIN, Series, SeriesError
+from extrap.theory.trf import DPS, EPS_MIN, Series, SeriesError, less
 
 MARGIN = 10  # both sides of a crossing must clear this many times the error bounds involved
 SEARCH_DPS = 25  # digits of the bisection inside a piece; the integer is then settled at full precision
@@ -86,7 +86,7 @@ class PiecewiseSeries:
                 raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
             target = self.total * eps_mp
             for i, run in enumerate(self.runs):
-                if self._after[i][0] < target:  # R(stop) < B eps already: the crossing is in this piece
+                if less(self._after[i][0], target):  # R(stop) < B eps already: the crossing is in this piece
                     with mpmath.workdps(SEARCH_DPS):
                         n = self._inside(run, self._after[i][0], target)
                     return self._settle(n, target, eps_mp)
@@ -109,7 +109,7 @@ class PiecewiseSeries:
                 mid = min(max(lo + int(x * (hi - lo)), lo + 1), hi - 1)
             s = run.suffix(mid)[0]
             width = hi - lo
-            if s < goal:
+            if less(s + rest, target):
                 hi, s_hi = mid, s
             else:
                 lo, s_lo = mid, s
@@ -118,18 +118,20 @@ class PiecewiseSeries:
 
     def _settle(self, n: int, target, eps_mp) -> int:
         """The exact min{ j : R(j) < target } from a guess ``n`` (walking R(n+1) = R(n) - b_n), checked
-        to hold clear of the error bounds: R(n) < target <= R(n-1), else a one-line tie."""
+        to hold clear of the error bounds: R(n) < target <= R(n-1), else a one-line tie.  As in
+        :class:`Series`, values equal to the working precision count as equal (Eq. 22 is strict)."""
         here, err = self.remainder(n)
         for _ in range(WALK):
-            if here >= target and n < self.cutoff:  # the rough search stopped short
+            if not less(here, target) and n < self.cutoff:  # the rough search stopped short
                 here, n = here - weight(self._head, n), n + 1
-            elif n > 0 and here + weight(self._head, n - 1) < target:  # ... or went one too far
+            elif n > 0 and less(here + weight(self._head, n - 1), target):  # ... or went one too far
                 here, n = here + weight(self._head, n - 1), n - 1
             else:
                 break
         before = here + weight(self._head, n - 1) if n > 0 else None
         noise = MARGIN * (err + eps_mp * self.total_err)
-        if not (target - here > noise and (before is None or before - target > noise)):
+        exact_tie = before is not None and not less(before, target) and not less(target, before)
+        if not (target - here > noise and (before is None or exact_tie or before - target > noise)):
             raise SeriesError(f"the tail sum ties with B*eps at t={n} within the working precision")
         return n
 

@@ -30,6 +30,7 @@ from extrap.theory.closed import affine_split, exact_mpf
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.jets import Unsupported, compile_jet
 from extrap.theory.quadrature import QUAD_MAXDEGREE, em_coefficient, pow10
+from extrap.theory.scale import mentions
 from extrap.theory.trf import DPS, EM_TERMS
 
 SHORT = 4096  # pieces up to this long are summed term by term
@@ -210,6 +211,9 @@ def make_run(head: Callable, start: int, stop: int, branch) -> Run:
 
 
 def _closed_run(branch, start: int, stop: int) -> Run | None:
+    if not mentions(branch, T):  # a constant weight (0 for r = -oo): a geometric sum of ratio 1
+        c = mpmath.mpf("-inf") if branch == -sympy.oo else exact_mpf(branch)
+        return None if c is None else GeometricRun(start, stop, c, mpmath.mpf(0))
     parts = affine_split(branch)
     if parts is None:
         return None

@@ -241,7 +241,7 @@ class Series:
     def _crossing(self, eps_mp, strict: bool):
         """(n, R(n-1) - target, target - R(n), error of those R) with target = B eps."""
         target = self.total * eps_mp
-        if not (self.finite or _less(self.tail0, target)):
+        if not (self.finite or less(self.tail0, target)):
             try:
                 return self._settle(self._search(target), target, strict)
             except SeriesError:
@@ -256,7 +256,7 @@ class Series:
 
     def _grow(self, target) -> bool:
         """Extend the exact head (x8 at a time) until its tail drops below ``target``."""
-        while not _less(self.tail0, target):
+        while not less(self.tail0, target):
             size = self.n0 * 8
             if size > MAX_DIRECT:
                 return False
@@ -272,7 +272,7 @@ class Series:
         lo, hi = 0, self.n0  # R(lo) >= target (R(0) = B), R(hi) < target
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if _less(self.tail(mid), target):
+            if less(self.tail(mid), target):
                 hi = mid
             else:
                 lo = mid
@@ -339,9 +339,9 @@ class Series:
         else:
             raise SeriesError("integer search for the TRF did not settle")
         for _ in range(1000):  # walk: R(n-1) = R(n) + b_{n-1}, R(n+1) = R(n) - b_n
-            if _less(R, target):
+            if less(R, target):
                 prev = R + self.term(n - 1) if n > 0 else None
-                if prev is None or not _less(prev, target):
+                if prev is None or not less(prev, target):
                     return n, (None if prev is None else prev - target), target - R, err
                 n, R = n - 1, prev
             else:
@@ -350,9 +350,9 @@ class Series:
         raise SeriesError("integer search for the TRF did not settle")
 
 
-def _less(a, b) -> bool:
+def less(a, b) -> bool:
     """a < b, counting values equal to within the working precision as equal (Eq. 22 is strict)."""
     return a < b - abs(b) * pow10(-(mpmath.mp.dps - 8))
 
 
-__all__ = ["DPS", "EPS_MIN", "TRF_MAX", "InfiniteTerm", "NotReal", "Series", "SeriesError"]
+__all__ = ["DPS", "EPS_MIN", "TRF_MAX", "InfiniteTerm", "NotReal", "Series", "SeriesError", "less"]
