@@ -1,7 +1,7 @@
 """``extrap theory``'s RoPE section: the flags, the analyses of rotary PEs and checkpoints, and their text.
 
     extrap theory rope --head-dim 128 --train-length 4096 --length 16384
-    extrap theory "rope:base=500000,scaling=llama3,factor=8,original_max_position=8192" --head-dim 128 --train-length 8192
+    extrap theory "rope:base=5e5,scaling=llama3,factor=8,original_max_position=8192" --head-dim 128 --train-length 8192
     extrap theory --checkpoint hf:~/models/Llama-3.1-8B          # from config.json alone
     extrap theory --checkpoint RUN_DIR                          # an extrap run trained with rope or xpos
 
