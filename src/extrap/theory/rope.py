@@ -248,7 +248,7 @@ def analyse_rope(
         scheme: a rotary scheme or its spec (rope, xpos, any scaling).
         head_dim: d, the rotary dimension of one head (even).
         train_length: L_tr = T_train, the pre-training length.
-        length: L', the length analysed (distances 0..L'-1); None: :func:`default_length`.
+        length: L', the length analysed (distances 0..L'-1); None: :func:`default_length` (at least T_tune).
         pretrain_base: β₀ of pre-training (None: the scheme's base).
         tune_length: T_tune, a fine-tuning length with the scheme's own frequencies.
         pretrained: the scheme itself was trained (an extrap run), not plain RoPE before a scaling.
@@ -258,8 +258,10 @@ def analyse_rope(
     d = check_head_dim(head_dim)
     train_length = _check("the training length", train_length, 0)
     s = rotary(scheme)
-    length = _check("the length", default_length(s, train_length) if length is None else length, 0)
     tune = None if tune_length is None else _check("the fine-tuning length", tune_length, 0)
+    if length is None:
+        length = max(default_length(s, train_length), tune or 0)
+    length = _check("the length", length, 0)
     beta0 = _check("the pre-training base", s.opts["base"] if pretrain_base is None else pretrain_base, 1, float)
     with agg.one_thread():
         theta = frequencies(s, d, length)
