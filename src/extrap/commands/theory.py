@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extrap.commands import args as types
+from extrap.commands import theory_rope
 from extrap.errors import ExtrapError
 
 if TYPE_CHECKING:  # the theory engine loads sympy and torch: imported when the command runs
@@ -87,6 +88,7 @@ def register(subparsers) -> None:
         help="Theorem 0.5: compare the first PE's receptive field with each other PE's (head 0)",
     )
     p.add_argument("--explain", action="store_true", help="print each verdict's explanation under the table")
+    theory_rope.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -99,6 +101,13 @@ def _print_table(rows, keys: list[str], longest: int, explain: bool) -> None:
         print()
         for line in _explanations(rows):
             print(line)
+
+
+def _print_rope(rope, note: str | None = None) -> None:
+    if rope:
+        print(theory_rope.rope_text(rope))
+    if note:
+        print(f"\n{note}")
 
 
 def _layer_index(key: str) -> int | str:
@@ -145,16 +154,18 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         for other in schemes[1:]:
             comparisons.append(compare(schemes[0], other, args.heads, eps=eps))
+    rope = theory_rope.rope_for_pes(schemes, args, DEFAULT_TRAIN_LENGTH)  # before anything is written
     plots = _plots(schemes, args) if args.plot else []
     if args.csv:
         _write_csv(args.csv, rows)
 
     if args.json:
-        report = TheoryReport(tuple(rows), tuple(comparisons), tuple(str(p) for p in plots))
+        report = TheoryReport(tuple(rows), tuple(comparisons), tuple(str(p) for p in plots), rope)
         print(json.dumps(report.to_json(), indent=None, default=str, allow_nan=False))
         return 0
     keys = [eps_key(e) for e in eps]
     _print_table(rows, keys, max(lengths), args.explain)
+    _print_rope(rope, theory_rope.head_dim_note(schemes, args))
     for c in comparisons:
         verdict = {"a": f"{c.a} has the smaller TRF", "b": f"{c.b} has the smaller TRF"}.get(c.smaller, "undecided")
         print(f"\nTheorem 0.5, {c.a} vs {c.b}: {verdict}. {c.explanation}")
@@ -210,6 +221,7 @@ def _run_checkpoint(args, eps, lengths) -> int:
     from extrap.theory.reports import CheckpointTheory
 
     src = args.checkpoint
+    rope = theory_rope.rope_for_checkpoint(src, args)  # first: a bad RoPE config fails before transformers reads it
     plots = []
     if is_hf(src):
         from extrap.hf import hf_theory, plot_t5_tables
@@ -222,12 +234,13 @@ def _run_checkpoint(args, eps, lengths) -> int:
     if args.csv:
         _write_csv(args.csv, rows)
     if args.json:
-        report = CheckpointTheory(str(src), tuple(rows), tuple(str(p) for p in plots))
+        report = CheckpointTheory(str(src), tuple(rows), tuple(str(p) for p in plots), rope)
         print(json.dumps(report.to_json(), default=str, allow_nan=False))
         return 0
     keys = [eps_key(e) for e in eps]
     view = [CheckpointRow.of(r) for r in rows]
     _print_table(view, keys, max(lengths), args.explain)
+    _print_rope(rope)
     for note in dict.fromkeys(r.slope_note for r in rows if r.slope_note):
         print(f"note: {note}")
     for p in plots:

@@ -1,4 +1,5 @@
-"""What ``extrap theory`` reports: :class:`TheoryReport` for PEs, :class:`CheckpointTheory` for ``--checkpoint``.
+"""What ``extrap theory`` reports: :class:`TheoryReport` for PEs, :class:`CheckpointTheory` for ``--checkpoint``
+(each with the RoPE analyses, :class:`~extrap.theory.rope_records.RopeTheory`, of its rotary schemes).
 
 Each ``to_json`` writes the object the command prints with ``--json``; ``from_json`` reads it back,
 as written by this or an earlier version.
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from extrap.theory.compare import Comparison
 from extrap.theory.results import HeadResult, ParamValues
+from extrap.theory.rope_records import RopeTheory
 
 _PLACE = ("checkpoint", "part", "layer")
 _EXTRA = ("slope", "press_slope", "params", "slope_note")
@@ -56,17 +58,21 @@ class CheckpointTheory:
     checkpoint: str
     results: tuple[CheckpointHead, ...]
     plots: tuple[str, ...] = ()  # T5 bucket-table heatmaps written
+    rope: tuple[RopeTheory, ...] = ()  # the RoPE analysis of a rotary checkpoint (its config)
 
     def to_json(self) -> dict:
         out = {"checkpoint": self.checkpoint, "results": [r.to_json() for r in self.results]}
         if self.plots:
             out["plots"] = list(self.plots)
+        if self.rope:
+            out["rope"] = [r.to_json() for r in self.rope]
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> CheckpointTheory:
         results = tuple(CheckpointHead.from_json(r) for r in d.get("results") or ())
-        return cls(checkpoint=d.get("checkpoint"), results=results, plots=tuple(d.get("plots") or ()))
+        rope = tuple(RopeTheory.from_json(r) for r in d.get("rope") or ())
+        return cls(checkpoint=d.get("checkpoint"), results=results, plots=tuple(d.get("plots") or ()), rope=rope)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class TheoryReport:
     results: tuple[HeadResult, ...]
     comparisons: tuple[Comparison, ...] = ()
     plots: tuple[str, ...] = ()
+    rope: tuple[RopeTheory, ...] = ()  # the RoPE analysis of the rotary PEs (with --head-dim)
 
     def to_json(self) -> dict:
         out = {"results": [r.to_json() for r in self.results]}
@@ -83,6 +90,8 @@ class TheoryReport:
             out["comparisons"] = [c.to_json() for c in self.comparisons]
         if self.plots:
             out["plots"] = list(self.plots)
+        if self.rope:
+            out["rope"] = [r.to_json() for r in self.rope]
         return out
 
     @classmethod
@@ -91,4 +100,5 @@ class TheoryReport:
             results=tuple(HeadResult.from_json(r) for r in d.get("results") or ()),
             comparisons=tuple(Comparison.from_json(c) for c in d.get("comparisons") or ()),
             plots=tuple(d.get("plots") or ()),
+            rope=tuple(RopeTheory.from_json(r) for r in d.get("rope") or ()),
         )

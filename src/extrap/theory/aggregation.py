@@ -1,0 +1,182 @@
+"""Men et al. 2024 ("Base of RoPE Bounds Context Length", arXiv 2405.14591): RoPE's aggregation sum.
+
+With θ_i the rotary frequencies of one head, B(m) = Σ_{i<d/2} cos(m θ_i) is, up to the factor 2σ²,
+how much more attention a similar key gets than a random one at distance m (their Theorem 1).
+Long-range aggregation needs B(m) >= 0 at every distance m < L, which bounds the base from below.
+
+* :func:`first_negative`: the first distance where B(m) < 0, searched exactly over [start, stop).
+* :func:`min_base_for_length`: the smallest base on a stated log grid whose B(m) >= 0 for every
+  m < L.  The condition is not monotone in the base (a larger base can fail where a smaller one
+  passes), so every grid base is checked, in increasing order, until the first that passes:
+  no bisection.
+
+Exactness.  B is evaluated in float64 blockwise as one matrix product: with m = m0 + j,
+cos((m0 + j)θ) = cos(m0 θ)cos(jθ) - sin(m0 θ)sin(jθ), so J x nb distances cost a (J, 2K) @ (2K, nb)
+product and no cosine each.  The float64 angle m·θ carries an error of about m·θ·2^-53, so a value
+within :func:`tolerance` of zero is recomputed with mpmath at 40 digits from the same float64 θ_i:
+the sign reported is that of the exact sum for those frequencies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+
+AGGREGATION_CAP = 2**24  # distances searched for the first negative B(m)
+MIN_BASE_MAX_LENGTH = 2**17  # longest L whose minimal base is searched (each grid base checks every m < L)
+STEPS_PER_DECADE = 240  # grid of bases 10^(k/240): consecutive bases 0.96% apart
+MIN_BASE_TOP = 1e12  # the grid's last base
+_BLOCK = 256  # distances per row of the block table
+_DIRECT = 64  # distances summed directly before the first block
+_WINDOW = 128  # grid bases whose frequencies are built at once
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Small products: one thread; a thread pool's wake-ups cost more than the work on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _f64(x) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def tolerance(theta: torch.Tensor, stop: int) -> float:
+    """Bound on the float64 error of B(m) for m < stop: K angles of size <= stop·max θ, 2^-53 relative each."""
+    top = float(theta.max()) if theta.numel() else 0.0
+    return 8 * theta.shape[-1] * max(top, 1.0) * stop * 2.0**-53 + 1e-12
+
+
+def aggregation_sum(theta, distances) -> torch.Tensor:
+    """B(m) = Σ_i cos(m θ_i) for each distance, summed directly (Men et al. 2024, Theorem 1).
+
+    Args:
+        theta: (K,) frequencies θ_i; distances: (N,) integers.
+
+    Returns:
+        (N,) float64.
+    """
+    return torch.cos(_f64(distances)[:, None] * _f64(theta)[None, :]).sum(dim=-1)
+
+
+def exact_sum(theta, m: int) -> float:
+    """B(m) at 40 significant digits from the float64 θ_i (mpmath), rounded to float64."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        return float(mpmath.fsum(mpmath.cos(int(m) * mpmath.mpf(float(t))) for t in _f64(theta).tolist()))
+
+
+def _first_below(values: torch.Tensor, offset: int, theta: torch.Tensor, tol: float) -> int | None:
+    """offset + the first index whose B < 0; values within tol of zero are decided by :func:`exact_sum`."""
+    for i in torch.nonzero(values < tol).flatten().tolist():
+        if values[i] < -tol or exact_sum(theta, offset + i) < 0:
+            return offset + i
+    return None
+
+
+def _block_table(theta: torch.Tensor) -> torch.Tensor:
+    """[cos(jθ), -sin(jθ)] for j < _BLOCK: (_BLOCK, 2K), by doubling (a few roundings per entry, 2K·log2(J) cosines)."""
+    c, s = torch.ones(1, len(theta), dtype=torch.float64), torch.zeros(1, len(theta), dtype=torch.float64)
+    while len(c) < _BLOCK:  # rows n..2n-1 from rows 0..n-1 rotated by nθ
+        ca, sa = torch.cos(len(c) * theta), torch.sin(len(c) * theta)
+        c, s = torch.cat([c, c * ca - s * sa]), torch.cat([s, s * ca + c * sa])
+    return torch.cat([c, -s], dim=1)
+
+
+def first_negative(theta, stop: int, start: int = 0) -> int | None:
+    """The first distance m in [start, stop) with B(m) < 0 (Men et al. 2024, Theorem 1), or None.
+
+    Exact for the float64 frequencies given (module docstring); blocks grow as the search goes on,
+    so an early sign change costs little.
+
+    Args:
+        theta: (K,) frequencies θ_i.
+        stop: the end of the search (exclusive); start: its first distance.
+    """
+    theta = _f64(theta)
+    tol = tolerance(theta, stop)
+    m, head = start, min(stop, start + _DIRECT)
+    if m < head:
+        hit = _first_below(aggregation_sum(theta, torch.arange(m, head)), m, theta, tol)
+        if hit is not None:
+            return hit
+        m = head
+    table, blocks = None, 4
+    while m < stop:
+        table = _block_table(theta) if table is None else table
+        blocks = min(blocks, -(-(stop - m) // _BLOCK))
+        ang = theta[:, None] * (m + _BLOCK * torch.arange(blocks, dtype=torch.float64))[None, :]  # (K, blocks)
+        values = (table @ torch.cat([torch.cos(ang), torch.sin(ang)])).T.reshape(-1)[: stop - m]
+        hit = _first_below(values, m, theta, tol)
+        if hit is not None:
+            return hit
+        m += _BLOCK * blocks
+        blocks = min(2 * blocks, 4096)
+    return None
+
+
+def base_grid(steps_per_decade: int = STEPS_PER_DECADE, top: float = MIN_BASE_TOP) -> list[float]:
+    """The bases searched: 10^(k/steps_per_decade), k = 1, 2, ... up to ``top``."""
+    return [10.0 ** (k / steps_per_decade) for k in range(1, int(round(math.log10(top) * steps_per_decade)) + 1)]
+
+
+def min_base_for_length(
+    frequencies: Callable[[list[float]], torch.Tensor],
+    length: int,
+    steps_per_decade: int = STEPS_PER_DECADE,
+    top: float = MIN_BASE_TOP,
+) -> float | None:
+    """The smallest grid base β with B(m) >= 0 for every m < length (Men et al. 2024, Theorem 1), or None.
+
+    Every base of :func:`base_grid` is checked in increasing order and the first that passes is
+    returned: correct however often the condition switches between bases (a passing base that lies
+    strictly between two grid points is not seen; the grid's relative step is the resolution).
+
+    Args:
+        frequencies: bases (G,) -> their frequencies (G, K).
+        length: L; the distances checked are 0..L-1.
+    """
+    grid = base_grid(steps_per_decade, top)
+    for lo in range(0, len(grid), _WINDOW):
+        bases = grid[lo : lo + _WINDOW]
+        thetas = _f64(frequencies(bases))
+        alive = _survive_short(thetas, length)
+        for w in torch.nonzero(alive).flatten().tolist():
+            if first_negative(thetas[w], length, start=min(length, _DIRECT)) is None:
+                return float(bases[w])
+    return None
+
+
+def _survive_short(thetas: torch.Tensor, length: int) -> torch.Tensor:
+    """(G,) True for the bases whose B(m) >= 0 at every m < min(length, _DIRECT), all bases at once."""
+    m = torch.arange(min(length, _DIRECT), dtype=torch.float64)
+    values = torch.cos(thetas[:, None, :] * m[None, :, None]).sum(dim=-1)  # (G, M)
+    tol = tolerance(thetas, _DIRECT)
+    alive = ~(values < -tol).any(dim=1)
+    for w in torch.nonzero(alive & (values < tol).any(dim=1)).flatten().tolist():  # near zero: decide exactly
+        alive[w] = first_negative(thetas[w], len(m)) is None
+    return alive
+
+
+__all__ = [
+    "AGGREGATION_CAP",
+    "MIN_BASE_MAX_LENGTH",
+    "MIN_BASE_TOP",
+    "STEPS_PER_DECADE",
+    "aggregation_sum",
+    "base_grid",
+    "exact_sum",
+    "first_negative",
+    "min_base_for_length",
+    "one_thread",
+    "tolerance",
+]
