@@ -367,7 +367,7 @@ def test_report_is_navigable(full_report):
         and "<summary>type1: converges; TRF at ε=0.001, widest head: 1000" in text
     )
     main = text.split('id="main-figure"')[1].split("</section>")[0]
-    assert 'src="figures/ppl_last-token.png"' in main and "95% interval" in main
+    assert 'src="figures/ppl_last-token.png"' in main and "one standard error" in main
     assert 'href="#main-figure">at the top' in text  # the last-token table points to it instead of a second copy
 
 

@@ -19,8 +19,9 @@ from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
 from extrap.theory.plots import curve_style
 
 CAPTIONS = {
-    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; bands: the 95% "
-    "interval exp(loss ± 1.96 standard errors) where the standard error is known; the perplexity axis is "
+    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; bands: one "
+    "standard error of the mean loss, exp(loss ± se), where it is known (each length on its own; the verdict "
+    "compares lengths paired, which is far tighter); the perplexity axis is "
     "logarithmic when the curves span a factor of 10. Right panel (when some PEs extrapolate and others do not): "
     "the PEs that extrapolate (000 Definition 0.1) on a linear axis. Dashed line: training length L_tr. A PE "
     'marked "did not learn" has a loss at L_tr above the set fraction of the unigram entropy (see Training '
@@ -45,7 +46,7 @@ def pe_label(results: StudyResults, pe: str) -> str:
 
 @dataclass(frozen=True)
 class Curve:
-    """One PE's perplexity against length, with its 95% interval (NaN where no standard error is known)."""
+    """One PE's perplexity against length, with a band of one standard error (NaN where none is known)."""
 
     label: str
     xs: list[int]  # lengths, tokens
@@ -57,13 +58,20 @@ class Curve:
 
 
 def ppl_curve(label: str, rep: EvalReport | None, style: int) -> Curve | None:
-    """The finite points of one protocol report; bands exp(loss ± 1.96 se) from ``LengthResult.ppl_ci95``."""
+    """The finite points of one protocol report; bands exp(loss ± se) from each length's standard error."""
     pts = sorted((r.length, r) for r in (rep.results if rep else []) if isinstance(r.length, int) and num(r.ppl))
     if not pts:
         return None
-    ci = [r.ppl_ci95 or (math.nan, math.nan) for _, r in pts]
+    ci = [_band(r) for _, r in pts]
     xs, ys = [L for L, _ in pts], [r.ppl for _, r in pts]
     return Curve(label, xs, ys, [a for a, _ in ci], [b for _, b in ci], rep.extrapolates is True, style)
+
+
+def _band(r) -> tuple[float, float]:
+    """exp(loss ± se) of one length: one standard error either side (NaN where it is unknown)."""
+    if num(r.loss) is None or num(r.stderr) is None:
+        return math.nan, math.nan
+    return math.exp(r.loss - r.stderr), math.exp(r.loss + r.stderr)
 
 
 def spans_decades(curves: list[Curve]) -> bool:
@@ -77,7 +85,7 @@ def ppl_axes(ax, curves: list[Curve], train_length, title: str, log: bool | None
         style = curve_style(c.style)
         ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
         if any(math.isfinite(v) for v in c.lo):
-            ax.fill_between(c.xs, c.lo, c.hi, color=style.color, alpha=0.2, lw=0)
+            ax.fill_between(c.xs, c.lo, c.hi, color=style.color, alpha=0.12, lw=0)
     ax.set_xscale("log", base=2)
     if spans_decades(curves) if log is None else log:
         ax.set_yscale("log")
