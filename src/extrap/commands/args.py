@@ -104,6 +104,26 @@ heads = bounded_int(1, MAX_HEADS)
 natural = bounded_int(0)
 positive_int = bounded_int(1)
 length = bounded_int(2)  # a sequence length: at least one token of context and one to predict
+seed = bounded_int(-(2**63), 2**63 - 1)  # what torch's and Python's generators take (a signed 64-bit integer)
+
+
+def window(text: str) -> str:
+    """``--window``: auto | none | W >= 1."""
+    from extrap.errors import ExtrapError
+    from extrap.evaluate.settings import parse_window
+
+    try:
+        return str(parse_window(text))
+    except ExtrapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def check_folder_output(flag: str, path: str | None) -> None:
+    """A folder to write figures to (``--plot DIR``): new, or a folder; refused before any work otherwise."""
+    from extrap.errors import ExtrapError
+
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise ExtrapError(f"{flag} {path} is not a folder: give a folder to write the figures to")
 
 
 def fraction(text: str) -> float:

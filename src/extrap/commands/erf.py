@@ -75,6 +75,7 @@ def _check(args) -> None:
     if args.plot and args.kind == "attn":
         raise ExtrapError("--plot draws gradient curves; use --kind grad or both")
     types.check_outputs(args, runs=args.runs)
+    types.check_folder_output("--plot", args.plot)
 
 
 def _fmt(v, spec: str = ".1f") -> str:

@@ -78,6 +78,7 @@ def register(sub) -> None:
 def _add_window_arguments(p) -> None:
     p.add_argument(
         "--window",
+        type=types.window,
         help="auto | none | W: attend to the W most recent keys; windowed lengths stream through a rolling "
         "KV cache, so memory depends on W, not on the length (default none)",
     )

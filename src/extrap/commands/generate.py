@@ -22,7 +22,7 @@ def register(sub) -> None:
     )
     p.add_argument("--cache-window", type=types.positive_int, dest="cache_window", help="rolling KV cache of W tokens")
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=types.seed, default=0, help="random seed of --sample (default 0)")
     types.add_rope_arguments(p)
     types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--json", action="store_true")
@@ -49,7 +49,12 @@ def run(args) -> int:
     ids = tok.encode(args.prompt)
     if not ids:
         raise ExtrapError("--prompt is empty")
+    if len(ids) + args.tokens > types.MAX_LENGTH:
+        raise ExtrapError(
+            f"--prompt and --tokens make {len(ids) + args.tokens:,} tokens, more than {types.MAX_LENGTH:,}"
+        )
     device = model_device(model)  # the prompt and the sampler's generator live where the model does
+    _state_prefill(model, len(ids), args.cache_window, str(device))
     t0 = time.perf_counter()
     out = generate(
         model,
@@ -76,3 +81,13 @@ def run(args) -> int:
         write_csv(args.csv, generate_table(report))
     print(json_text(report, indent=None) if args.json else text)
     return 0
+
+
+def _state_prefill(model, length: int, window: int | None, device: str) -> None:
+    """Say how long reading a long prompt will at least take (:mod:`extrap.cost`); new tokens are timed as
+    they come (:func:`extrap.model.generate.generate`)."""
+    from extrap.cost import sequence_flops, state_estimate
+
+    shape, params = model.shape, sum(p.numel() for p in model.parameters())
+    flops = sequence_flops(params, shape.n_layer, shape.d_model, length, window)
+    state_estimate(f"reading a prompt of {length:,} tokens", flops, device)

@@ -42,7 +42,7 @@ def _register_sample(tsub) -> None:
     s.add_argument(
         "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
     )
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=types.seed, default=0)
     s.add_argument("--depth", type=float, help="where to put the needle, in [0, 1] (default: random)")
     s.add_argument("--json", action="store_true", help="print the example as JSON")
     s.add_argument("--csv", metavar="PATH", help="also write the example as one CSV row to PATH (atomically)")
@@ -86,7 +86,7 @@ def _register_score(tsub) -> None:
         help="hf: L_tr (default: the config's; T5 without one: 512)",
     )
     c.add_argument("--buckets", type=types.positive_int, default=5, help="depth buckets (default 5)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=types.seed, default=0)
     types.add_rope_arguments(c)
     c.add_argument("--corpus", help="filler text (default: the run's corpus)")
     c.add_argument(

@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     eps = args.eps
     lengths = args.lengths
     types.check_outputs(args, runs=[args.checkpoint], flags=("csv",))
+    types.check_folder_output("--plot", args.plot)
     if args.checkpoint:
         if args.pe:
             raise ExtrapError("give either PEs or --checkpoint, not both")

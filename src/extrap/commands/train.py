@@ -28,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--lr", type=float)
     p.add_argument("--corpus", help="stdlib | python-docs | shakespeare | text:PATH | hf:NAME")
     p.add_argument("--tokenizer", help="bytes | bpe:V")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=types.seed)
     p.add_argument("--save-every", type=int, dest="save_every")
     p.add_argument("--positions", help="contiguous | randomized:max=N | pose:target=N,chunks=K")
     p.add_argument("--task", help="passkey | line | topic: train on retrieval examples, loss on the answer tokens")
