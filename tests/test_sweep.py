@@ -407,6 +407,7 @@ HOSTILE = [
     (["eval", "RUN", "--lengths", "64", "--delta", "-0.1"], "--delta"),
     (["eval", "RUN", "--lengths", "64", "--tokens", "10"], "--tokens"),
     (["eval", "RUN", "--file", "/nonexistent/text"], "cannot read"),
+    (["eval", "RUN", "--file", "/nonexistent/text", "--lengths", "64"], "not with --file"),
     (["align", "RUN", "--grid", "nan"], "temperature"),
     (["align", "RUN", "--grid", "0.9,-1"], "temperature"),
     (["align", "RUN", "--max-length", "10", "--lengths", "64"], "capped"),

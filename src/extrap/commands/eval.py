@@ -105,6 +105,9 @@ def _check(args) -> None:
         )
     if args.stride is not None and args.lengths and args.protocol == "sliding" and args.stride > min(args.lengths):
         raise ExtrapError(f"--stride {args.stride} is longer than the shortest length {min(args.lengths)}")
+    ignored = [f for f, v in (("--lengths", args.lengths), ("--stride", args.stride), ("--tokens", args.tokens)) if v]
+    if args.file and ignored:
+        raise ExtrapError(f"{', '.join(ignored)}: not with --file, which scores the whole file as one sequence")
     if args.cache_window is not None and args.window is not None and args.window != str(args.cache_window):
         raise ExtrapError(
             f"--window {args.window} and --cache-window {args.cache_window} ask for different windows: give one"
