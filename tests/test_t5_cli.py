@@ -194,7 +194,7 @@ def test_encoder_only_checkpoint_aligns_but_cannot_score(tmp_path, corpus, capsy
     argv = ["align", f"hf:{folder}", "--train-length", "32", "--lengths", "48", "--segments", "1", "--corpus", corpus]
     assert 0.5 <= _json(capsys, [*argv, "--json"])["lengths"][0]["tau"] <= 1.0
     assert main(["task", "score", f"hf:{folder}", "--task", "passkey", "--lengths", "200", "--corpus", corpus]) == 2
-    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("extrap:")]
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("extrap: error:")]
     assert len(err) == 1 and "decoder" in err[0], err
     # what extrap does not read is still one line
     cfg = transformers.MT5Config(d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=2, vocab_size=VOCAB)

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -17,14 +18,42 @@ from extrap.errors import DiskFullError, ExtrapError
 FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system (or the user's quota) has no room left
 
 
+def output_target(path: str | os.PathLike) -> Path:
+    """Where a write to ``path`` lands: the file a symlink points to, which must be regular or new.
+
+    A rename replaces whatever is at the target, so a device (``/dev/null``), a FIFO, a socket or a
+    folder there would be destroyed or hidden: such a target is refused.  A symlink is followed, so the
+    link stays and its target is written.
+    """
+    target = Path(os.path.realpath(os.fspath(path)))
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return target  # a new file
+    except NotADirectoryError:
+        raise ExtrapError(f"{path}: a folder on its path is a file") from None
+    if stat.S_ISDIR(mode):
+        raise ExtrapError(f"{path} is a directory; give a file name to write to")
+    if not stat.S_ISREG(mode):
+        raise ExtrapError(
+            f"{path}{'' if str(target) == os.fspath(path) else f' (-> {target})'} is {_kind(mode)}, not a regular "
+            "file: results are written only to regular files or new paths"
+        )
+    return target
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"))
+    return next((name for test, name in kinds if test(mode)), "a socket" if stat.S_ISSOCK(mode) else "special")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file in the same folder, then rename.
 
     A reader never sees a half-written file, and a crash or a full disk leaves the old file intact.
+    ``path`` must be a regular file or new (:func:`output_target`); a symlink's target is written.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ExtrapError(f"{path} is a directory; give a file name to write to")
+    path = output_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
@@ -65,7 +94,40 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    atomic_write_text(path, json_text(obj) + "\n")
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every NaN or infinity replaced by null, each replacement named in its object's ``error``.
+
+    An object that already carries an ``error`` keeps it; otherwise ``error`` is ``not finite: KEY, ...``,
+    naming the keys whose value (or list of values) held a non-finite number.
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out, bad = {}, []
+    for key, value in obj.items():
+        out[key] = finite_json(value)
+        if not isinstance(value, dict) and _has_non_finite(value):
+            bad.append(str(key))
+    if bad and not out.get("error"):
+        out["error"] = f"not finite: {', '.join(bad)}"
+    return out
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, (list, tuple)) and any(_has_non_finite(v) for v in value)
+
+
+def json_text(obj: Any, indent: int | None = 2, **kw) -> str:
+    """Strict JSON (RFC 8259: no NaN or Infinity) of ``obj``, non-finite numbers as null (:func:`finite_json`)."""
+    return json.dumps(finite_json(obj), indent=indent, allow_nan=False, **kw)
 
 
 def run_metadata(seed: int | None = None, corpus_hash: str | None = None) -> dict[str, Any]:

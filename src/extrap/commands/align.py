@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from extrap.commands import args as types
@@ -77,6 +76,7 @@ def run(args) -> int:
 
     if args.per_layer and args.mode not in SEARCH_MODES:
         raise ExtrapError(f"--per-layer needs --mode pmax or entropy, not {args.mode}")
+    types.check_outputs(args, runs=[args.run])
     grid = check_grid(args.grid) if args.grid else list(DEFAULT_GRID)
     lengths = args.lengths
 
@@ -85,6 +85,8 @@ def run(args) -> int:
     if args.corpus:
         run_.use_corpus(args.corpus)
     L_tr = args.train_length or run_.train_length
+    if args.train_length is None:
+        types.state_assumed_length(run_)
     cap = args.max_length or MAX_PROBE_LENGTH
     if lengths is None:
         lengths = [L_tr * k for k in (2, 4, 8) if L_tr * k <= cap] or [min(cap, 2 * L_tr)]
@@ -104,13 +106,15 @@ def run(args) -> int:
     if args.out:
         from extrap.io import atomic_write_json
 
-        atomic_write_json(args.out, rep.to_json())
+        atomic_write_json(args.out, rep.to_json())  # strict JSON, as --json prints it
     if args.csv:
         from extrap.results.tables import align_table, write_csv
 
         write_csv(args.csv, align_table(rep))
     if args.json:
-        print(json.dumps(rep.to_json(), indent=2))
+        from extrap.io import json_text
+
+        print(json_text(rep.to_json()))  # strict JSON: NaN or Infinity as null, with an error
         return 0
     _print(rep)
     sys.stdout.flush()
@@ -142,10 +146,10 @@ def _print(aligned) -> None:
         if r.error is not None:  # recorded: the other lengths are kept
             print(f"{r.length:>6}  failed: {r.error}")
             continue
-        _print_length(r, rep.per_layer)
+        _print_length(r, rep.per_layer, rep.train_length)
 
 
-def _print_length(r, per_layer: bool) -> None:
+def _print_length(r, per_layer: bool, L_tr: int) -> None:
     """One L_ex of the text report: the τs, σs and P_max / H, then Algorithm 1's curve or layers."""
     cf, b, a, a1 = r.closed_form, r.before, r.after, r.algorithm1
     grid = a1.grid_tau if a1 is not None else None
@@ -155,16 +159,15 @@ def _print_length(r, per_layer: bool) -> None:
         f"{_fmt_tau(cf.prop1):>7} {_fmt_tau(cf.prop2):>7} {cf.log_length:>7.3f} {cf.sigma_tr:>7.3f} "
         f"{cf.sigma_ex:>7.3f}  {b.pmax:.4f}>{ap:.4f}  {b.entropy:.4f}>{ah:.4f}"
     )
+    edge = "  (target outside the grid" + ("; L_ex < L_tr: the target needs τ > 1)" if r.length < L_tr else ")")
     if a1 and not per_layer:
         curve = "  ".join(f"{t:.2f}:{s:.4f}" for t, s in a1.search.curve)
-        print(
-            f"       S(τ) target {a1.target:.4f}: {curve}" + ("  (target outside the grid)" if a1.at_grid_edge else "")
-        )
+        print(f"       S(τ) target {a1.target:.4f}: {curve}" + (edge if a1.at_grid_edge else ""))
     elif a1:
         for i, lay in enumerate(a1.layers):
             print(
                 f"       layer {i}: τ {lay.tau:.3f} (grid {lay.grid_tau:.2f}) target "
-                f"{lay.target:.4f} -> {lay.value:.4f}" + ("  (target outside the grid)" if lay.at_grid_edge else "")
+                f"{lay.target:.4f} -> {lay.value:.4f}" + (edge if lay.at_grid_edge else "")
             )
     if cf.prop1_note:
         print(f"       {cf.prop1_note}")

@@ -7,6 +7,7 @@ and exits with status 2 before anything is loaded or written.
 from __future__ import annotations
 
 import argparse
+import os
 
 MAX_LENGTH = 10**7  # longest evaluation length accepted on the command line
 SPLITS = ("validation", "test", "heldout")
@@ -81,7 +82,9 @@ def fractions(text: str) -> list[float]:
     return list(dict.fromkeys(out))
 
 
-def _bounded_int(low: int, high: int | None = None):
+def bounded_int(low: int, high: int | None = None):
+    """An integer in [low, high] (``high`` None: no upper bound), refused in one line otherwise."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -97,10 +100,30 @@ def _bounded_int(low: int, high: int | None = None):
 
 
 MAX_HEADS = 1024  # heads per layer the theory analyses on request; each is its own exact series
-heads = _bounded_int(1, MAX_HEADS)
-natural = _bounded_int(0)
-positive_int = _bounded_int(1)
-length = _bounded_int(2)  # a sequence length: at least one token of context and one to predict
+heads = bounded_int(1, MAX_HEADS)
+natural = bounded_int(0)
+positive_int = bounded_int(1)
+length = bounded_int(2)  # a sequence length: at least one token of context and one to predict
+seed = bounded_int(-(2**63), 2**63 - 1)  # what torch's and Python's generators take (a signed 64-bit integer)
+
+
+def window(text: str) -> str:
+    """``--window``: auto | none | W >= 1."""
+    from extrap.errors import ExtrapError
+    from extrap.evaluate.settings import parse_window
+
+    try:
+        return str(parse_window(text))
+    except ExtrapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def check_folder_output(flag: str, path: str | None) -> None:
+    """A folder to write figures to (``--plot DIR``): new, or a folder; refused before any work otherwise."""
+    from extrap.errors import ExtrapError
+
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise ExtrapError(f"{flag} {path} is not a folder: give a folder to write the figures to")
 
 
 def fraction(text: str) -> float:
@@ -222,3 +245,89 @@ def add_hf_arguments(p, corpus: bool = True) -> None:
 def hf_options(args) -> dict:
     """The hf: options given on the command line (None when absent)."""
     return {k: getattr(args, k, None) for k in ("dtype", "rope", "factor", "train_length")}
+
+
+# A run directory's own files (extrap.run.directory's layout): results may be written beside them, not over them.
+RUN_FILES = frozenset({"config.json", "tokenizer.json", "metrics.jsonl", "latest.json", "final.json", ".lock"})
+RUN_FOLDERS = ("checkpoints", "tb")
+
+
+def check_outputs(args, runs=(), inputs=(), flags=("out", "csv")) -> None:
+    """``--out`` and ``--csv``, refused before any work where writing them would destroy something.
+
+    Each target must be a regular file or a new path (a symlink is followed: :func:`extrap.io.output_target`),
+    must not be one of the files of a run in ``runs`` (a run directory's own files, anything in an
+    ``hf:`` folder) nor an input in ``inputs`` (``(flag, path)`` pairs), and two outputs must differ.
+    """
+    from extrap.errors import ExtrapError
+    from extrap.io import output_target
+
+    seen: dict[str, str] = {}
+    for flag in flags:
+        path = getattr(args, flag, None)
+        if not path:
+            continue
+        name = f"--{flag.replace('_', '-')}"
+        try:
+            target = output_target(path)
+        except ExtrapError as e:
+            raise ExtrapError(f"{name} {e}") from None
+        if str(target) in seen:
+            raise ExtrapError(f"{name} {path} is also {seen[str(target)]}: give each output its own file")
+        for what, folder in _owners(runs):
+            if _owns(what, folder, target):
+                raise ExtrapError(f"{name} {path} is a file of {what} {folder}: writing it would damage the {what}")
+        for flag_in, source in inputs:
+            if source and os.path.realpath(source) == str(target):
+                raise ExtrapError(f"{name} {path} is also {flag_in}: writing it would replace the input")
+        seen[str(target)] = name
+
+
+def _owners(runs) -> list[tuple[str, str]]:
+    """(``run`` or ``model folder``, its real path) for each run directory or ``hf:PATH`` of ``runs``."""
+    out = []
+    for run in runs:
+        if not run:
+            continue
+        text = str(run)
+        if text.startswith("hf:"):
+            out.append(("model folder", os.path.realpath(os.path.expanduser(text[3:]))))
+        else:
+            out.append(("run", os.path.realpath(text)))
+    return out
+
+
+def _owns(what: str, folder: str, target) -> bool:
+    """Whether ``target`` (a real path) is a file that ``folder`` holds as a run or a model."""
+    try:
+        rel = target.relative_to(folder)
+    except ValueError:
+        return False
+    if what == "model folder":
+        return True  # extrap never writes into a Hugging Face checkpoint
+    return str(rel) in RUN_FILES or rel.parts[0] in RUN_FOLDERS
+
+
+def require_causal(run, command: str) -> None:
+    """Refuse an encoder-decoder (a T5 ``hf:PATH``) where ``command`` needs a causal LM, naming what works for it."""
+    from extrap.errors import ExtrapError
+    from extrap.model.protocol import ExtrapLM
+
+    if not isinstance(run.model, ExtrapLM):
+        raise ExtrapError(
+            f"{run.path} is an encoder-decoder, not a causal LM: extrap {command} needs one; for T5 use "
+            "extrap align (its encoder's attention), extrap task score, or extrap theory --checkpoint"
+        )
+
+
+def state_assumed_length(run) -> None:
+    """Say so when L_tr is not the checkpoint's own but a family default (T5's 512, BLOOM's 2048)."""
+    import logging
+
+    source = getattr(getattr(run, "config", None), "train_length_source", None)
+    if source not in (None, "config", "given"):
+        logging.getLogger(__name__).info(
+            "extrap: L_tr = %s assumed (%s): the checkpoint records no training length; give --train-length",
+            run.train_length,
+            source,
+        )

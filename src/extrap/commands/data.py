@@ -8,8 +8,9 @@ done ahead of time, and prints what it built.
 from __future__ import annotations
 
 import argparse
-import json
 import time
+
+from extrap.io import json_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from extrap.commands.args import check_outputs
     from extrap.data import list_corpora
 
+    check_outputs(args)
     rows = list_corpora()
     data = [{"name": n, "description": d} for n, d in rows]
     if getattr(args, "csv", None):
@@ -42,7 +45,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
         write_csv(args.csv, corpus_list_table(data))
     if getattr(args, "json", False):
-        print(json.dumps(data, indent=2))
+        print(json_text(data))
     else:
         width = max(len(n) for n, _ in rows)
         for name, desc in rows:
@@ -70,15 +73,17 @@ def prepare(name: str, tokenizer_spec: str, cache: str | None) -> dict:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from extrap.commands.args import check_outputs
     from extrap.data import SPLITS
 
+    check_outputs(args)
     s = prepare(args.name, args.tokenizer, args.cache)
     if args.csv:
         from extrap.results.tables import corpus_table, write_csv
 
         write_csv(args.csv, corpus_table(s))
     if args.json:
-        print(json.dumps(s, indent=2))
+        print(json_text(s))
         return 0
     print(f"corpus     {s['name']}  ({s['split_mode']} split)")
     print(f"hash       {s['hash']}")

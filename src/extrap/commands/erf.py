@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -75,6 +74,8 @@ def register(sub) -> None:
 def _check(args) -> None:
     if args.plot and args.kind == "attn":
         raise ExtrapError("--plot draws gradient curves; use --kind grad or both")
+    types.check_outputs(args, runs=args.runs)
+    types.check_folder_output("--plot", args.plot)
 
 
 def _fmt(v, spec: str = ".1f") -> str:
@@ -147,7 +148,7 @@ def settings_of(args) -> ErfSettings:
 
 def run(args) -> int:
     from extrap.erf import compare_trf_erf, plot_gradient_curves
-    from extrap.io import run_metadata
+    from extrap.io import json_text, run_metadata
 
     _check(args)
     report = compare_trf_erf(args.runs, settings_of(args), progress=not args.json)
@@ -160,7 +161,7 @@ def run(args) -> int:
 
         write_csv(args.csv, erf_table(report))
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
+        print(json_text(report.to_json()))  # strict JSON: NaN or Infinity as null, with an error
     else:
         _print_table(report)
         for p in report.plots:

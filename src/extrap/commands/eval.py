@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
+from extrap.io import json_text
 
 
 def _tau_text(t) -> str:
@@ -78,9 +78,9 @@ def register(sub) -> None:
 def _add_window_arguments(p) -> None:
     p.add_argument(
         "--window",
-        default="none",
+        type=types.window,
         help="auto | none | W: attend to the W most recent keys; windowed lengths stream through a rolling "
-        "KV cache, so memory depends on W, not on the length",
+        "KV cache, so memory depends on W, not on the length (default none)",
     )
     p.add_argument(
         "--eps",
@@ -92,7 +92,7 @@ def _add_window_arguments(p) -> None:
         "--cache-window",
         type=types.positive_int,
         dest="cache_window",
-        help="rolling KV cache of W tokens (003 Appendix B); same as --window W",
+        help="rolling KV cache of W tokens (003 Appendix B); same as --window W (give one of the two)",
     )
 
 
@@ -105,13 +105,28 @@ def _check(args) -> None:
         )
     if args.stride is not None and args.lengths and args.protocol == "sliding" and args.stride > min(args.lengths):
         raise ExtrapError(f"--stride {args.stride} is longer than the shortest length {min(args.lengths)}")
+    ignored = [f for f, v in (("--lengths", args.lengths), ("--stride", args.stride), ("--tokens", args.tokens)) if v]
+    if args.file and ignored:
+        raise ExtrapError(f"{', '.join(ignored)}: not with --file, which scores the whole file as one sequence")
+    if args.cache_window is not None and args.window is not None and args.window != str(args.cache_window):
+        raise ExtrapError(
+            f"--window {args.window} and --cache-window {args.cache_window} ask for different windows: give one"
+        )
+    types.check_outputs(args, runs=[args.run], inputs=[("--file", args.file)])
+
+
+def _window(args) -> str:
+    """``--window`` or ``--cache-window`` (the same option under two names), default none."""
+    return str(args.cache_window) if args.cache_window is not None else (args.window or "none")
 
 
 def _load(args):
     """The run on ``--device`` (None: cpu for extrap runs, cuda when available for hf: models)."""
     import extrap
 
-    return extrap.load(args.run, device=types.loading_device(args), **types.hf_options(args))
+    run = extrap.load(args.run, device=types.loading_device(args), **types.hf_options(args))
+    types.require_causal(run, "eval")
+    return run
 
 
 def _score_file(args, window: str) -> int:
@@ -132,7 +147,7 @@ def _print_file(r) -> None:
 
 def _emit(args, report, table) -> None:
     """``report`` (an EvalReport or a FileScore) as JSON (stdout, --out), CSV (--csv) or a table."""
-    text = json.dumps(report.to_json(), indent=2, allow_nan=False)  # strict JSON: no NaN or Infinity
+    text = json_text(report.to_json())  # strict JSON: NaN or Infinity as null, with an error
     if args.out:
         from extrap.io import atomic_write_text
 
@@ -175,12 +190,36 @@ def run(args) -> int:
     from extrap.evaluate import evaluate_run
 
     _check(args)
-    window = args.window if args.cache_window is None else str(args.cache_window)
+    window = _window(args)
     if args.file:
         return _score_file(args, window)
     wanted = settings(args, window)  # checked before the run is loaded
-    _emit(args, evaluate_run(_load(args), wanted), _print_table)
+    run_ = _load(args)
+    _state_cost(run_, wanted)
+    _emit(args, evaluate_run(run_, wanted), _print_table)
     return 0
+
+
+def _state_cost(run, wanted) -> None:
+    """Say how long the evaluation will at least take, when that is long (:mod:`extrap.cost`)."""
+    from extrap.cost import sequence_flops, state_estimate
+    from extrap.evaluate.settings import DEFAULT_TOKENS
+    from extrap.model import model_device
+
+    model, s = run.model, wanted
+    shape, params = model.shape, sum(p.numel() for p in model.parameters())
+    lengths = sorted({*(s.lengths or [run.train_length * 2**k for k in range(5)]), run.train_length})
+    W = int(s.window) if str(s.window).isdigit() else None  # auto: not known yet, counted as exact
+    tokens = s.tokens or max(DEFAULT_TOKENS, max(lengths))
+    total = 0.0
+    for L in lengths:
+        one = sequence_flops(params, shape.n_layer, shape.d_model, L, W if W is not None and W < L else None)
+        if s.protocol == "last-token":
+            total += s.targets * one
+        else:
+            total += -(-tokens // (s.stride or max(1, L // 2) if s.protocol == "sliding" else L)) * one
+    what = f"evaluating {len(lengths)} length(s) up to {max(lengths):,} tokens ({s.protocol})"
+    state_estimate(what, total, str(model_device(model)))
 
 
 def _window_line(w) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from extrap.io import json_text
 
 
 def register(sub) -> None:
@@ -39,13 +39,16 @@ def rows() -> list[dict]:
 
 
 def run_list(args) -> int:
+    from extrap.commands.args import check_outputs
+
+    check_outputs(args)
     data = rows()
     if args.csv:
         from extrap.results.tables import pe_table, write_csv
 
         write_csv(args.csv, pe_table(data))
     if args.json:
-        print(json.dumps({"schemes": data}, indent=2, default=str))
+        print(json_text({"schemes": data}, default=str))
         return 0
     width = max(len(r["name"]) for r in data)
     for r in data:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
+from extrap.io import json_text
 
 TASK_CHOICES = ("passkey", "line", "topic")
 
@@ -30,14 +30,19 @@ def _register_sample(tsub) -> None:
         description="Generate one example and print its prompt, answer and statistics.",
     )
     s.add_argument("--task", required=True, choices=TASK_CHOICES)
-    s.add_argument("--length", required=True, type=int, help="target length of the prompt in tokens")
+    s.add_argument(
+        "--length",
+        required=True,
+        type=types.length,
+        help="target length of the prompt in tokens (at most 1,048,576; line: 131,072)",
+    )
     s.add_argument("--tokenizer", default=None, help="bytes | bpe:V (trained on --corpus); default bytes")
     s.add_argument("--run", help="use this run's tokenizer and corpus")
     s.add_argument("--corpus", default=None, help="filler text: stdlib | text:PATH | ... (default stdlib)")
     s.add_argument(
         "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
     )
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=types.seed, default=0)
     s.add_argument("--depth", type=float, help="where to put the needle, in [0, 1] (default: random)")
     s.add_argument("--json", action="store_true", help="print the example as JSON")
     s.add_argument("--csv", metavar="PATH", help="also write the example as one CSV row to PATH (atomically)")
@@ -81,7 +86,7 @@ def _register_score(tsub) -> None:
         help="hf: L_tr (default: the config's; T5 without one: 512)",
     )
     c.add_argument("--buckets", type=types.positive_int, default=5, help="depth buckets (default 5)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=types.seed, default=0)
     types.add_rope_arguments(c)
     c.add_argument("--corpus", help="filler text (default: the run's corpus)")
     c.add_argument(
@@ -117,7 +122,10 @@ def _tokenizer(args):
 
 def run_sample(args) -> int:
     from extrap.tasks import get_filler, make_example, min_length, needs_filler
+    from extrap.tasks.generators import check_length
 
+    check_length(args.task, args.length)  # before any tokenizer or filler is read
+    types.check_outputs(args, runs=[args.run])
     tok, corpus = _tokenizer(args)
     need = min_length(args.task, tok)
     if args.length < need:  # before reading any filler text
@@ -132,7 +140,7 @@ def run_sample(args) -> int:
 
         write_csv(args.csv, task_example_table(ex))
     if args.json:
-        print(json.dumps(ex.to_json(), indent=2))
+        print(json_text(ex.to_json()))
         return 0
     print(ex.prompt)
     extra = [(k, v) for k, v in ex.extras() if k in ("n_lines", "key", "n_topics")]
@@ -149,7 +157,11 @@ def run_sample(args) -> int:
 def run_score(args) -> int:
     import extrap
     from extrap.tasks import TaskRun, TaskSettings, score_task
+    from extrap.tasks.generators import check_length
 
+    types.check_outputs(args, runs=[args.run])
+    for L in (args.lengths or []) if args.task else []:  # before the model is loaded
+        check_length(args.task, L)
     # T5: the prompt goes through the encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)
     run = extrap.load(
         args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
@@ -158,7 +170,11 @@ def run_score(args) -> int:
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")
     L_tr = run.train_length
+    if args.train_length is None:
+        types.state_assumed_length(run)
     lengths = args.lengths or [L_tr * 2**k for k in range(4)]
+    for L in lengths:
+        check_length(task, L)
     corpus = args.corpus or run.corpus
     settings = TaskSettings(
         task,
@@ -193,7 +209,7 @@ def run_score(args) -> int:
 
         write_csv(args.csv, task_table(scored))
     if args.json:
-        print(json.dumps(scored.to_json(), indent=2))
+        print(json_text(scored.to_json()))
         return 0
     print(format_report(scored))
     sys.stdout.flush()

@@ -13,7 +13,6 @@ the training length to longer contexts.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import re
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from extrap.commands import args as types
 from extrap.commands import theory_rope
 from extrap.errors import ExtrapError
+from extrap.io import json_text
 
 if TYPE_CHECKING:  # the theory engine loads sympy and torch: imported when the command runs
     from extrap.theory import HeadResult
@@ -130,19 +130,20 @@ def expand_pes(names: list[str]) -> list[str]:
 # the command
 # ---------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
-    from extrap.positional import get
     from extrap.theory import analyse, collapse, compare, eps_key
     from extrap.theory.reports import TheoryReport
 
     eps = args.eps
     lengths = args.lengths
+    types.check_outputs(args, runs=[args.checkpoint], flags=("csv",))
+    types.check_folder_output("--plot", args.plot)
     if args.checkpoint:
         if args.pe:
             raise ExtrapError("give either PEs or --checkpoint, not both")
         return _run_checkpoint(args, eps, lengths)
     if not args.pe:
         raise ExtrapError("give at least one PE (or --checkpoint RUN_OR_HF)")
-    schemes = [get(name) for name in expand_pes(args.pe)]  # unknown names / bad formulas: ExtrapError
+    schemes = [_scheme(name) for name in expand_pes(args.pe)]  # unknown names / bad formulas: ExtrapError
 
     rows = []
     for scheme in schemes:
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         report = TheoryReport(tuple(rows), tuple(comparisons), tuple(str(p) for p in plots), rope)
-        print(json.dumps(report.to_json(), indent=None, default=str, allow_nan=False))
+        print(json_text(report.to_json(), indent=None, default=str))  # non-finite: null, with an error
         return 0
     keys = [eps_key(e) for e in eps]
     _print_table(rows, keys, max(lengths), args.explain)
@@ -172,6 +173,23 @@ def run(args: argparse.Namespace) -> int:
     for p in plots:
         print(f"wrote {p}")
     return 0
+
+
+def _scheme(name: str):
+    """The registry's scheme ``name``; a checkpoint given in its place (``hf:PATH``, a run directory) is
+    pointed to ``--checkpoint``."""
+    import os
+
+    from extrap.positional import get
+
+    try:
+        return get(name)
+    except ExtrapError:
+        if name.startswith("hf:") or os.path.isdir(name):
+            raise ExtrapError(
+                f"{name} is a checkpoint, not a positional scheme: analyse it with --checkpoint {name}"
+            ) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -235,7 +253,7 @@ def _run_checkpoint(args, eps, lengths) -> int:
         _write_csv(args.csv, rows)
     if args.json:
         report = CheckpointTheory(str(src), tuple(rows), tuple(str(p) for p in plots), rope)
-        print(json.dumps(report.to_json(), default=str, allow_nan=False))
+        print(json_text(report.to_json(), indent=None, default=str))  # non-finite: null, with an error
         return 0
     keys = [eps_key(e) for e in eps]
     view = [CheckpointRow.of(r) for r in rows]
@@ -258,6 +276,8 @@ def _run_rows(src, eps, lengths, train_length: int | None) -> list[CheckpointHea
 
     ckpt = read_checkpoint_bias(src)
     tl = train_length or ckpt.train_length or DEFAULT_TRAIN_LENGTH
+    if train_length is None and ckpt.train_length is None:
+        log.info("extrap: L_train = %d assumed: %s records no training length; give --train-length", tl, src)
     res = analyse_checkpoint(ckpt.layers, ckpt.spec, ckpt.heads, eps=eps, lengths=lengths, train_length=tl)
     scheme = get(ckpt.spec)
     rows = []

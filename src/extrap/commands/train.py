@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -29,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--lr", type=float)
     p.add_argument("--corpus", help="stdlib | python-docs | shakespeare | text:PATH | hf:NAME")
     p.add_argument("--tokenizer", help="bytes | bpe:V")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=types.seed)
     p.add_argument("--save-every", type=int, dest="save_every")
     p.add_argument("--positions", help="contiguous | randomized:max=N | pose:target=N,chunks=K")
     p.add_argument("--task", help="passkey | line | topic: train on retrieval examples, loss on the answer tokens")
@@ -76,8 +75,8 @@ def run(args) -> int:
         "task",
         "task_mix",
     )
-    if args.csv and os.path.isdir(args.csv):  # found out now, not after the training
-        raise ExtrapError(f"--csv {args.csv} is a folder: give the path of a file")
+    # found out now, not after the training: a --csv that is a folder, a device, or a file of the run
+    types.check_outputs(args, runs=[args.out], inputs=[("--config", args.config)], flags=("csv",))
     overrides = {k: getattr(args, k) for k in keys}
     config = read_config_file(args.config)
     try:
@@ -121,7 +120,9 @@ def _emit(args, report) -> None:
 
         write_csv(args.csv, train_table(report))
     if args.json:
-        print(json.dumps(report.to_json()))
+        from extrap.io import json_text
+
+        print(json_text(report.to_json(), indent=None))
     else:
         s = report.summary
         print(

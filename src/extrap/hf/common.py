@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -47,12 +48,24 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@contextmanager
+def load_failures(what: str):
+    """Every failure of transformers' loaders as one line (``what: reason``): a damaged weights file raises
+    safetensors' own error, a foreign config a KeyError, a torn tokenizer an exception of the tokenizers
+    library; none of them is a bug of extrap's."""
+    try:
+        yield
+    except ExtrapError:
+        raise
+    except Exception as e:
+        lines = str(e).strip().splitlines()
+        raise ExtrapError(f"{what}: {lines[0] if lines else type(e).__name__}") from None
+
+
 def read_hf_config(folder: Path):
     transformers = require_transformers()
-    try:
+    with load_failures(f"not supported: cannot read {folder}/config.json"):
         return transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, KeyError) as e:
-        raise ExtrapError(f"not supported: cannot read {folder}/config.json ({str(e).splitlines()[0]})") from None
 
 
 def architecture(cfg) -> str:

@@ -11,6 +11,7 @@ from extrap.hf.common import (
     architecture,
     check_folder,
     default_device_dtype,
+    load_failures,
     read_hf_config,
     require_transformers,
     sha256_file,
@@ -172,14 +173,10 @@ def run_config(shape, hf_cfg, folder, train_length: tuple[int, str], corpus, dty
 def _from_pretrained(folder, dtype):
     """The transformers model and tokenizer in ``folder`` (local files only: nothing is downloaded)."""
     transformers = require_transformers()
-    try:
+    with load_failures(f"cannot load a model from {folder}"):
         hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
-    except (OSError, ValueError) as e:
-        raise ExtrapError(f"cannot load a model from {folder}: {str(e).splitlines()[0]}") from None
-    try:
+    with load_failures(f"{folder} has no usable tokenizer"):
         tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, TypeError) as e:
-        raise ExtrapError(f"{folder} has no usable tokenizer: {str(e).splitlines()[0]}") from None
     return hf_model, tok
 
 

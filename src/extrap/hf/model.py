@@ -253,7 +253,9 @@ class HFModel(nn.Module):
             cache.past = require_transformers().DynamicCache()
         if cache.seq_len is None:
             cache.seq_len = start + T
-        kw = {"input_ids": idx, "past_key_values": cache.past, "use_cache": True}
+        # transformers >= 5 names the cache ``cache`` and warns at ``past_key_values``, which older versions take
+        name = "cache" if "cache" in inspect.signature(self.hf.forward).parameters else "past_key_values"
+        kw = {"input_ids": idx, name: cache.past, "use_cache": True}
         if self._pos_ids:
             kw["position_ids"] = torch.arange(start, start + T, device=idx.device)[None].expand(B, -1)
         with self.rope_length.fixed(cache.seq_len):
@@ -262,7 +264,7 @@ class HFModel(nn.Module):
             else:
                 with self._window(cache.window):
                     out = self.hf(**kw)
-        cache.past, cache.length = out.past_key_values, start + T
+        cache.past, cache.length = getattr(out, name), start + T
         if cache.window is not None:
             cache.roll()
         return out.logits

@@ -30,7 +30,14 @@ from torch import nn
 
 from extrap.errors import ExtrapError
 from extrap.hf.attention import attn_implementation, tap_softmax_input
-from extrap.hf.common import architecture, check_folder, default_device_dtype, read_hf_config, require_transformers
+from extrap.hf.common import (
+    architecture,
+    check_folder,
+    default_device_dtype,
+    load_failures,
+    read_hf_config,
+    require_transformers,
+)
 from extrap.hf.load import HFRun, run_config
 from extrap.hf.t5 import attention_modules, get_t5_temperature, set_t5_temperature
 from extrap.hf.tokenizer import HFTokenizer
@@ -189,11 +196,9 @@ def load_hf_t5(
 def _from_pretrained(folder, encoder_only: bool, dtype):
     transformers = require_transformers()
     cls = transformers.T5EncoderModel if encoder_only else transformers.T5ForConditionalGeneration
-    try:
+    with load_failures(f"cannot load a T5 model and tokenizer from {folder}"):
         hf_model = cls.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
         tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, TypeError) as e:
-        raise ExtrapError(f"cannot load a T5 model and tokenizer from {folder}: {str(e).splitlines()[0]}") from None
     return hf_model, tok
 
 

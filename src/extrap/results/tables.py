@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from extrap.io import atomic_write_text
+from extrap.io import atomic_write_text, finite_json
 
 if TYPE_CHECKING:
     from extrap.align.records import AlignRun
@@ -55,11 +55,13 @@ class Table:
         return list(cols)
 
     def to_csv(self) -> str:
+        """The rows as CSV; a NaN or infinity is an empty cell, named in its row's ``error`` (as in the JSON)."""
+        rows = [finite_json(row) for row in self.rows]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        columns = self.columns
+        columns = Table(rows).columns
         writer.writerow(columns)
-        for row in self.rows:
+        for row in rows:
             writer.writerow([cell(row.get(c)) for c in columns])
         return buf.getvalue()
 

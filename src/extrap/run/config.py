@@ -13,6 +13,12 @@ from extrap.model import ModelConfig
 # 1: extrap 0.1.0 wrote no "format" key; the layout is the same, so it still loads.
 RUN_FORMAT = 2
 READABLE_FORMATS = (1, 2)
+# Settings that every config.json has carried since format 1 and that no default may stand in for: an
+# evaluation at the default 128 of a run trained at 64 would look right and be wrong.
+REQUIRED = {
+    ("model", "pe"): "the positional scheme the run was trained with",
+    ("train", "train_length"): "the length the run was trained at, which its evaluation compares against",
+}
 
 
 class RunFormatError(ExtrapError):
@@ -69,6 +75,9 @@ class RunConfig:
         for section in ("model", "train"):
             if not isinstance(d.get(section), dict):
                 raise ExtrapError(f"{source} has no {section} section")
+        for section, key in REQUIRED:  # a default here would describe another run, silently
+            if key not in d[section]:
+                raise ExtrapError(f"{source}: {section}.{key} is missing ({REQUIRED[section, key]})")
         try:
             return cls(
                 model=ModelConfig.from_dict(d["model"]),

@@ -66,12 +66,24 @@ from extrap.tasks.records import Example
 from extrap.tasks.topic_task import topic
 
 GENERATORS = {"passkey": passkey, "line": line, "topic": topic}
+# The longest example each task builds, in tokens.  Passkey and topic grow linearly (a 2^20-token example
+# takes about a second); line re-tokenizes its prompt while it lengthens keys to fill the last line's
+# slack, which grows quadratically: about 10 s at 2^17 tokens, a minute at 4 x 10^5.
+MAX_LENGTHS = {"passkey": 2**20, "line": 2**17, "topic": 2**20}
 
 
 def check_task(task: str) -> str:
     if task not in GENERATORS:
         raise ExtrapError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
     return task
+
+
+def check_length(task: str, length: int) -> int:
+    """``length`` if ``task`` builds examples that long (:data:`MAX_LENGTHS`), else ExtrapError."""
+    cap = MAX_LENGTHS[check_task(task)]
+    if length > cap:
+        raise ExtrapError(f"{task}: length {length:,} is above the longest example the task builds, {cap:,} tokens")
+    return length
 
 
 def make_example(
@@ -87,7 +99,7 @@ def make_example(
 ) -> Example:
     """One example of ``task`` (see the module docstring); ``depth=None`` draws it at random."""
     return GENERATORS[check_task(task)](
-        tokenizer, length, seed, depth=depth, filler=filler, include_target=include_target, **kw
+        tokenizer, check_length(task, length), seed, depth=depth, filler=filler, include_target=include_target, **kw
     )
 
 

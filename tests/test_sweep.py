@@ -1,0 +1,431 @@
+"""A reliability sweep: output targets, non-finite numbers, damaged inputs, conflicting flags, unbounded work,
+and hostile values for every flag; each failure is one line (``extrap: error: ...``) and exit status 2."""
+
+import json
+import math
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from extrap.cli import main
+from extrap.errors import ExtrapError
+
+
+def cli(capsys, argv):
+    """(exit status, stdout, stderr lines) of ``extrap ARGV`` run in this process."""
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err.splitlines()
+
+
+def refused(capsys, argv, *fragments):
+    """``argv`` ends in one error line holding every fragment, exit status 2, and no traceback."""
+    rc, _, err = cli(capsys, argv)
+    errors = [line for line in err if line.startswith("extrap: error:")]
+    assert rc == 2 and len(errors) == 1, (rc, err)
+    assert not any("Traceback" in line for line in err), err
+    for f in fragments:
+        assert f in errors[0], (f, errors[0])
+    return errors[0]
+
+
+def strict(text):
+    """Parse ``text`` as RFC 8259 JSON: NaN, Infinity and -Infinity are refused."""
+
+    def bad(name):
+        raise AssertionError(f"non-strict JSON constant {name}")
+
+    return json.loads(text, parse_constant=bad)
+
+
+@pytest.fixture(scope="module")
+def run(tiny_runs):
+    return tiny_runs["alibi"]
+
+
+@pytest.fixture(scope="module")
+def nan_run(tiny_runs, tmp_path_factory):
+    """The tiny alibi run with every weight NaN."""
+    from safetensors.torch import load_file, save_file
+
+    d = tmp_path_factory.mktemp("nan") / "run"
+    shutil.copytree(tiny_runs["alibi"], d)
+    for f in d.glob("checkpoints/*/model.safetensors"):
+        save_file({k: v.fill_(math.nan) if v.is_floating_point() else v for k, v in load_file(f).items()}, f)
+    return d
+
+
+# ---- output targets ---------------------------------------------------------------------------------
+def _commands(run, tmp_path):
+    return [
+        ["pe", "list"],
+        ["corpus", "list"],
+        ["theory", "alibi"],
+        ["task", "sample", "--task", "line", "--length", "64"],
+        ["eval", run, "--lengths", "32"],
+        ["align", run],
+        ["erf", run],
+        ["task", "score", run, "--task", "passkey"],
+        ["generate", run],
+        ["train", "--out", tmp_path / "new", "--preset", "smoke"],
+    ]
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_a_fifo_is_never_replaced(index, run, tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    argv = _commands(run, tmp_path)[index]
+    refused(capsys, [*argv, "--csv", fifo], "--csv", "FIFO", "regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    if argv[0] in ("eval", "align") or argv[:2] == ["task", "score"]:
+        refused(capsys, [*argv, "--out", fifo], "--out", "FIFO")
+    assert not (tmp_path / "new").exists()  # train stopped before it made its run
+
+
+def test_a_device_is_refused_before_anything_is_written():
+    from extrap.io import output_target
+
+    with pytest.raises(ExtrapError, match="character device, not a regular file"):
+        output_target("/dev/null")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_symlink_is_followed_and_kept(tmp_path, capsys):
+    target, link, dangling = tmp_path / "table.csv", tmp_path / "link.csv", tmp_path / "dangling.csv"
+    link.symlink_to(target)
+    dangling.symlink_to(tmp_path / "made.csv")
+    assert cli(capsys, ["pe", "list", "--csv", link])[0] == 0
+    assert link.is_symlink() and target.read_text().startswith("extrap_version,")
+    assert cli(capsys, ["pe", "list", "--csv", dangling])[0] == 0
+    assert dangling.is_symlink() and (tmp_path / "made.csv").is_file()
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "to_pipe").symlink_to(tmp_path / "pipe")
+    refused(capsys, ["pe", "list", "--csv", tmp_path / "to_pipe"], "FIFO")
+    refused(capsys, ["pe", "list", "--csv", tmp_path], "is a directory")
+
+
+def test_one_file_for_two_outputs_or_an_input_is_refused(run, tmp_path, capsys):
+    x = tmp_path / "x.json"
+    refused(capsys, ["eval", run, "--lengths", "32", "--out", x, "--csv", x], "--csv", "also --out")
+    (tmp_path / "alias.json").symlink_to(x)
+    refused(capsys, ["align", run, "--out", x, "--csv", tmp_path / "alias.json"], "also --out")
+    assert not x.exists()
+    text = tmp_path / "text.txt"
+    text.write_text("def f():\n    return 1\n" * 20)
+    refused(capsys, ["eval", run, "--file", text, "--out", text], "also --file")
+    assert text.read_text().startswith("def f()")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "RUN", "--out", "RUN/config.json"],
+        ["eval", "RUN", "--csv", "RUN/latest.json"],
+        ["align", "RUN", "--out", "RUN/metrics.jsonl"],
+        ["erf", "RUN", "--csv", "RUN/tokenizer.json"],
+        ["task", "score", "RUN", "--task", "passkey", "--out", "RUN/final.json"],
+        ["generate", "RUN", "--csv", "RUN/checkpoints/meta.json"],
+        ["theory", "--checkpoint", "RUN", "--csv", "RUN/config.json"],
+        ["task", "sample", "--task", "line", "--length", "64", "--run", "RUN", "--csv", "RUN/config.json"],
+        ["train", "--out", "RUN", "--csv", "RUN/metrics.jsonl"],
+    ],
+)
+def test_a_runs_own_files_are_refused(argv, run, capsys):
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    refused(capsys, [str(a).replace("RUN", str(run)) for a in argv], "is a file of run", "would damage")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_results_beside_a_run_and_nothing_inside_a_model_folder(run, tmp_path, capsys):
+    out = run / "eval-mine.json"
+    assert cli(capsys, ["eval", run, "--lengths", "32", "--tokens", "64", "--out", out])[0] == 0
+    assert strict(out.read_text())["train_length"] == 32
+    out.unlink()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    refused(capsys, ["align", f"hf:{folder}", "--out", folder / "aligned.json"], "model folder")
+
+
+def test_a_closed_stdout_ends_quietly_and_takes_no_file(tmp_path):
+    """``extrap pe list >&-``: nothing to print to, exit 0; a CSV opened later does not receive the table."""
+    csv = tmp_path / "pe.csv"
+    proc = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m extrap.cli pe list --csv "$1" >&-', sys.executable, str(csv)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert csv.read_text().startswith("extrap_version,name,")
+
+
+# ---- non-finite numbers -----------------------------------------------------------------------------
+def _json_commands(nan_run, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("def f(x):\n    return x + 1\n" * 20)
+    few = ["--lengths", "32,64", "--tokens", "256"]
+    return {
+        "eval": ["eval", nan_run, *few],
+        "eval-window": ["eval", nan_run, *few, "--window", "16"],
+        "eval-last-token": ["eval", nan_run, "--lengths", "32,64", "--protocol", "last-token", "--targets", "4"],
+        "eval-file": ["eval", nan_run, "--file", text, "--window", "16"],
+        "align": ["align", nan_run, "--lengths", "64", "--segments", "1"],
+        "erf": ["erf", nan_run, "--length", "64", "--segments", "2"],
+        "task": ["task", "score", nan_run, "--task", "passkey", "--lengths", "128", "--n", "2"],
+        "generate": ["generate", nan_run, "--tokens", "4"],
+        "theory": ["theory", "--checkpoint", nan_run],
+    }
+
+
+def _errors(obj):
+    """Every ``error`` string anywhere in a JSON value."""
+    if isinstance(obj, dict):
+        return [v for k, v in obj.items() if k == "error" and isinstance(v, str)] + [
+            e for v in obj.values() for e in _errors(v)
+        ]
+    return [e for v in obj for e in _errors(v)] if isinstance(obj, list) else []
+
+
+@pytest.mark.parametrize(
+    "name", ["eval", "eval-window", "eval-last-token", "eval-file", "align", "erf", "task", "generate", "theory"]
+)
+def test_every_json_command_on_an_all_nan_model(name, nan_run, tmp_path, capsys):
+    argv = _json_commands(nan_run, tmp_path)[name]
+    has_out = argv[0] in ("eval", "align") or argv[:2] == ["task", "score"]
+    out_file = tmp_path / "out.json"
+    rc, out, err = cli(capsys, [*argv, "--json", *(["--out", out_file] if has_out else [])])
+    assert rc == 0, err
+    report = strict(out)
+    if has_out:
+        assert strict(out_file.read_text()) == report
+    if name in ("eval", "eval-window", "eval-last-token", "align", "theory"):
+        assert _errors(report), "a null that replaced a NaN is explained by an error"
+    if name == "eval-window":
+        assert report["window"]["error"]["measured"]["error"].startswith("not finite: exact_ppl")
+    rc, _, err = cli(capsys, argv)  # the text report does not crash either
+    assert rc == 0, err
+
+
+def test_finite_json_names_what_it_replaced():
+    from extrap.io import finite_json, json_text
+    from extrap.results.tables import Table
+
+    obj = {"a": 1.0, "b": math.nan, "c": [1.0, math.inf], "d": {"x": -math.inf, "error": "kept"}, "e": None}
+    assert finite_json(obj) == {
+        "a": 1.0,
+        "b": None,
+        "c": [1.0, None],
+        "d": {"x": None, "error": "kept"},
+        "e": None,
+        "error": "not finite: b, c",
+    }
+    assert "NaN" not in json_text(obj) and strict(json_text(obj))["c"] == [1.0, None]
+    csv = Table([{"run": "r", "loss": math.nan}]).to_csv().splitlines()
+    assert csv == ["run,loss,error", "r,,not finite: loss"]
+
+
+# ---- damaged inputs ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def hf_dirs(tmp_path_factory, hf_tokenizer):
+    """A tiny Llama and a tiny T5, saved with the test tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("hf")
+    llama = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+    )
+    llama.vocab_size, llama.max_position_embeddings = 300, 64
+    t5 = transformers.T5Config(
+        d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, vocab_size=300, decoder_start_token_id=0
+    )
+    models = {
+        "llama": transformers.AutoModelForCausalLM.from_config(llama),
+        "t5": transformers.T5ForConditionalGeneration(t5),
+    }
+    for name, model in models.items():
+        model.save_pretrained(root / name)
+        hf_tokenizer.save_pretrained(root / name)
+    return root
+
+
+@pytest.mark.parametrize(
+    "name,damage,fragment",
+    [
+        ("llama", ("model.safetensors", b"garbage"), "cannot load a model"),
+        ("llama", ("tokenizer.json", b'{"x'), "no usable tokenizer"),
+        ("llama", ("config.json", b'{"model_type": "llama", "hidden_size": "x"}'), "cannot read"),
+        ("t5", ("model.safetensors", b"\x00" * 100), "cannot load a T5"),
+    ],
+)
+def test_a_damaged_hf_folder_is_one_line(name, damage, fragment, hf_dirs, tmp_path, capsys):
+    folder = tmp_path / name
+    shutil.copytree(hf_dirs / name, folder)
+    (folder / damage[0]).write_bytes(damage[1])
+    command = "eval" if name == "llama" else "align"
+    refused(capsys, [command, f"hf:{folder}", "--lengths", "32", "--device", "cpu"], fragment)
+
+
+@pytest.mark.parametrize("section,key", [("train", "train_length"), ("model", "pe")])
+def test_a_run_config_without_its_length_or_scheme_is_refused(section, key, run, tmp_path, capsys):
+    d = tmp_path / "run"
+    shutil.copytree(run, d)
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg[section][key]
+    (d / "config.json").write_text(json.dumps(cfg))
+    refused(capsys, ["eval", d, "--lengths", "64"], f"{section}.{key} is missing")
+    if key == "train_length":  # theory reads the bias alone: it says which L_train it assumed
+        rc, _, err = cli(capsys, ["theory", "--checkpoint", d])
+        assert rc == 0 and any("L_train = 512 assumed" in line for line in err)
+
+
+# ---- conflicting flags and unbounded work -----------------------------------------------------------
+def test_window_and_cache_window_must_agree(run, capsys):
+    refused(capsys, ["eval", run, "--lengths", "64", "--window", "32", "--cache-window", "64"], "give one")
+    refused(capsys, ["eval", run, "--lengths", "64", "--window", "auto", "--cache-window", "8"], "give one")
+    rc, out, _ = cli(capsys, ["eval", run, "--lengths", "64", "--tokens", "64", "--window", "8", "--cache-window", "8"])
+    assert rc == 0 and "window=8" in out
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_prefill_in_blocks_equals_token_by_token(window, monkeypatch):
+    from extrap.model import GPT, ModelConfig
+    from extrap.model import generate as gen
+
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(pe="alibi", n_layer=2, d_model=32, n_head=4)).eval()
+    prompt = torch.randint(0, 256, (1, 40))
+    cache = model.new_cache(window)
+    one = [gen.step_logits(model, prompt[:, p], p, cache) for p in range(40)][-1]
+    monkeypatch.setattr(gen, "PREFILL_BLOCK", 16)
+    blocked = model.new_cache(window)
+    torch.testing.assert_close(gen.prefill(model, prompt, blocked), one, rtol=1e-5, atol=1e-5)
+    for a, b in zip(cache.layers, blocked.layers):
+        torch.testing.assert_close(a.keys, b.keys)
+    calls = []
+    step = model.step
+    monkeypatch.setattr(model, "step", lambda *a: calls.append(a[0].shape[1]) or step(*a))
+    out = gen.generate(model, torch.randint(0, 256, (1, 3000)), 5, cache_window=window)
+    assert out.shape == (1, 3005) and len(calls) == 3000 // 16 + 1 + 5  # blocks, not 3000 steps
+
+
+def test_hf_prefill_equals_token_by_token_and_warns_nothing(hf_dirs, capfd, recwarn):
+    import extrap
+    from extrap.model import generate as gen
+
+    model = extrap.load(f"hf:{hf_dirs / 'llama'}", device="cpu").model
+    prompt = torch.randint(0, 300, (1, 30))
+    cache = model.new_cache(None)
+    one = [gen.step_logits(model, prompt[:, p], p, cache) for p in range(30)][-1]
+    torch.testing.assert_close(gen.prefill(model, prompt, model.new_cache(None)), one, rtol=1e-4, atol=1e-4)
+    capfd.readouterr()
+    assert main(["generate", f"hf:{hf_dirs / 'llama'}", "--tokens", "3", "--device", "cpu"]) == 0
+    err = capfd.readouterr().err
+    assert "deprecated" not in err and not [w for w in recwarn if "deprecated" in str(w.message)], err
+
+
+def test_generation_states_its_time(run, caplog, monkeypatch):
+    import extrap
+    from extrap.model import generate as gen
+
+    monkeypatch.setattr(gen, "STATE_AFTER", 0.0)
+    model = extrap.load(run).model
+    with caplog.at_level("INFO", logger="extrap"):
+        gen.generate(model, torch.tensor([[1, 2, 3]]), 30)
+    assert any("generating 30 tokens at" in r.getMessage() for r in caplog.records)
+
+
+def test_long_evaluations_state_their_time_first(run, capsys, monkeypatch):
+    import extrap.cost
+
+    monkeypatch.setattr(extrap.cost, "matmul_rate", lambda device="cpu": 1e9)
+    rc, _, err = cli(capsys, ["eval", run, "--lengths", "500000"])
+    assert rc == 2 and "needs about" in err[0] and "at least" in err[0], err  # stated, then the corpus is short
+    assert extrap.cost.duration(7200) == "2.0 h" and extrap.cost.duration(30) == "30 s"
+
+
+def test_caps_refuse_before_any_work(run, capsys):
+    t0 = time.perf_counter()
+    refused(capsys, ["generate", run, "--tokens", "100000000000"], "--tokens", "[0, 1000000]")
+    refused(capsys, ["task", "sample", "--task", "line", "--length", "100000000"], "longest example", "131,072")
+    refused(capsys, ["task", "sample", "--task", "passkey", "--length", "2000000"], "1,048,576")
+    refused(capsys, ["task", "score", run, "--task", "line", "--lengths", "200000"], "longest example")
+    refused(capsys, ["eval", run, "--lengths", "20000000"], "at most 1e+07")
+    assert time.perf_counter() - t0 < 30
+
+
+# ---- rough edges ------------------------------------------------------------------------------------
+def test_theory_points_a_checkpoint_to_checkpoint(run, capsys):
+    refused(capsys, ["theory", "hf:/some/model"], "--checkpoint hf:/some/model")
+    refused(capsys, ["theory", run], f"--checkpoint {run}")
+    refused(capsys, ["theory", "foo("], "malformed formula")
+
+
+def test_t5_eval_is_refused_and_its_length_stated(hf_dirs, capsys):
+    t5 = f"hf:{hf_dirs / 't5'}"
+    for command in ("eval", "generate"):
+        refused(capsys, [command, t5, "--device", "cpu"], "encoder-decoder", "extrap align", "extrap task score")
+    rc, out, err = cli(capsys, ["align", t5, "--lengths", "64", "--segments", "1", "--device", "cpu"])
+    assert rc == 0 and any("L_tr = 512 assumed (t5 default (512))" in line for line in err), err
+    assert "L_ex < L_tr" in out
+
+
+# ---- hostile values for every flag ------------------------------------------------------------------
+HOSTILE = [
+    (["eval", "RUN", "--device", "cuda:-1"], "--device"),
+    (["eval", "RUN", "--device", ""], "--device"),
+    (["align", "RUN", "--device", "mps"], "--device"),
+    (["generate", "RUN", "--device", "tpu"], "--device"),
+    (["task", "score", "RUN", "--device", "cuda:x"], "--device"),
+    (["study", "--device", "gpu"], "--device"),
+    (["eval", "RUN", "--window", "-3"], "--window"),
+    (["eval", "RUN", "--window", "abc"], "--window"),
+    (["eval", "RUN", "--cache-window", "0"], "--cache-window"),
+    (["generate", "RUN", "--cache-window", "-1"], "--cache-window"),
+    (["generate", "RUN", "--tokens", "-1"], "--tokens"),
+    (["generate", "RUN", "--tokens", "1e3"], "--tokens"),
+    (["generate", "RUN", "--seed", str(2**70)], "--seed"),
+    (["generate", "RUN", "--prompt", ""], "--prompt"),
+    (["train", "--out", "NEW", "--seed", str(-(2**70))], "--seed"),
+    (["task", "sample", "--task", "passkey", "--length", "200", "--seed", "1.5"], "--seed"),
+    (["task", "sample", "--task", "passkey", "--length", "-5"], "--length"),
+    (["task", "sample", "--task", "passkey", "--length", "200", "--depth", "nan"], "depth"),
+    (["eval", "RUN", "--lengths", "nan"], "--lengths"),
+    (["eval", "RUN", "--lengths", ""], "--lengths"),
+    (["eval", "RUN", "--lengths", "64", "--temperature", "nan"], "--temperature"),
+    (["eval", "RUN", "--lengths", "64", "--temperature", "-1"], "--temperature"),
+    (["eval", "RUN", "--lengths", "64", "--temperature", "1,2,3"], "3 values"),
+    (["eval", "RUN", "--lengths", "64", "--temperature", "auto", "--align-mode", "bogus"], "alignment mode"),
+    (["eval", "RUN", "--lengths", "64", "--rope", "linear", "--factor", "inf"], "--factor"),
+    (["eval", "RUN", "--lengths", "64", "--train-length", "64"], "only for hf"),
+    (["eval", "RUN", "--lengths", "64", "--eps", "1"], "--eps"),
+    (["eval", "RUN", "--lengths", "64", "--delta", "-0.1"], "--delta"),
+    (["eval", "RUN", "--lengths", "64", "--tokens", "10"], "--tokens"),
+    (["eval", "RUN", "--file", "/nonexistent/text"], "cannot read"),
+    (["eval", "RUN", "--file", "/nonexistent/text", "--lengths", "64"], "not with --file"),
+    (["align", "RUN", "--grid", "nan"], "temperature"),
+    (["align", "RUN", "--grid", "0.9,-1"], "temperature"),
+    (["align", "RUN", "--max-length", "10", "--lengths", "64"], "capped"),
+    (["align", "RUN", "--per-layer", "--mode", "prop1"], "--per-layer"),
+    (["erf", "RUN", "--threshold", "1"], "--threshold"),
+    (["erf", "RUN", "--plot", "/dev/null"], "--plot"),
+    (["theory", "alibi", "--plot", "/dev/null"], "--plot"),
+    (["theory", "alibi", "--heads", "2000"], "--heads"),
+    (["theory", "alibi", "--eps", "nan"], "--eps"),
+    (["task", "score", "RUN", "--task", "passkey", "--temperature", "auto:bogus"], "--temperature"),
+    (["task", "score", "RUN", "--task", "passkey", "--buckets", "0"], "--buckets"),
+    (["study", "--jobs", "0"], "--jobs"),
+    (["study", "--tasks", "passkey"], "--tasks"),
+    (["corpus", "prepare", "--tokenizer", "bpe:5"], "V >= 257"),
+]
+
+
+@pytest.mark.parametrize("argv,fragment", HOSTILE, ids=[" ".join(a[:1] + a[2:])[:60] for a, _ in HOSTILE])
+def test_hostile_values_are_one_line(argv, fragment, run, tmp_path, capsys):
+    names = {"RUN": str(run), "NEW": str(tmp_path / "new")}
+    refused(capsys, [names.get(a, a) for a in argv], fragment)
