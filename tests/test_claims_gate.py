@@ -60,7 +60,7 @@ def results(losses: dict[str, float | None] | None, **extra) -> StudyResults:
             "protocol": "nonoverlapping",
             "loss": losses,
         }
-    return StudyResults.from_dict(d)
+    return StudyResults.from_json(d)
 
 
 def claims(res: StudyResults) -> dict:

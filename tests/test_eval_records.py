@@ -119,9 +119,9 @@ def test_the_first_versions_reports_load():
 
 
 def test_a_study_holds_the_reports_themselves(report):
-    study = StudyResults.from_dict({"eval": {"alibi": {"nonoverlapping": report.to_json()}}})
+    study = StudyResults.from_json({"eval": {"alibi": {"nonoverlapping": report.to_json()}}})
     assert study.eval["alibi"]["nonoverlapping"] == report
-    assert study.to_dict()["eval"]["alibi"]["nonoverlapping"] == report.to_json()
+    assert study.to_json()["eval"]["alibi"]["nonoverlapping"] == report.to_json()
 
 
 def test_evaluate_speaks_in_records_not_dicts():

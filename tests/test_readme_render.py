@@ -67,7 +67,7 @@ TRAINING = {
 
 
 def test_the_section_says_what_the_results_recorded():
-    r = StudyResults.from_dict(results_dict(seconds=544.2, host=HOST, training=TRAINING))
+    r = StudyResults.from_json(results_dict(seconds=544.2, host=HOST, training=TRAINING))
     text = readme.study_markdown(r)
     assert "4-layer, d=128, 4-head byte-level models, 600 steps × 16 × 128 tokens of stdlib source" in text
     assert "L_tr = 128, evaluated up to 4× = 512" in text
@@ -80,23 +80,23 @@ def test_the_section_says_what_the_results_recorded():
 
 
 def test_results_written_before_the_wall_time_say_not_recorded():
-    text = readme.study_markdown(StudyResults.from_dict(results_dict()))
+    text = readme.study_markdown(StudyResults.from_json(results_dict()))
     assert "Wall time: not recorded" in text and "models and training not recorded" in text
     assert "Bits per token" in text  # the tokenizer is not known either
-    resumed = StudyResults.from_dict(results_dict(seconds=30, host={**HOST, "resumed": True}))
+    resumed = StudyResults.from_json(results_dict(seconds=30, host={**HOST, "resumed": True}))
     assert "Wall time: 30 s on a machine with 2 CPUs" in readme.study_markdown(resumed)
     assert "resumed" in readme.study_markdown(resumed)
 
 
 def test_host_and_training_round_trip_and_old_files_load():
-    r = StudyResults.from_dict(results_dict(seconds=1.5, host=HOST, training=TRAINING))
+    r = StudyResults.from_json(results_dict(seconds=1.5, host=HOST, training=TRAINING))
     assert r.host == StudyHost(2, 1, 2, None, False) and r.training == StudyTraining(
         4, 128, 4, 600, 16, 128, "bytes", "stdlib"
     )
-    d = r.to_dict()
-    assert d["host"] == HOST and d["training"] == TRAINING and StudyResults.from_dict(json.loads(json.dumps(d))) == r
-    old = StudyResults.from_dict(results_dict(host={"cpu_count": "two"}))
-    assert old.host.cpu_count is None and "training" not in old.to_dict()
+    d = r.to_json()
+    assert d["host"] == HOST and d["training"] == TRAINING and StudyResults.from_json(json.loads(json.dumps(d))) == r
+    old = StudyResults.from_json(results_dict(host={"cpu_count": "two"}))
+    assert old.host.cpu_count is None and "training" not in old.to_json()
 
 
 def test_the_script_rewrites_only_the_marked_region(tmp_path, capsys):

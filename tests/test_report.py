@@ -149,7 +149,7 @@ def make_results():
 
 def typed(results: dict) -> StudyResults:
     """A results.json dict as the report reads it."""
-    return StudyResults.from_dict(results)
+    return StudyResults.from_json(results)
 
 
 def claims_by_name(results):
@@ -441,7 +441,7 @@ def test_results_json_of_an_earlier_version_loads(tmp_path):
     res = report.load_results(tmp_path)
     assert all((e.trf_eps, e.trf_reduce) == (1e-3, "max") for e in res.erf.values())
     assert (res.spearman.trf_eps, res.spearman.trf_reduce) == (1e-3, "max")
-    assert res.to_dict()["erf"]["alibi"] == {**old["erf"]["alibi"], "trf_eps": 1e-3, "trf_reduce": "max"}
+    assert res.to_json()["erf"]["alibi"] == {**old["erf"]["alibi"], "trf_eps": 1e-3, "trf_reduce": "max"}
     text = report.write_report(res, tmp_path).read_text(encoding="utf-8")
     assert "TRF: widest head, ε = 0.001" in text and "TRF (widest head, ε = 0.001) beside" in text
 
@@ -450,7 +450,7 @@ def test_results_keep_what_they_do_not_declare():
     r = make_results()
     r["future_section"] = {"x": [1, 2]}
     r["eval"]["alibi"]["sliding"]["future_key"] = {"y": 3}  # an eval report's own keys are typed (EvalReport)
-    d = typed(r).to_dict()
+    d = typed(r).to_json()
     assert d["future_section"] == {"x": [1, 2]} and d["eval"]["alibi"]["sliding"]["future_key"] == {"y": 3}
     assert typed(json.loads(json.dumps(d))) == typed(r)
 

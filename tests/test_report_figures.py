@@ -31,7 +31,7 @@ OPPOSITE = {"brighter": "darker", "darker": "brighter"}
 
 def test_heatmap_caption_says_what_the_colours_show():
     """The report's caption: the colour drawn for the most weight is as bright or dark as the caption says."""
-    res = StudyResults.from_dict({"pes": ["type1", "alibi"], "n_head": 8})
+    res = StudyResults.from_json({"pes": ["type1", "alibi"], "n_head": 8})
     notes = {}
     fig = shapes.heatmaps_figure(res, notes)
     images = [im for ax in fig.axes for im in ax.images]
@@ -90,7 +90,7 @@ def test_trf_curves_default_draws_type1_above_type2(tmp_path):
 
 def test_report_trf_curves_follow_the_trfs():
     rows = [{"pe": pe, "head": 0, "verdict": "converges", "trf": {}} for pe in ("type1", "type2", "alibi")]
-    res = StudyResults.from_dict({"theory": rows, "n_head": 8})
+    res = StudyResults.from_json({"theory": rows, "n_head": 8})
     notes = {}
     fig = shapes.trf_curves_figure(res, notes)
     drawn = drawn_curves(fig.axes[0])
@@ -112,7 +112,7 @@ def ppl_results(n: int, untrained: str | None = None) -> StudyResults:
     }
     if untrained:
         d["learning"]["loss"][untrained] = 3.5
-    return StudyResults.from_dict(d)
+    return StudyResults.from_json(d)
 
 
 def curves_of(ax):
@@ -135,7 +135,7 @@ def test_ppl_legend_matches_its_curves_beyond_ten_pes():
 
 
 def test_trf_erf_bars_say_why_a_bar_is_missing():
-    res = StudyResults.from_dict(
+    res = StudyResults.from_json(
         {
             "pes": ["type1", "example1"],
             "erf": {"type1": {"trf": 608, "grad_erf": 20.0}, "example1": {"trf": None, "grad_erf": 30.0}},
@@ -219,7 +219,7 @@ def alignment_results(acc_at_tr: float) -> StudyResults:
     same = dict.fromkeys(lengths, acc_at_tr)  # every setting scores the same: the curves lie on top of each other
     model = {"accuracy": {st: dict(same) for st in ("none", "pmax", "entropy", "pmax-layer")}}
     block = {"train_length": 96, "lengths": [96, 192, 384], "models": {"alibi": model}}
-    return StudyResults.from_dict({"experiment": "alignment", "alignment": {"passkey": block}})
+    return StudyResults.from_json({"experiment": "alignment", "alignment": {"passkey": block}})
 
 
 @pytest.mark.parametrize("acc", [0.0, 0.9])
@@ -242,7 +242,7 @@ def test_alignment_accuracy_curves_stay_visible_on_top_of_each_other(acc):
 
 def test_gradient_curves_caption_names_the_length_and_the_models_that_did_not_learn():
     curve = [min(1.0, (k + 1) / 40) for k in range(255)]
-    res = StudyResults.from_dict(
+    res = StudyResults.from_json(
         {
             "pes": ["alibi", "type1"],
             "train_length": 64,

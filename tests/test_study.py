@@ -37,7 +37,7 @@ def test_smoke_study_produces_every_section(smoke_study):
     for run in res["runs"].values():
         assert (out / run["run_dir"] / "config.json").exists()
     # the typed results read back exactly what was written
-    assert json.dumps(load_results(out).to_dict(), sort_keys=True) == json.dumps(res, sort_keys=True)
+    assert json.dumps(load_results(out).to_json(), sort_keys=True) == json.dumps(res, sort_keys=True)
 
 
 def test_smoke_study_writes_results_csv(smoke_study):

@@ -59,7 +59,7 @@ def test_smoke_alignment_results_schema(smoke):
         for k in keys:
             rec = json.loads((out / res["runs"][f"passkey/{pe}"]["run_dir"] / "alignment" / f"L{k}.json").read_text())
             assert set(rec["seconds_method"]) == {"greedy", "rank"}  # what each scoring method cost
-    assert json.dumps(load_results(out).to_dict(), sort_keys=True) == json.dumps(res, sort_keys=True)
+    assert json.dumps(load_results(out).to_json(), sort_keys=True) == json.dumps(res, sort_keys=True)
 
 
 def test_smoke_alignment_claims_and_report(smoke):
@@ -263,7 +263,7 @@ def synthetic(taus=None, acc=None, sources=None):
         "closed_forms": {
             k: {"prop1": None, "prop1_status": "no real root", "prop2": 0.6, "log_length": 0.7} for k in key[1:]
         },
-        "depth": DepthSummary(best_setting({st: dict(zip(key, v)) for st, v in acc.items()}, L_TR)).to_dict(),
+        "depth": DepthSummary(best_setting({st: dict(zip(key, v)) for st, v in acc.items()}, L_TR)).to_json(),
     }
     return {
         "experiment": "alignment",
@@ -276,7 +276,7 @@ def synthetic(taus=None, acc=None, sources=None):
 
 
 def claims(results):
-    return {c.claim: c for c in report.compute_claims(StudyResults.from_dict(results))}
+    return {c.claim: c for c in report.compute_claims(StudyResults.from_json(results))}
 
 
 TAU, PMAX_H, HELPS = (
@@ -368,12 +368,12 @@ def test_report_renders_partial_alignment_results(tmp_path):
     r["tasks"] = ["passkey", "line"]
     for per_len in r["alignment"]["passkey"]["models"]["t5"]["accuracy"].values():
         del per_len["512"]
-    text = report.write_report(StudyResults.from_dict(r), tmp_path).read_text(encoding="utf-8")
+    text = report.write_report(StudyResults.from_json(r), tmp_path).read_text(encoding="utf-8")
     assert "passkey: no alignment results for alibi" in text and "passkey/t5: not evaluated at 512" in text
     assert "line: no alignment results" in text
     assert "<td>no root</td>" in text  # Prop. 1 without a root: said, never a made-up τ
     assert (tmp_path / "figures" / "alignment_tau.png").is_file()
-    empty = report.write_report(StudyResults.from_dict({"experiment": "alignment"}), tmp_path / "empty")
+    empty = report.write_report(StudyResults.from_json({"experiment": "alignment"}), tmp_path / "empty")
     empty = empty.read_text(encoding="utf-8")
     assert "Missing: alignment results" in empty
 
@@ -382,7 +382,7 @@ def test_each_task_has_its_own_tables_and_claims(tmp_path):
     r = synthetic()
     line = {**json.loads(json.dumps(r["alignment"]["passkey"])), "task": "line"}
     r["tasks"], r["alignment"]["line"] = ["passkey", "line"], line
-    names = [c.claim for c in report.compute_claims(StudyResults.from_dict(r))]
+    names = [c.claim for c in report.compute_claims(StudyResults.from_json(r))]
     assert names == [
         f"{t}: {c}"
         for t in ("passkey", "line")
@@ -392,11 +392,11 @@ def test_each_task_has_its_own_tables_and_claims(tmp_path):
             "alignment improves accuracy beyond L_tr",
         )
     ]
-    text = report.write_report(StudyResults.from_dict(r), tmp_path).read_text(encoding="utf-8")
+    text = report.write_report(StudyResults.from_json(r), tmp_path).read_text(encoding="utf-8")
     for t in ("passkey", "line"):
         assert f"{t} (L_tr = 64 tokens)" in text and f"Exact-match accuracy, {t} (004 Table 4)" in text
-    assert "columns: lines" in text and "**line** (L_tr = 64)" in ra.markdown_tables(StudyResults.from_dict(r))
-    old = StudyResults.from_dict({"experiment": "alignment", "alignment": r["alignment"]["passkey"]})  # one block
+    assert "columns: lines" in text and "**line** (L_tr = 64)" in ra.markdown_tables(StudyResults.from_json(r))
+    old = StudyResults.from_json({"experiment": "alignment", "alignment": r["alignment"]["passkey"]})  # one block
     assert list(old.alignment) == ["passkey"] and len(report.compute_claims(old)) == 3
 
 

@@ -111,4 +111,4 @@ def alignment_blocks(section, tasks: list | None) -> dict[str, AlignmentBlock]:
     if "models" in section:
         section = {section.get("task") or "passkey": section}
     order = list(tasks) if tasks else list(section)
-    return {t: AlignmentBlock.from_dict(section[t]) for t in order if isinstance(section.get(t), dict)}
+    return {t: AlignmentBlock.from_json(section[t]) for t in order if isinstance(section.get(t), dict)}

@@ -131,8 +131,8 @@ class ErfEntry(Record):
     error: str | None = plain(omit=True)
 
     @classmethod
-    def from_dict(cls, d):
-        entry = super().from_dict(d)
+    def from_json(cls, d):
+        entry = super().from_json(d)
         if entry.trf_eps is None and isinstance(d, dict) and "trf" in d:
             entry.trf_eps, entry.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
         return entry
@@ -155,8 +155,8 @@ class Spearman(Record):
     trf_params: str | None = plain(omit=True)  # "trained": trained values for the schemes that learn them
 
     @classmethod
-    def from_dict(cls, d):
-        sp = super().from_dict(d)
+    def from_json(cls, d):
+        sp = super().from_json(d)
         if sp.trf_eps is None and isinstance(d, dict) and d:
             sp.trf_eps, sp.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
         return sp

@@ -4,7 +4,8 @@ A :class:`Record` reads every field it declares from a dict (a missing key keeps
 field's default, so a partial or older file still loads) and keeps the keys it does
 not declare in ``extra``, so that writing it back loses nothing.  Fields whose values
 are records themselves say how to read and write them with :func:`one`, :func:`listed`
-and :func:`mapped`: a :class:`Record`, or a frozen record with ``from_json`` and ``to_json``.
+and :func:`mapped`.  Every record, a :class:`Record` or a frozen one, reads itself with ``from_json``
+and writes itself with ``to_json``.
 """
 
 from __future__ import annotations
@@ -14,17 +15,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 
-def _reader(cls) -> Callable[[Any], Any]:
-    """How ``cls`` reads its JSON: ``from_json`` (a frozen record) or ``from_dict`` (a :class:`Record`)."""
-    return getattr(cls, "from_json", None) or cls.from_dict
-
-
 def _write(record) -> Any:
-    return record.to_json() if hasattr(record, "to_json") else record.to_dict()
+    return record.to_json()
 
 
 def _record_or_none(cls) -> Callable[[Any], Any]:
-    return lambda v: _reader(cls)(v) if isinstance(v, dict) else None
+    return lambda v: cls.from_json(v) if isinstance(v, dict) else None
 
 
 def one(cls, *, omit: bool = False):
@@ -37,7 +33,7 @@ def listed(cls, *, omit: bool = False):
     return field(
         default_factory=list,
         metadata={
-            "load": lambda v: [_reader(cls)(x) for x in v] if isinstance(v, list) else [],
+            "load": lambda v: [cls.from_json(x) for x in v] if isinstance(v, list) else [],
             "dump": lambda v: [_write(x) for x in v],
             "omit": omit,
         },
@@ -50,7 +46,7 @@ def mapped(cls, depth: int = 1, *, omit: bool = False):
     def load(v, d=depth):
         if not isinstance(v, dict):
             return {}
-        return {str(k): (_reader(cls)(x) if d == 1 else load(x, d - 1)) for k, x in v.items()}
+        return {str(k): (cls.from_json(x) if d == 1 else load(x, d - 1)) for k, x in v.items()}
 
     def dump(v, d=depth):
         return {k: (_write(x) if d == 1 else dump(x, d - 1)) for k, x in v.items()}
@@ -67,12 +63,12 @@ def plain(default: Any = None, *, factory: Callable[[], Any] | None = None, omit
 
 @dataclass
 class Record:
-    """Base of every results record: :meth:`from_dict` and :meth:`to_dict`, unknown keys kept in ``extra``."""
+    """Base of every results record: :meth:`from_json` and :meth:`to_json`, unknown keys kept in ``extra``."""
 
     extra: dict = field(default_factory=dict, repr=False, kw_only=True)
 
     @classmethod
-    def from_dict(cls, d: Any):
+    def from_json(cls, d: Any):
         d = d if isinstance(d, dict) else {}
         declared = [f for f in fields(cls) if f.name != "extra"]
         values = {}
@@ -83,7 +79,7 @@ class Record:
         names = {f.name for f in declared}
         return cls(**values, extra={k: v for k, v in d.items() if k not in names})
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         out = {}
         for f in fields(self):
             if f.name == "extra":

@@ -140,8 +140,8 @@ class StudyResults(Record):
     training: StudyTraining | None = one(StudyTraining, omit=True)
 
     @classmethod
-    def from_dict(cls, d) -> StudyResults:
-        results = super().from_dict(d)
+    def from_json(cls, d) -> StudyResults:
+        results = super().from_json(d)
         if isinstance(d, dict):
             results.alignment = alignment_blocks(d.get("alignment"), results.tasks)
         return results
@@ -196,11 +196,11 @@ def load_results(path: str | os.PathLike) -> StudyResults:
         raise ExtrapError(f"{path} is corrupt (not JSON)") from None
     if not isinstance(data, dict):
         raise ExtrapError(f"{path} does not hold a JSON object")
-    return StudyResults.from_dict(data)
+    return StudyResults.from_json(data)
 
 
 def save_results(results: StudyResults, study_dir: str | os.PathLike) -> Path:
     """Write ``study_dir/results.json`` atomically; returns its path."""
     path = Path(study_dir) / RESULTS_FILE
-    atomic_write_json(path, results.to_dict())
+    atomic_write_json(path, results.to_json())
     return path

@@ -256,7 +256,7 @@ def pe_table(schemes: Iterable[Mapping]) -> Table:
 # ---------------------------------------------------------------------------
 def study_table(results: StudyResults) -> Table:
     """``results.csv``: one row per record of every section of ``results.json``; ``section`` says which."""
-    record = results.to_dict()
+    record = results.to_json()
     head = {**provenance(record), **_pick(record, ("experiment", "preset"))}
     sections = (_runs, _theory, _eval, _erf, _spearman, _timing, _alignment, _claims, _failures)
     return Table([{**head, **row, **_command(record)} for section in sections for row in section(results)])
@@ -280,7 +280,7 @@ def _runs(res: StudyResults) -> list[dict]:
 
 
 def _theory(res: StudyResults) -> list[dict]:
-    return [{"section": "theory", **row} for r in res.theory for row in theory_rows(r.to_dict())]
+    return [{"section": "theory", **row} for r in res.theory for row in theory_rows(r.to_json())]
 
 
 def _eval(res: StudyResults) -> list[dict]:
@@ -295,7 +295,7 @@ def _eval(res: StudyResults) -> list[dict]:
 
 
 def _erf(res: StudyResults) -> list[dict]:
-    return [{"section": "erf", "pe": pe, **flat(e.to_dict(), skip=("grad_curve",))} for pe, e in res.erf.items()]
+    return [{"section": "erf", "pe": pe, **flat(e.to_json(), skip=("grad_curve",))} for pe, e in res.erf.items()]
 
 
 def _spearman(res: StudyResults) -> list[dict]:
@@ -337,7 +337,7 @@ def _alignment(res: StudyResults) -> list[dict]:
 
 
 def _claims(res: StudyResults) -> list[dict]:
-    return [{"section": "claim", **flat(c.to_dict())} for c in res.claims]
+    return [{"section": "claim", **flat(c.to_json())} for c in res.claims]
 
 
 def _failures(res: StudyResults) -> list[dict]:

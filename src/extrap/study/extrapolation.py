@@ -216,7 +216,7 @@ def theory_rows(
     rows = []
     for pe in pes:
         rows += initial_rows(pe, num_heads, THEORY_EPS, lengths, train_length)
-        rows += [TheoryRow.from_dict(h.to_json()) for h in trained[pe].rows] if pe in trained else []
+        rows += [TheoryRow.from_json(h.to_json()) for h in trained[pe].rows] if pe in trained else []
     return rows
 
 
@@ -270,8 +270,8 @@ def timing_section(
         if pe is None:
             return None
         log.info("study: timing sliding vs non-overlapping inference (000 Table 1)")
-        atomic_write_json(path, measure_timing(out / "runs" / slug(pe), settings, max(1, jobs)).to_dict())
-    return Timing.from_dict(json.loads(path.read_text()))
+        atomic_write_json(path, measure_timing(out / "runs" / slug(pe), settings, max(1, jobs)).to_json())
+    return Timing.from_json(json.loads(path.read_text()))
 
 
 def assemble(

@@ -46,7 +46,7 @@ def initial_rows(pe: str, num_heads: int, eps, lengths: list[int], train_length:
         row = {**r.to_json(), "pe": pe}  # keep the study's spelling of the spec
         if init:
             row.update(params=INITIAL, values=head_values(init, r.head))
-        rows.append(TheoryRow.from_dict(row))
+        rows.append(TheoryRow.from_json(row))
     return rows
 
 
