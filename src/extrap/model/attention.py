@@ -57,10 +57,11 @@ class BiasContext:
     table: torch.Tensor | None = None  # cached r(t) for t = 0..max_t, (H or 1, max_t + 1)
     contiguous: bool = False  # positions == arange(L): bias blocks are Toeplitz views of the table
     toeplitz_rows: int | None = None  # only queries [0, this) follow the table (FIRE); None: all
+    segments: torch.Tensor | None = None  # (B, L) BiPE: r is read at segment distances, the mask at positions'
 
     @property
     def batched(self) -> bool:
-        return self.positions.dim() == 2
+        return self.positions.dim() == 2 or self.segments is not None
 
 
 def toeplitz_table(scheme: BiasRPE, values: dict[str, torch.Tensor], max_t: int, dtype, device) -> torch.Tensor:
@@ -91,6 +92,10 @@ def bias_block(ctx: BiasContext, q0: int, q1: int, k0: int, k1: int, dtype) -> t
     visible = t >= 0
     if ctx.window is not None:
         visible = visible & (t < ctx.window)
+    if ctx.segments is not None:  # BiPE (He et al. 2024): the bias reads segment distances
+        s = ctx.segments
+        t = s[..., q0:q1].unsqueeze(-1) - s[..., k0:k1].unsqueeze(-2)  # (B, Lq, Lk)
+        visible = visible.expand_as(t)
     if ctx.scheme is None:
         bias = torch.zeros((1,) + tuple(t.shape[-2:]), dtype=dtype, device=t.device)
         if ctx.batched:

@@ -33,6 +33,7 @@ from extrap.errors import ExtrapError
 from extrap.model.attention import BiasContext, attend, attend_rows, toeplitz_table
 from extrap.model.kernel import consecutive
 from extrap.model.kv_cache import KVCache, LayerCache
+from extrap.model.pe_layers import SURVEY_KINDS, layer_module, model_module
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 
 
@@ -91,6 +92,7 @@ class Attention(nn.Module):
             learnable = {q.name: q.learnable for q in scheme.params(cfg.n_head)}
             for name, value in stored.items():
                 self.bias_params[name] = nn.Parameter(value.float(), requires_grad=learnable[name])
+        self.pe_layer = layer_module(scheme, cfg)  # CoPE: the layer's own attention
         # per-layer softmax temperature τ (004): logits / τ.  A buffer, never a weight edit.
         self.register_buffer("temperature", torch.ones(()), persistent=False)
 
@@ -98,20 +100,21 @@ class Attention(nn.Module):
         return self.scheme.values(dict(self.bias_params), self.cfg.n_head)
 
     def bias_context(
-        self, positions, window=None, dtype=torch.float32, device="cpu", table_cache=None, own_tables=False
+        self, positions, window=None, dtype=torch.float32, device="cpu", table_cache=None, own_tables=False, seg=None
     ) -> BiasContext:
         """Everything the attention needs to add r(i - j) for these positions (see attention.py).
 
         ``table_cache`` keeps r(t) tables by (span, dtype, device): shared across layers only for
         parameter-free schemes, or this layer's own (``own_tables``, a KV cache) for any scheme.
+        ``seg`` (B, L): BiPE's segment ids, at which r is read (the mask stays the tokens').
         """
-        ctx = BiasContext(None, {}, positions, window, contiguous=consecutive(positions))
+        ctx = BiasContext(None, {}, positions, window, contiguous=seg is None and consecutive(positions))
         if not self.scheme.adds_bias:
             return ctx
-        ctx.scheme, ctx.values = self.scheme, self.bias_values()
-        L = positions.shape[-1]
+        ctx.scheme, ctx.values, ctx.segments = self.scheme, self.bias_values(), seg
+        L, rel = positions.shape[-1], (positions if seg is None else seg)
         if self.scheme.is_toeplitz:
-            span = int(positions.max() - positions.min()) if positions.numel() else 0
+            span = int(rel.max() - rel.min()) if rel.numel() else 0
             if window is not None:
                 span = min(span, window - 1)
             shareable = own_tables or not any(p.requires_grad for p in self.bias_params.values())
@@ -129,13 +132,15 @@ class Attention(nn.Module):
                 ctx.toeplitz_rows = rows
         return ctx
 
-    def heads(self, x, positions, seq_len: int | None = None):
+    def heads(self, x, positions, seq_len: int | None = None, qkv_bias=None):
         """x (B, L, d) -> q, k, v, each (B, H, L, Dh), with q and k rotated for a rotary scheme.
 
         ``seq_len``: the length of the whole sequence (a KV cache's), which fixes a length-dependent θ.
+        ``qkv_bias``: (…, L, 3d) position-dependent q/k/v biases (FLOATER, Liu et al. 2020).
         """
         B, L, _ = x.shape
-        q, k, v = self.qkv(x).view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x) if qkv_bias is None else self.qkv(x) + qkv_bias
+        q, k, v = qkv.view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
         if self.scheme.rotates:
             q, k = self.scheme.rotate(q, k, positions, seq_len=seq_len)
         return q, k, v
@@ -152,6 +157,8 @@ class Attention(nn.Module):
         cache: LayerCache | None = None,
         table_cache: dict | None = None,
         seq_len: int | None = None,
+        segments: torch.Tensor | None = None,
+        qkv_bias: torch.Tensor | None = None,
     ):
         """x (B, L, d) -> (B, L, d), and the layer's probe when asked: its probability or pre-softmax
         logit blocks, or the exact probabilities (B, H, R, L) of the query ``rows``.
@@ -159,9 +166,10 @@ class Attention(nn.Module):
         ``cache``: x holds new tokens at ``positions``; they attend to the cached keys and to each
         other, and their keys and values join the cache.  ``table_cache`` shares r(t) tables across layers.
         ``seq_len``: the length of the whole sequence, which fixes a length-dependent RoPE's θ (a KV cache's).
+        ``segments`` (B, L): BiPE's segment ids, the positions of the rotation or bias (the mask stays the tokens').
         """
         B, L, _ = x.shape
-        q, k, v = self.heads(x, positions, seq_len)
+        q, k, v = self.heads(x, positions if segments is None else segments, seq_len, qkv_bias)
         tables, own_tables = table_cache, False
         if cache is not None:
             if return_probs or return_logits or rows is not None:
@@ -171,20 +179,15 @@ class Attention(nn.Module):
             if cache.keys is not None:  # new tokens against the cached keys: this layer's own tables
                 tables, own_tables = cache.tables, True
             k, v, positions = cache.extend(k, v, positions)  # the keys: the cached ones, then these
-        ctx = self.bias_context(positions, window, x.dtype, x.device, tables, own_tables)
-        y, probe = attend(
-            q,
-            k,
-            v,
-            ctx,
-            temperature=self.temperature,
-            block=self.cfg.attn_block,
-            return_probs=return_probs,
-            backend=self.cfg.attn_backend,
-            return_logits=return_logits,
-        )
-        if rows is not None:
-            probe = attend_rows(q, k, ctx, self.temperature, rows)
+        ctx = self.bias_context(positions, window, x.dtype, x.device, tables, own_tables, segments)
+        if self.pe_layer is not None:  # CoPE: its gates need q·k, so it runs its own attention
+            record = "probs" if return_probs else ("logits" if return_logits else None)
+            y, probe = self.pe_layer(q, k, v, positions, window, self.temperature, self.cfg.attn_block, record)
+            probe = probe if rows is None else self.pe_layer.rows(q, k, positions, self.temperature, rows)
+        else:
+            kw = dict(return_probs=return_probs, backend=self.cfg.attn_backend, return_logits=return_logits)
+            y, probe = attend(q, k, v, ctx, temperature=self.temperature, block=self.cfg.attn_block, **kw)
+            probe = probe if rows is None else attend_rows(q, k, ctx, self.temperature, rows)
         return self.proj(y.transpose(1, 2).reshape(B, L, -1)), probe
 
 
@@ -210,15 +213,16 @@ class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.scheme = positional.get(cfg.pe)
+        self.scheme = s = positional.get(cfg.pe)
         self.shape = ModelShape(cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab_size, cfg.pe)
-        if not (isinstance(self.scheme, positional.BiasRPE) or self.scheme.embeds or self.scheme.rotates):
+        if not (isinstance(s, positional.BiasRPE) or s.embeds or s.rotates or s.kind in SURVEY_KINDS):
             raise ExtrapError(f"model: scheme kind {self.scheme.kind!r} is not supported")
-        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pe_module = model_module(s, cfg)  # complex, FLOATER, BiPE: see model/pe_layers.py
+        self.tok = nn.Embedding(cfg.vocab_size, getattr(self.pe_module, "token_dim", cfg.d_model))
         self.pos = None
         if self.scheme.embeds and self.scheme.learned:
             self.pos = nn.Embedding(self.scheme.max_positions, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg, self.scheme) for _ in range(cfg.n_layer))
+        self.blocks = nn.ModuleList(Block(cfg, getattr(s, "inter", s)) for _ in range(cfg.n_layer))  # BiPE: inter
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.sampler = None
@@ -268,6 +272,8 @@ class GPT(nn.Module):
     # ---- forward ----------------------------------------------------------------
     def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         x = self.tok(idx)
+        if self.pe_module is not None:
+            return self.pe_module.embed(x, idx, positions)
         if self.scheme.embeds:
             if positions is None:
                 positions = self.default_positions(idx.shape[1], idx.device)
@@ -298,13 +304,13 @@ class GPT(nn.Module):
             positions = self.default_positions(idx.shape[1], idx.device)
         x = self.embed(idx, positions) if embeds is None else embeds
         h, probs = x, []
-        for _, out, blocks in self._run_blocks(x, positions, window=window, return_probs=return_probs):
+        for _, out, blocks in self._run_blocks(x, positions, window=window, return_probs=return_probs, idx=idx):
             h = out
             probs.append(blocks)
         return Output(logits=self._logits(h, last), probs=probs if return_probs else None, embeds=x)
 
     def _run_blocks(
-        self, x, positions, upto: int | None = None, layer_kw: Callable[[int], dict] | None = None, **attn_kw
+        self, x, positions, upto: int | None = None, layer_kw: Callable[[int], dict] | None = None, idx=None, **attn_kw
     ) -> Iterator[tuple[int, torch.Tensor, Any]]:
         """The layer loop, written once: x (B, L, d) through blocks 0..upto (None: all), one at a time.
 
@@ -313,8 +319,10 @@ class GPT(nn.Module):
         alone (its KV cache, the probe of one layer).  r(t) tables are shared across layers where they can be.
         """
         table_cache: dict = {}
+        pe = None if self.pe_module is None else self.pe_module.attention_inputs(idx, positions, self.cfg.n_layer)
         for layer, blk in enumerate(self.blocks[: None if upto is None else upto + 1]):
             kw = attn_kw if layer_kw is None else {**attn_kw, **layer_kw(layer)}
+            kw = kw if pe is None else {**kw, **pe[layer]}
             x, probe = blk(x, positions, table_cache=table_cache, **kw)
             yield layer, x, probe
 
@@ -326,6 +334,8 @@ class GPT(nn.Module):
     def new_cache(self, window: int | None = None, seq_len: int | None = None) -> KVCache:
         if window is not None and window < 1:
             raise ExtrapError(f"cache window must be >= 1, got {window}")
+        if getattr(self.scheme, "no_stream", None):
+            raise ExtrapError(self.scheme.no_stream)
         return KVCache(window, seq_len=seq_len)
 
     @torch.no_grad()
@@ -338,7 +348,7 @@ class GPT(nn.Module):
         seq_len = cache.fix_seq_len(start + idx.shape[1])
         positions = torch.arange(start, start + idx.shape[1], device=idx.device)
         h = self.embed(idx, positions)
-        layers = self._run_blocks(h, positions, seq_len=seq_len, layer_kw=lambda i: {"cache": cache.layer(i)})
+        layers = self._run_blocks(h, positions, seq_len=seq_len, layer_kw=lambda i: {"cache": cache.layer(i)}, idx=idx)
         for _, out, _ in layers:
             h = out
         return self._logits(h)
@@ -351,9 +361,9 @@ class GPT(nn.Module):
         positions = self.default_positions(idx.shape[1], idx.device)
         x = self.embed(idx, positions)
         if logits:  # the last layer alone records its logits
-            layers = self._run_blocks(x, positions, last, lambda layer: {"return_logits": layer == last})
+            layers = self._run_blocks(x, positions, last, lambda layer: {"return_logits": layer == last}, idx)
         else:
-            layers = self._run_blocks(x, positions, last, return_probs=True)
+            layers = self._run_blocks(x, positions, last, return_probs=True, idx=idx)
         for layer, _, blocks in layers:
             yield layer, blocks
 
@@ -377,7 +387,7 @@ class GPT(nn.Module):
         Holds R rows, never (L, L): this is how the mass that a window drops is measured at long L.
         """
         positions = self.default_positions(idx.shape[1], idx.device)
-        for layer, _, probs in self._run_blocks(self.embed(idx, positions), positions, rows=rows):
+        for layer, _, probs in self._run_blocks(self.embed(idx, positions), positions, rows=rows, idx=idx):
             yield layer, probs
 
     def bias_values(self) -> list[dict[str, torch.Tensor]] | None:

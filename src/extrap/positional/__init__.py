@@ -17,6 +17,9 @@ from extrap.positional.registry import REGISTRY, get, register
 # isort: split
 from extrap.positional import absolute, rotary  # noqa: F401  (then APE, RoPE and its interpolations)
 
+# isort: split
+from extrap.positional import bipe, complex_order, cope, floater  # noqa: F401  (the survey's added encodings)
+
 
 def names() -> list[str]:
     return sorted(REGISTRY)

@@ -164,6 +164,8 @@ def not_applicable_reason(scheme: Scheme) -> str | None:
 
     It applies to every bias RPE whose r depends on t = i - j alone, NoPE's r = 0 included.
     """
+    if getattr(scheme, "theory_reason", None):  # the survey's added encodings say why, one line each
+        return scheme.theory_reason
     if scheme.rotates:
         return _ROTARY
     if scheme.embeds:
