@@ -185,7 +185,7 @@ def test_not_applicable_in_theory_with_its_own_reason(pe):
 
 # ---- training, evaluation, checkpoints ---------------------------------------------------------
 @pytest.mark.parametrize("pe", ["complex", "floater", "bipe", "cope:npos=16"])
-def test_smoke_training_evaluation_gradients_and_checkpoint(pe, tmp_path, tiny_text):
+def test_smoke_training_evaluation_gradients_and_checkpoint(pe, tmp_path, tiny_text, capsys):
     m_cfg, t_cfg = build_configs(pe, "smoke", overrides=dict(steps=3, corpus=tiny_text, train_length=32))
     m_cfg.n_layer = 1
     train(tmp_path / "r", m_cfg, t_cfg, progress=False)
@@ -204,6 +204,15 @@ def test_smoke_training_evaluation_gradients_and_checkpoint(pe, tmp_path, tiny_t
     assert torch.equal(fresh.eval()(ids).logits, model(ids).logits)
     name = PE_PARAMS.get(pe, "blocks.0.attn.pe_layer.emb")
     assert not torch.equal(saved[name], GPT(cfg.model).state_dict()[name])  # training moved it
+    # the CLI: a windowed evaluation streams through a KV cache, which BiPE refuses in one line
+    capsys.readouterr()
+    (tmp_path / "f.py").write_text("import os\nx = 1.0\n" * 20)
+    rc = main(["eval", str(tmp_path / "r"), "--file", str(tmp_path / "f.py"), "--window", "8", "--json"])
+    err = capsys.readouterr().err.strip()
+    if pe == "bipe":
+        assert rc == 2 and "segment ids depend on the whole prefix" in err and len(err.splitlines()) == 1
+    else:
+        assert rc == 0, err
     # gradients reach the scheme's own parameters
     model.train()
     model(ids).logits.logsumexp(-1).mean().backward()
