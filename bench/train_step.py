@@ -16,6 +16,7 @@ import torch
 from extrap.model import GPT, ModelConfig
 
 DEFAULT = "nope,alibi,kerple-log,kerple-power,sandwich,t5,fire,type1,type2,window:64,sinusoidal,rope,xpos"
+DEFAULT += ",complex,floater,bipe,cope"  # the survey's added encodings (002); floater needs extrap[floater]
 
 
 class Trainer:
