@@ -1,8 +1,8 @@
 """A small GPT-style causal LM that accepts every positional scheme in the registry.
 
 Pre-LayerNorm blocks (attention, then a 4x GELU MLP), optional tied embeddings,
-and one :class:`ModelConfig` dataclass.  Positional information enters in exactly
-one of three ways, decided by the scheme's capabilities:
+and one :class:`ModelConfig` dataclass.  Positional information enters in one of three ways,
+decided by the scheme's capabilities, or through :mod:`extrap.model.pe_layers` (survey 002's four):
 
 * ``adds_bias``: r(t) from the scheme's function, added to the logits block by block
   (:mod:`extrap.model.attention`), with learnable parameters per layer;
