@@ -250,3 +250,12 @@ def test_floater_without_torchdiffeq_names_the_extra(tmp_path, capsys, monkeypat
     assert "pip install 'extrap[floater]'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
     assert positional.get("floater").name == "floater"  # the registry itself does not need it
+
+
+def test_complex_refuses_tied_embeddings_and_odd_widths_in_one_line():
+    with pytest.raises(ExtrapError, match="tied embeddings are not available"):
+        GPT(ModelConfig(pe="complex", n_layer=1, d_model=16, n_head=2, tie_embeddings=True))
+    with pytest.raises(ExtrapError, match="d_model must be even"):
+        GPT(ModelConfig(pe="complex", n_layer=1, d_model=15, n_head=3))
+    with pytest.raises(ExtrapError, match="positions must be >= 0"):
+        _tiny("floater")(torch.zeros(1, 3, dtype=torch.long), positions=torch.tensor([-1, 0, 1]))
