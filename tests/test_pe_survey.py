@@ -120,16 +120,20 @@ def test_cope_attention_blockwise_matches_the_papers_dense_listing():
     q, k, v = (torch.randn(B, H, L, D) for _ in range(3))
     layer = CopeAttention(positional.get(f"cope:{npos}"), D)
     layer.emb.data = torch.randn(D, npos)
-    # the paper's listing, with an L x L mask
-    s = q @ k.transpose(-1, -2) / math.sqrt(D) + torch.full((L, L), -math.inf).triu(1)
-    pos = torch.sigmoid(s).flip(-1).cumsum(-1).flip(-1).clamp(max=npos - 1)
-    qe = q @ layer.emb
-    lo, hi = pos.floor().long(), pos.ceil().long()
-    w = pos - pos.floor()
-    ref = torch.softmax(s + qe.gather(-1, hi) * w + qe.gather(-1, lo) * (1 - w), -1) @ v
-    for block in (3, 64):
-        out, _ = layer(q, k, v, torch.arange(L), block=block)
-        assert torch.allclose(out, ref, atol=1e-5), block
+    for window in (None, 4):
+        # the paper's listing, with an L x L mask (causal, and the window's)
+        mask = torch.full((L, L), -math.inf).triu(1)
+        if window:
+            mask = mask + torch.full((L, L), -math.inf).tril(-window)
+        s = q @ k.transpose(-1, -2) / math.sqrt(D) + mask
+        pos = torch.sigmoid(s).flip(-1).cumsum(-1).flip(-1).clamp(max=npos - 1)
+        qe = q @ layer.emb
+        lo, hi = pos.floor().long(), pos.ceil().long()
+        w = pos - pos.floor()
+        ref = torch.softmax(s + qe.gather(-1, hi) * w + qe.gather(-1, lo) * (1 - w), -1) @ v
+        for block in (3, 64):
+            out, _ = layer(q, k, v, torch.arange(L), window=window, block=block)
+            assert torch.allclose(out, ref, atol=1e-5), (window, block)
 
 
 # ---- the model --------------------------------------------------------------------------------

@@ -158,18 +158,20 @@ class CopeAttention(nn.Module):
         pos = positions if positions.dim() == 2 else positions.unsqueeze(0)  # (B or 1, Lk)
         for q0 in range(0, Lq, block):
             q1 = min(Lq, q0 + block)
-            k1 = off + q1  # later keys are masked for every query of the block: their gates are 0
-            t = pos[:, off + q0 : k1].unsqueeze(-1) - pos[:, :k1].unsqueeze(-2)  # (B or 1, bq, k1)
+            # keys outside [k0, k1) are masked for every query of the block (positions increase by >= 1
+            # per key), so their gates are 0 and leave the suffix sums of the visible keys unchanged
+            k0, k1 = (0 if window is None else max(0, off + q0 - window + 1)), off + q1
+            t = pos[:, off + q0 : k1].unsqueeze(-1) - pos[:, k0:k1].unsqueeze(-2)  # (B or 1, bq, k1 - k0)
             visible = (t >= 0) & (t < window) if window is not None else t >= 0
             visible = visible.unsqueeze(1)  # over heads
-            s = (q[:, :, q0:q1] @ k[:, :, :k1].transpose(-1, -2)) * scale  # q·k/√d
+            s = (q[:, :, q0:q1] @ k[:, :, k0:k1].transpose(-1, -2)) * scale  # q·k/√d
             gates = torch.sigmoid(s) * visible  # masked keys: g = 0 (σ(-inf) in the listing)
             logits = (s + cope_logits(q[:, :, q0:q1], self.emb, cope_positions(gates))) / float(tau)
             logits = logits.masked_fill(~visible, MASKED)
             p = torch.softmax(logits, dim=-1)
-            outs.append(p @ v[:, :, :k1] if v is not None else None)
+            outs.append(p @ v[:, :, k0:k1] if v is not None else None)
             if record:
-                kept.append((0, p if record == "probs" else logits.masked_fill(~visible, -math.inf)))
+                kept.append((k0, p if record == "probs" else logits.masked_fill(~visible, -math.inf)))
         out = torch.cat(outs, dim=2) if v is not None else None
         return out, (kept if record else None)
 
