@@ -269,3 +269,6 @@ def test_variant_run_trains_evaluates_and_is_analysed(tmp_path, capsys, tiny_tex
     assert r["pe"] == pe and r["head_dim"] == 16
     thetas = [p["theta"] for p in r["pairs"]]
     assert thetas[3:] == [0.0] * 5 and thetas[0] == pytest.approx(TWO_PI / 6)
+    pf = r["position_frequency"]  # packed windows of 32: f(i) = 32 - i each, below half of f(0) from i = 17
+    assert (pf["sequences"], pf["train_length"], pf["below_fraction_at"]) == ("packed-windows", 32, 17)
+    assert pf["frequency"] == [32, 24, 16, 8, 1] and pf["windows"] > 0

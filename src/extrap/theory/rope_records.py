@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from extrap.data.position_frequency import PositionFrequency
+
 
 def _pick(cls, d: Mapping[str, Any]) -> dict:
     return {f.name: d.get(f.name) for f in fields(cls)}
@@ -105,6 +107,7 @@ class RopeTheory:
     pairs_beyond_training: int  # pairs whose angle at L' lies beyond training
     explanation: str
     rotary_dim: int | None = None  # r = int(partial·head_dim), the dimensions that rotate
+    position_frequency: PositionFrequency | None = None  # a trained run's f(i) (An et al. 2025); written when set
 
     def to_json(self) -> dict:
         out = {k: getattr(self, k) for k in _SETTING}
@@ -112,6 +115,8 @@ class RopeTheory:
         out.update(self.liu.to_json())
         out.update(self.men.to_json())
         out.update({k: getattr(self, k) for k in _VERDICT})
+        if self.position_frequency is not None:  # only on `theory --checkpoint RUN_DIR`
+            out["position_frequency"] = self.position_frequency.to_json()
         return out
 
     @classmethod
@@ -121,6 +126,9 @@ class RopeTheory:
             pairs=tuple(FrequencyPair.from_json(p) for p in d.get("pairs") or ()),
             liu=LiuBounds.from_json(d),
             men=Aggregation.from_json(d),
+            position_frequency=PositionFrequency.from_json(d["position_frequency"])
+            if d.get("position_frequency")
+            else None,
         )
 
 
