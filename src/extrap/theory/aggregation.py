@@ -135,9 +135,9 @@ def first_negative(theta, stop: int, start: int = 0, decay=None) -> int | None:
         decay: (K,) rates a_i of xPos's weights e^(a_i m) (module docstring); None: RoPE.
     """
     theta = _f64(theta)
-    if decay is None and 2 * int((theta == 0).sum()) >= len(theta):
-        return None  # n0 pairs with θ = 0 add n0, the others at least -(K - n0): B(m) >= 2·n0 - K >= 0
     rates = _rates(decay, theta)
+    if int(((theta == 0) & (rates == 0)).sum()) >= int((theta != 0).sum()):
+        return None  # n0 unit terms (θ = 0, the largest weight) against at most n0 others in [-1, 1]: B >= 0
     tol = tolerance(theta, stop)
     m, head = start, min(stop, start + _DIRECT)
     if m < head:
