@@ -1,4 +1,4 @@
-"""STRING's position frequency f(i) = Σ_s max(|s| - i, 0) (An et al. 2025, §2), by hand and by brute force.
+"""STRING's position frequency f(i) = Σ_s max(|s| - i, 0) (An et al. 2025), by hand and by brute force.
 
 Packed windows of L tokens (what extrap's sampler draws) have L - i pairs at distance i each; arbitrary
 sequence lengths (documents, cut into pieces of at most L) are checked against counting every causal

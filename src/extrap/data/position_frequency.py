@@ -1,6 +1,6 @@
 """How often training shows each relative position: STRING's position frequency (An et al. 2025).
 
-An et al. 2025 ("Why Does the Effective Context Length of LLMs Fall Short?", ICLR 2025, §2) count, for
+An et al. 2025 ("Why Does the Effective Context Length of LLMs Fall Short?", ICLR 2025) count, for
 causal attention over training sequences s, the query-key pairs at relative distance i:
 
     f(i) = Σ_s max(|s| - i, 0),   i = 0 .. L - 1,
@@ -26,7 +26,7 @@ from extrap.errors import ExtrapError
 
 DEFAULT_FRACTION = 0.5  # "falls below half of f(0)": half the training length for packed windows
 PACKED = "packed-windows"
-DEFINITION = "f(i) = Σ_s max(|s| - i, 0) over training sequences s (An et al. 2025, §2)"
+DEFINITION = "f(i) = Σ_s max(|s| - i, 0) over training sequences s (An et al. 2025)"
 SAMPLER_NOTE = (
     "extrap's training sampler draws packed windows of L_tr tokens at random offsets of the concatenated "
     "training split (document boundaries inside a window are attended across), so f(i) = L_tr - i per window"
@@ -47,7 +47,7 @@ def check_fraction(fraction) -> float:
 
 
 def position_frequency(lengths: Iterable[int], train_length: int) -> list[int]:
-    """f(i) for i = 0..L-1 over sequences of the given lengths (An et al. 2025, §2).
+    """f(i) for i = 0..L-1 over sequences of the given lengths (An et al. 2025).
 
     A sequence longer than L = ``train_length`` is cut into consecutive pieces of at most L tokens, as a
     sampler that never crosses a sequence boundary would take it.

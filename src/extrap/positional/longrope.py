@@ -1,6 +1,6 @@
 """LongRoPE's frequencies (Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2 Million Tokens").
 
-θ_i = 1 / (λ_i · b^(2i/d)) with one searched rescale factor λ_i per pair (their Eq. 3): ``short_factor``
+θ_i = 1 / (λ_i · b^(2i/d)) with one searched rescale factor λ_i per pair: ``short_factor``
 for sequences of at most L = original_max_position tokens, ``long_factor`` for longer ones, so θ is a
 property of the whole sequence, chosen once per sequence as for dynamic NTK.  cos and sin are multiplied
 by sqrt(1 + ln(s)/ln(L)) for s = factor > 1 (1 otherwise) unless an attention factor is given.  Written
@@ -78,7 +78,7 @@ def longrope_inv_freq(
     long = seq_len is not None and seq_len > original_max_position  # HF: `if seq_len and seq_len > original`
     ext = torch.tensor(tuple(long_factor if long else short_factor), dtype=dtype, device=device)
     shape = torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).to(dtype) / head_dim
-    return 1.0 / (ext * base**shape), float(attention_factor)  # Ding et al. 2024, Eq. 3: θ_i / λ_i
+    return 1.0 / (ext * base**shape), float(attention_factor)  # Ding et al. 2024: θ_i / λ_i
 
 
 __all__ = ["FactorList", "longrope_attention_factor", "longrope_inv_freq"]

@@ -27,7 +27,7 @@ original training length:
   between the blend (1-γ) θ_i/s + γ θ_i with γ = (L/λ_i - low)/(high - low).
   Llama 3.1 used s = 8, low = 1, high = 4, L = 8192.
 * ``longrope``: LongRoPE (Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2 Million
-  Tokens", Eq. 3; Phi-3's rope_scaling): θ_i / λ_i with searched per-pair factors λ, ``short_factor``
+  Tokens"; Phi-3's rope_scaling): θ_i / λ_i with searched per-pair factors λ, ``short_factor``
   for sequences of at most L tokens and ``long_factor`` beyond (so θ depends on the sequence length),
   and cos/sin multiplied by sqrt(1 + ln(s)/ln(L)) unless an attention factor is given; exactly
   transformers' ``_compute_longrope_parameters``.

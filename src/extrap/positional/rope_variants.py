@@ -9,11 +9,11 @@ the non-rotating pairs (θ = 0) last.
   r = int(partial·D) dimensions of a head rotate, with θ computed over r (as HF does); the other
   D - r dimensions pass through unchanged.
 * p-RoPE (Barbero et al. 2025, "Round and Round We Go! What makes Rotary Positional Encodings useful?",
-  ICLR 2025, §6): keep the int(p·r/2) highest frequencies and make the rest identity (θ = 0), the rule
+  ICLR 2025): keep the int(p·r/2) highest frequencies and make the rest identity (θ = 0), the rule
   of their Gemma code (``rope_proportion``: ``int(p * head_dim // 2)`` rotating pairs, the remaining
   timescales infinite) and of transformers' ``proportional`` rope type.  p = 1 changes nothing.
 * Resonance RoPE (Wang et al. 2024, "Resonance RoPE: Improving Context Length Generalization of Large
-  Language Models", arXiv 2403.00071, Algorithm 1): every wavelength 2π/θ_i is rounded to the nearest
+  Language Models", arXiv 2403.00071, and the authors' code): every wavelength 2π/θ_i is rounded to the nearest
   integer, θ̃_i = 2π / round(2π/θ_i), so each feature repeats exactly with an integer period.  As the
   authors' code does, every rotating pair is rounded (their Resonance-YaRN rounds after the YaRN
   scaling, as here after any scaling); θ = 0 stays 0.
@@ -42,7 +42,7 @@ def rotary_dim(head_dim: int, partial: float = 1.0) -> int:
 
 
 def p_rope(theta: Tensor, p: float) -> Tensor:
-    """p-RoPE: the int(p·r/2) highest frequencies of θ (r/2,) kept, the rest 0 (Barbero et al. 2025, §6)."""
+    """p-RoPE: the int(p·r/2) highest frequencies of θ (r/2,) kept, the rest 0 (Barbero et al. 2025)."""
     pairs = theta.shape[-1]
     keep = int(p * (2 * pairs) // 2)  # their rope_angles = int(rope_proportion * head_dim // 2)
     if keep >= pairs:
@@ -53,7 +53,7 @@ def p_rope(theta: Tensor, p: float) -> Tensor:
 
 
 def resonance(theta: Tensor) -> Tensor:
-    """Resonance RoPE: θ̃_i = 2π / round(2π/θ_i) for θ_i > 0, 0 stays 0 (Wang et al. 2024, Algorithm 1)."""
+    """Resonance RoPE: θ̃_i = 2π / round(2π/θ_i) for θ_i > 0, 0 stays 0 (Wang et al. 2024)."""
     import torch
 
     rotating = theta > 0
