@@ -183,6 +183,14 @@ def test_longrope_spec_round_trips_and_switches_at_the_original_length():
     torch.testing.assert_close(long, base / torch.tensor(LONG), rtol=1e-6, atol=0)
 
 
+def test_longrope_at_inference_is_the_same_scheme():
+    """``--rope longrope:short_factor=...,long_factor=... --factor 4`` on a run trained with plain RoPE."""
+    short, long = "/".join(map(str, SHORT)), "/".join(map(str, LONG))
+    scaled = P.get("rope").rescaled("longrope", 4.0, 32, {"short_factor": short, "long_factor": long})
+    assert scaled.opts == P.get(_longrope_spec()).opts
+    assert torch.equal(scaled.frequencies(32, 100)[0], P.get(_longrope_spec()).frequencies(32, 100)[0])
+
+
 # ---------------------------------------------------------------------------
 # bad values: ExtrapError in one line, exit 2 from the CLI
 # ---------------------------------------------------------------------------
