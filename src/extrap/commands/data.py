@@ -1,4 +1,4 @@
-"""``extrap corpus``: list the available corpora, or fetch and prepare one.
+"""``extrap corpus``: list the available corpora, fetch and prepare one, or count its position frequency.
 
 ``prepare`` does everything a training run would do on first use (download,
 split, train the tokenizer, encode every split) so that the slow part can be
@@ -31,6 +31,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prep.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     prep.add_argument("--csv", metavar="PATH", help="also write one CSV row per split to PATH (atomically)")
     prep.set_defaults(func=cmd_prepare)
+
+    from extrap.commands import args as types
+    from extrap.data.position_frequency import DEFAULT_FRACTION
+
+    pf = sub.add_parser(
+        "position-frequency",
+        help="how often training shows each relative distance: STRING's f(i) (An et al. 2025) of the sampler's windows",
+    )
+    pf.add_argument("name", help="corpus name; see `extrap corpus list`")
+    pf.add_argument("--train-length", type=types.positive_int, required=True, help="L_tr, the training window")
+    pf.add_argument("--tokenizer", default="bytes", help="'bytes' or 'bpe:V' (V >= 257); default: bytes")
+    pf.add_argument(
+        "--fraction",
+        type=types.fraction,
+        default=DEFAULT_FRACTION,
+        help=f"report the smallest i with f(i) < FRACTION·f(0) (default {DEFAULT_FRACTION})",
+    )
+    pf.add_argument("--cache", default=None, help="cache folder (default: $EXTRAP_CACHE or ~/.cache/extrap)")
+    pf.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    pf.set_defaults(func=cmd_position_frequency)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -95,4 +115,35 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         files = f"{s['files'][split]:>8}" if s["files"] else ""
         print(f"{split:<11}{nb:>14,}{nt:>14,}{ratio:>13}{files}")
     print(f"cache      {s['cache']}  ({s['seconds']} s)")
+    return 0
+
+
+def position_frequency(name: str, train_length: int, tokenizer_spec: str, fraction: float, cache: str | None):
+    """STRING's position frequency of the windows extrap's sampler draws from ``name``'s training split."""
+    from extrap.data import get_tokenizer, load_corpus, token_stream
+    from extrap.data.position_frequency import check_fraction, check_length, packed_windows
+
+    check_length(train_length), check_fraction(fraction)  # before any corpus is read
+    corpus = load_corpus(name, cache)
+    tokens = int(token_stream(corpus, get_tokenizer(tokenizer_spec, corpus, cache), "train", cache).numel())
+    return packed_windows(corpus.name, train_length, fraction, stream_tokens=tokens)
+
+
+def position_frequency_text(r) -> str:
+    """The summary table of a :class:`~extrap.data.position_frequency.PositionFrequency`."""
+    lines = [
+        f"corpus {r.corpus}: {r.sequences}, L_tr {r.train_length:,}"
+        + (f", {r.stream_tokens:,} training tokens" if r.stream_tokens is not None else ""),
+        f"{r.definition}; {r.sequences_note}",
+        f"{'i':>10}  {'f(i)':>10}  {'f(i)/f(0)':>9}",
+    ]
+    lines += [f"{i:>10,}  {f:>10,}  {x:>9.4f}" for i, f, x in zip(r.distances, r.frequency, r.relative)]
+    where = "none" if r.below_fraction_at is None else f"{r.below_fraction_at:,}"
+    lines.append(f"smallest i with f(i) < {r.fraction:g}·f(0): {where}")
+    return "\n".join(lines)
+
+
+def cmd_position_frequency(args: argparse.Namespace) -> int:
+    r = position_frequency(args.name, args.train_length, args.tokenizer, args.fraction, args.cache)
+    print(json_text(r.to_json()) if args.json else position_frequency_text(r))
     return 0

@@ -87,7 +87,21 @@ def rope_for_checkpoint(src, args) -> tuple:
         return ()
     train = args.train_length or cfg.train_length
     head_dim = cfg.model.d_model // cfg.model.n_head
-    return (analyse_rope(scheme, head_dim, train, args.length, pretrained=True, **_extra(args)),)
+    r = analyse_rope(scheme, head_dim, train, args.length, pretrained=True, **_extra(args))
+    return (_with_position_frequency(r, cfg),)
+
+
+def _with_position_frequency(r, cfg):
+    """The run's position frequency (An et al. 2025) added to its analysis: LM runs, packed windows of its L_tr."""
+    if cfg.train.task:  # trained on retrieval examples, not the sampler's windows
+        return r
+    from dataclasses import replace
+
+    from extrap.data.position_frequency import packed_windows
+
+    t = cfg.train
+    windows = int(t.steps) * int(t.batch_size) * int(getattr(t, "grad_accum", 1) or 1)
+    return replace(r, position_frequency=packed_windows(t.corpus, cfg.train_length, windows=windows))
 
 
 def _pair_table(r) -> list[str]:
@@ -132,6 +146,12 @@ def rope_text(analyses, explain_pairs: bool = True) -> str:
         ]
         if men.paper_note:
             lines.append(f"Men et al.'s table: {men.paper_min_base:g}; this value {men.paper_note}.")
+        pf = r.position_frequency
+        if pf is not None:
+            lines.append(
+                f"Position frequency (An et al. 2025): {pf.sequences} of {pf.train_length:,}, f(i) = L_tr - i per "
+                f"window; below {pf.fraction:g}·f(0) from i = {_value(pf.below_fraction_at)}."
+            )
         if explain_pairs:
             lines += [""] + _pair_table(r)
     return "\n".join(lines)
