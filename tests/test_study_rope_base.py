@@ -22,7 +22,7 @@ PES = "rope:base=100,nope"
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("rope") / "s"
     argv = ["study", "--experiment", "rope-base", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--out", str(out)]
-    assert main(argv + ["--device", "cpu"]) == 0
+    assert main(argv + ["--device", "cpu", "--steps", "6"]) == 0  # a few steps: the models need not learn here
     return out
 
 
@@ -50,7 +50,7 @@ def test_smoke_study_end_to_end(smoke):
     assert res.learning is not None and set(res.learning.loss) == {"rope:base=100", "nope"}
     names = [c.claim for c in res.claims]
     assert names == [rb.LIU, rb.MEN]
-    assert all(c.ok is None and c.untested for c in res.claims)  # 20 smoke steps learn nothing: not tested
+    assert all(c.ok is None and c.untested for c in res.claims)  # 6 steps learn nothing: not tested
     html = (smoke / "report.html").read_text()
     assert 'id="rope-base"' in html and "L_tr·β^(2/d)" in html and "figures/rope_base.png" in html
     assert (smoke / "figures" / "rope_base.png").is_file()
@@ -71,7 +71,7 @@ def test_smoke_study_resumes_without_training_again(smoke, monkeypatch):
 
     monkeypatch.setattr(training, "train", refuse)
     before = load_results(smoke).rope_base
-    argv = ["study", "--experiment", "rope-base", "--preset", "smoke", "--pe", PES, "--jobs", "1"]
+    argv = ["study", "--experiment", "rope-base", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--steps", "6"]
     assert main(argv + ["--out", str(smoke), "--resume", "--device", "cpu"]) == 0
     assert load_results(smoke).rope_base == before
 
@@ -239,3 +239,18 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, extra):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_the_default_models_are_all_built_or_refused_by_name(tmp_path):
+    """p-RoPE and partial rotary are in the default list: a registry without them stops the study, naming them."""
+    from extrap.errors import ExtrapError
+    from extrap.study import ROPE_BASE_DEFAULT_PES, StudyRequest
+    from extrap.study.rope_base import build
+
+    try:
+        exp = build(StudyRequest(tmp_path / "s", preset="smoke", experiment="rope-base"))
+    except ExtrapError as e:
+        assert "rope:p=0.75" in str(e) or "rope:partial=0.5" in str(e)
+        assert not (tmp_path / "s").exists()
+        return
+    assert [j.name for j in exp.jobs] == list(ROPE_BASE_DEFAULT_PES) and len(exp.jobs) == 8

@@ -92,13 +92,10 @@ def claim_men(results: StudyResults) -> Claim:
         return Claim(MEN, None, not_tested(results, gate), MEN_SOURCE, untested=True)
     retrieving = [pe for pe in gate.learned if (b.models[pe].reference_accuracy or 0) >= MIN_TRAIN_ACC]
     skipped = [pe for pe in gate.learned if pe not in retrieving]
-    note = (
-        f". Left out, they do not retrieve at their nearest distance (accuracy < {MIN_TRAIN_ACC}): {', '.join(skipped)}"
-        if skipped
-        else ""
-    )
+    why = f"they do not retrieve at their nearest distance (accuracy < {MIN_TRAIN_ACC}): {', '.join(skipped)}"
     if not retrieving:
-        return Claim(MEN, None, f"not tested{note[1:]}" + left_out_note(results, gate), MEN_SOURCE, untested=True)
+        return Claim(MEN, None, f"not tested: {why}" + left_out_note(results, gate), MEN_SOURCE, untested=True)
+    note = f". Left out, {why}" if skipped else ""
     pairs = [men_verdict(b.models[pe], b.fall_fraction or 0.5) for pe in retrieving]
     ev = "; ".join(e for _, e in pairs) + note + left_out_note(results, gate)
     return Claim(MEN, decide([v for v, _ in pairs]), ev, MEN_SOURCE)

@@ -27,7 +27,16 @@ from extrap.results.rope_base import RopeBaseBlock, RopeBaseModel
 from extrap.run import RunDir
 from extrap.study import rope_measure as measure
 from extrap.study.learning import learning_gate
-from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, provenance, run_summary
+from extrap.study.orchestrator import (
+    Experiment,
+    Job,
+    Outcome,
+    StudyRecord,
+    StudyRequest,
+    provenance,
+    run_summary,
+    saved_record,
+)
 from extrap.study.presets import ROPE_BASE_DEFAULT_PES, ROPE_BASE_PRESETS, RopeBaseSettings
 from extrap.study.rope_base_records import RopeBaseJob, RopeBaseOutput
 
@@ -159,7 +168,8 @@ def build(request: StudyRequest) -> Experiment:
         raise ExtrapError(f"unknown preset {request.preset!r} (choose from {', '.join(ROPE_BASE_PRESETS)})")
     settings = ROPE_BASE_PRESETS[request.preset]
     settings = replace(settings, steps=settings.steps if request.steps is None else request.steps)
-    pes = list(dict.fromkeys(request.pes or ROPE_BASE_DEFAULT_PES))
+    saved = saved_record(request.out) if request.resume and request.pes is None else None
+    pes = list(dict.fromkeys(request.pes or (saved.pes if saved else ROPE_BASE_DEFAULT_PES)))  # resume: same PEs
     check_pes(pes)
     model_cfg, _ = build_configs("nope", settings.train_preset, overrides=dict(settings.train_overrides))
     job = RopeBaseJob("", "", settings, request.delta, request.threads, request.corpus, request.device)
