@@ -25,10 +25,22 @@ import time
 
 TARGET_S = 0.1  # seconds of CPU time: the theory at interactive speed
 ROPE_TARGET_S = 1.0  # one RoPE configuration at L' = 2^20
-ROPE_CONFIGS = {  # (spec, training length): Llama-2-7B, Llama-3.1-8B, Qwen2.5-7B with YaRN x4
+ROPE_CONFIGS = {  # (spec, training length): Llama-2-7B, Llama-3.1-8B, Qwen2.5-7B with YaRN x4, and the variants
     "llama2": ("rope", 4096),
     "llama3.1": ("rope:base=500000,scaling=llama3,factor=8,original_max_position=8192", 8192),
     "qwen2.5-yarn": ("rope:base=1000000,scaling=yarn,factor=4,original_max_position=32768", 32768),
+    "p-rope 0.75": ("rope:p=0.75", 4096),
+    "partial 0.25": ("rope:partial=0.25", 2048),
+    "resonance": ("rope:resonance=1", 4096),
+    "xpos": ("xpos", 4096),
+    "longrope x32": (  # Phi-3-mini-128k's shape (original 4096, factor 32) with smooth factors for 64 pairs
+        "rope:scaling=longrope,factor=32,original_max_position=4096,"
+        + "short_factor="
+        + "/".join(f"{1 + 0.05 * i:.2f}" for i in range(64))
+        + ",long_factor="
+        + "/".join(f"{1 + 0.5 * i:.1f}" for i in range(64)),
+        4096,
+    ),
 }
 
 

@@ -20,11 +20,27 @@ T, W, CHUNK = 160, 24, 48  # T > L_ORIG and several chunks of 48
 RTOL = 1e-5
 
 
+# LongRoPE's per-pair divisors for this model's 8 pairs (head dim 16): short up to L_ORIG, long beyond
+LONGROPE = ",short_factor=1/1/1/1/1.1/1.2/1.3/1.4,long_factor=1/1.2/1.5/2/3/4/4/4"
+
+
 def _spec(scaling: str, pe: str = "rope") -> str:
-    return pe if scaling == "none" else f"{pe}:scaling={scaling},factor={FACTOR},original_max_position={L_ORIG}"
+    if scaling == "none":
+        return pe
+    return f"{pe}:scaling={scaling},factor={FACTOR},original_max_position={L_ORIG}" + (
+        LONGROPE if scaling == "longrope" else ""
+    )
 
 
 SPECS = [_spec(s) for s in SCALINGS] + [_spec("none", "xpos"), _spec("dynamic", "xpos")]
+VARIANTS = [
+    "rope:p=0.5",
+    "rope:partial=0.5",
+    "rope:resonance=1",
+    "xpos:partial=0.5,p=0.75,resonance=1",
+    f"rope:partial=0.5,p=0.5,resonance=1,scaling=longrope,factor={FACTOR},original_max_position={L_ORIG},"
+    "short_factor=1/1/1.1/1.2,long_factor=1/2/4/4",
+]  # fmt: skip  (4 pairs: a rotary dim of 8)
 
 
 def _ids(vocab: int, n: int = T + 1, seed: int = 0) -> torch.Tensor:
@@ -64,6 +80,12 @@ def _assert_streams_like_one_pass(model, vocab: int) -> None:
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_every_scaling_streams_like_its_one_pass(spec):
+    _assert_streams_like_one_pass(_gpt(spec), 64)
+
+
+@pytest.mark.parametrize("spec", VARIANTS)
+def test_every_variant_streams_like_its_one_pass(spec):
+    """p-RoPE, partial rotary and Resonance through the rolling KV cache: as one pass, as every scaling."""
     _assert_streams_like_one_pass(_gpt(spec), 64)
 
 

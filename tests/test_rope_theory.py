@@ -130,6 +130,10 @@ NEEDS = {"dynamic", "ntk-by-parts", "yarn", "llama3", "truncated"}
 @pytest.mark.parametrize("pe", ["xpos"] + [s for s in SCALINGS if s != "none"])
 def test_every_rotary_scheme_has_the_fields(pe):
     spec = pe if pe == "xpos" else f"rope:scaling={pe},factor=4" + (",original_max_position=256" if pe in NEEDS else "")
+    if pe == "longrope":  # 16 pairs at head dim 32
+        spec += (
+            ",original_max_position=256,short_factor=" + "/".join(["1"] * 16) + ",long_factor=" + "/".join(["4"] * 16)
+        )
     r = analyse_rope(spec, 32, 256, 1024)
     out = r.to_json()
     for key in (

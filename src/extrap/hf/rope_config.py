@@ -5,10 +5,13 @@
 config alone (:func:`hf_rope_theory`):
 
 * the base: ``rope_theta`` (``rope_parameters.rope_theta`` in transformers 5; ``rotary_emb_base`` in GPT-NeoX);
-* the head dimension: ``head_dim``, else ``hidden_size / num_attention_heads``, times
-  ``partial_rotary_factor`` (GPT-NeoX: ``rotary_pct``) when only part of a head rotates;
+* the head dimension: ``head_dim``, else ``hidden_size / num_attention_heads``; ``partial_rotary_factor``
+  (GPT-NeoX: ``rotary_pct``) < 1 becomes the scheme's ``partial=`` (only part of each head rotates);
 * the scaling: ``rope_scaling`` (transformers 4) or ``rope_parameters`` (5), by ``rope_type`` (or ``type``):
-  default, linear, dynamic, yarn and llama3, with their parameters;
+  default, linear, dynamic, yarn, llama3 and longrope, with their parameters (longrope's ``short_factor`` and
+  ``long_factor`` lists, its factor max_position_embeddings / original_max_position_embeddings when the
+  config names none, as transformers derives it), and ``proportional`` (Gemma's p-RoPE: its
+  ``partial_rotary_factor`` is the scheme's ``p=``, its factor a linear scaling);
 * the training length: ``original_max_position_embeddings`` when the config names one (the pre-training
   length of a scaled model), else ``max_position_embeddings``; the length analysed by default is the
   longer of ``max_position_embeddings`` and factor × training length.
@@ -25,11 +28,20 @@ from typing import Any
 from extrap.errors import ExtrapError
 from extrap.hf.common import ROPE_FAMILIES, strip_prefix
 
-HF_TO_EXTRAP = {"default": "none", "linear": "linear", "dynamic": "dynamic", "yarn": "yarn", "llama3": "llama3"}
+HF_TO_EXTRAP = {
+    "default": "none",
+    "linear": "linear",
+    "dynamic": "dynamic",
+    "yarn": "yarn",
+    "llama3": "llama3",
+    "longrope": "longrope",
+    "proportional": "none",  # p-RoPE: p = partial_rotary_factor, a factor != 1 read as linear
+}
 """transformers' rope types that extrap's registry defines, and the scaling each one is."""
 _OPTIONS = {  # rope_parameters key -> registry option, per type
     "yarn": ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
     "llama3": ("low_freq_factor", "high_freq_factor"),
+    "longrope": ("attention_factor",),
 }
 _ROPE_FIELDS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_emb_base")
 
@@ -40,7 +52,7 @@ class RopeConfig:
 
     path: str
     spec: str  # e.g. rope:base=500000.0,scaling=llama3,factor=8.0,original_max_position=8192,...
-    head_dim: int  # the rotary dimension of one head
+    head_dim: int  # the dimension of one head (partial= in the spec says how much of it rotates)
     train_length: int  # T_train: original_max_position_embeddings, else max_position_embeddings
     length: int  # L' by default: max(max_position_embeddings, factor x T_train)
 
@@ -86,7 +98,8 @@ def _number(file: Path, name: str, value, integer: bool = False) -> float:
     return int(value) if integer else float(value)
 
 
-def _head_dim(cfg: dict, rp: dict, file: Path) -> int:
+def _head_dim(cfg: dict, rp: dict, file: Path) -> tuple[int, float]:
+    """(head dimension, partial_rotary_factor): the whole head and the fraction of it that rotates."""
     if cfg.get("head_dim") is not None:
         d = _number(file, "head_dim", cfg["head_dim"], integer=True)
     elif cfg.get("hidden_size") is not None and cfg.get("num_attention_heads") is not None:
@@ -95,10 +108,27 @@ def _head_dim(cfg: dict, rp: dict, file: Path) -> int:
     else:
         raise ExtrapError(f"{file}: no head_dim, nor hidden_size and num_attention_heads")
     part = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
-    rotary = int(d * _number(file, "partial_rotary_factor", part))
-    if rotary < 2 or rotary % 2:
-        raise ExtrapError(f"{file}: the rotary part of a head has {rotary} dimensions; RoPE needs an even number >= 2")
-    return rotary
+    part = _number(file, "partial_rotary_factor", part)
+    if part > 1:
+        raise ExtrapError(f"{file}: partial_rotary_factor must be in (0, 1], got {part!r}")
+    return d, part
+
+
+def _scaling(kind: str, rp: dict, file: Path, train: int, max_pos: int) -> tuple[list[str], float]:
+    """The registry options of a scaled type and its factor."""
+    given = rp.get("factor")
+    if kind == "longrope" and given is None:  # transformers: max_position_embeddings / original
+        given = max_pos / train
+    factor = _number(file, "factor", given)
+    opts = [f"scaling={HF_TO_EXTRAP[kind]}", f"factor={factor!r}", f"original_max_position={train}"]
+    opts += [f"{k}={rp[k]!r}" for k in _OPTIONS.get(kind, ()) if rp.get(k) is not None]
+    if kind == "longrope":
+        for name in ("short_factor", "long_factor"):
+            values = rp.get(name)
+            if not isinstance(values, list) or not values:
+                raise ExtrapError(f"{file}: longrope needs {name}, a list of numbers (one per rotary pair)")
+            opts.append(f"{name}=" + "/".join(repr(float(_number(file, name, v))) for v in values))
+    return opts, factor
 
 
 def read_rope_config(path) -> RopeConfig:
@@ -114,14 +144,25 @@ def read_rope_config(path) -> RopeConfig:
     max_pos = _number(file, "max_position_embeddings", cfg["max_position_embeddings"], integer=True)
     original = rp.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
     train = _number(file, "original_max_position_embeddings", original, integer=True) if original else max_pos
+    d, part = _head_dim(cfg, rp, file)
     opts = [f"base={base!r}"]
     length = max_pos
-    if kind != "default":
-        factor = _number(file, "factor", rp.get("factor"))
-        opts += [f"scaling={HF_TO_EXTRAP[kind]}", f"factor={factor!r}", f"original_max_position={train}"]
-        opts += [f"{k}={rp[k]!r}" for k in _OPTIONS.get(kind, ()) if rp.get(k) is not None]
+    if kind == "proportional":  # Gemma's p-RoPE: θ over the whole head, the int(p·d/2) highest kept
+        factor = _number(file, "factor", rp.get("factor", 1.0))
+        opts += [f"scaling=linear,factor={factor!r}"] if factor != 1 else []
+        opts += [f"p={part!r}"] if part < 1 else []
+    elif kind != "default":
+        scaled, factor = _scaling(kind, rp, file, train, max_pos)
+        opts += scaled
         length = max(max_pos, math.ceil(factor * train))
-    return RopeConfig(str(file.parent), "rope:" + ",".join(opts), _head_dim(cfg, rp, file), train, length)
+    if kind != "proportional" and part < 1:
+        rotary = int(d * part)
+        if rotary < 2 or rotary % 2:
+            raise ExtrapError(
+                f"{file}: the rotary part of a head has {rotary} dimensions; RoPE needs an even number >= 2"
+            )
+        opts.append(f"partial={part!r}")
+    return RopeConfig(str(file.parent), "rope:" + ",".join(opts), d, train, length)
 
 
 def hf_rope_theory(

@@ -12,6 +12,7 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.hf.common import CAUSAL_FAMILIES, T5_FAMILIES, architecture, check_folder, read_hf_config
+from extrap.hf.rope_config import is_rope_config
 
 if TYPE_CHECKING:
     from extrap.theory.reports import CheckpointHead
@@ -189,8 +190,8 @@ def hf_theory(path, eps=(1e-3, 1e-6), lengths=None, train_length: int | None = N
             getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "max_seq_len", None) or 2048
         )
         return _alibi_rows(folder, cfg, eps, lengths, tl)
-    if mtype in CAUSAL_FAMILIES:
-        scheme = "rope" if CAUSAL_FAMILIES[mtype] == "rope" else "learned"
+    if mtype in CAUSAL_FAMILIES or is_rope_config(folder):  # any RoPE config (Phi-3, Gemma): the rope row
+        scheme = "rope" if CAUSAL_FAMILIES.get(mtype, "rope") == "rope" else "learned"
         return [CheckpointHead(f"hf:{folder}", "decoder", None, r) for r in analyse(scheme, 1, eps=eps)]
     raise ExtrapError(f"not supported: {architecture(cfg)}")
 

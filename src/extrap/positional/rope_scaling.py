@@ -26,6 +26,11 @@ original training length:
   λ_i > L/low_freq_factor -> θ_i/s, λ_i < L/high_freq_factor -> θ_i unchanged, and in
   between the blend (1-γ) θ_i/s + γ θ_i with γ = (L/λ_i - low)/(high - low).
   Llama 3.1 used s = 8, low = 1, high = 4, L = 8192.
+* ``longrope``: LongRoPE (Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2 Million
+  Tokens", Eq. 3; Phi-3's rope_scaling): θ_i / λ_i with searched per-pair factors λ, ``short_factor``
+  for sequences of at most L tokens and ``long_factor`` beyond (so θ depends on the sequence length),
+  and cos/sin multiplied by sqrt(1 + ln(s)/ln(L)) unless an attention factor is given; exactly
+  transformers' ``_compute_longrope_parameters``.
 
 inv_freq is computed in float32 with HF's own expressions, so linear / dynamic /
 YaRN / llama3 agree with ``transformers.modeling_rope_utils`` bit for bit.
@@ -38,15 +43,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from extrap.errors import ExtrapError
+from extrap.positional.longrope import FactorList, longrope_inv_freq
 
 if TYPE_CHECKING:  # torch is imported where it is used: the registry loads without it
     import torch
     from torch import Tensor
 
-SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3")
+SCALINGS = ("none", "linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3", "longrope")
 """Values of the ``scaling`` option, i.e. the ``kind`` of :func:`rope_frequencies`."""
 
-LENGTH_DEPENDENT = ("dynamic",)
+LENGTH_DEPENDENT = ("dynamic", "longrope")
 """Scalings whose θ depends on the length of the sequence (``seq_len``): a property of the whole sequence,
 fixed once for it, so that a stream through a KV cache rotates every query and key as one pass does."""
 
@@ -156,39 +162,40 @@ def rope_frequencies(
     trunc_rho: float = 1 / 16,
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
+    short_factor: tuple[float, ...] | None = None,
+    long_factor: tuple[float, ...] | None = None,
     device=None,
     dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, float]:
     """RoPE frequencies for one interpolation method (the methods: see the module docstring).
 
     Args:
-        kind: one of :data:`SCALINGS`.
-        head_dim: d, the (even) rotary dimension of one head.
-        base: RoPE base b (rope_theta).
-        factor: scale s = target length / original length (ignored by ``none``).
-        original_max_position: L, the context length the model was trained on.
-        seq_len: current sequence length (``dynamic`` only; None means L).
+        kind: one of :data:`SCALINGS`; head_dim: d, the (even) rotary dimension of one head.
+        base: RoPE base b (rope_theta); factor: s = target length / original length (ignored by ``none``).
+        original_max_position: L, the training length; seq_len: the sequence's (dynamic, longrope; None: L).
         beta_fast, beta_slow: YaRN's ramp bounds, in rotations over L (HF defaults 32, 1).
-        attention_factor: YaRN's cos/sin multiplier; None derives it from ``factor``
+        attention_factor: YaRN's or LongRoPE's cos/sin multiplier; None derives it from ``factor``
             (and ``mscale``/``mscale_all_dim`` when both are given), as HF does.
-        truncate: YaRN: floor/ceil the ramp's dimension bounds (HF default True).
-        alpha, beta: NTK-by-parts ramp bounds on r = L/λ_i (YaRN paper: 1, 32).
-        trunc_wavelength: truncated basis: b = 2π / trunc_wavelength (None: L).
-        trunc_a, trunc_rho: truncated basis: a = trunc_a·b and ρ = trunc_rho·b
-            (Giraffe's reference code: a = b/8, ρ = b/16).
-        low_freq_factor, high_freq_factor: llama3: wavelengths above L/low are
-            divided by s, below L/high kept (Llama 3.1: 1 and 4).
+        truncate: YaRN: floor/ceil the ramp's bounds (HF: True); alpha, beta: NTK-by-parts ramp on r = L/λ_i (1, 32).
+        trunc_wavelength, trunc_a, trunc_rho: truncated basis: b = 2π / trunc_wavelength (None: L), a = trunc_a·b,
+            ρ = trunc_rho·b (Giraffe's code: b/8, b/16).
+        low_freq_factor, high_freq_factor: llama3: λ above L/low divided by s, below L/high kept (1 and 4).
+        short_factor, long_factor: longrope: per-pair divisors for sequences <= L and > L.
         dtype: float32 (HF-identical; the default, None) or float64.
 
     Returns:
-        ``(inv_freq, attention_factor)``: inv_freq has shape (head_dim // 2,);
-        cos and sin are multiplied by attention_factor (1.0 except for YaRN).
+        ``(inv_freq (head_dim // 2,), attention_factor)``; cos and sin are multiplied by the
+        attention factor (1.0 except for YaRN and LongRoPE).
     """
     _check(kind, head_dim, factor, original_max_position)
     d, L = head_dim, original_max_position
     if kind == "yarn":
         return _yarn(
             d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate, device, dtype
+        )
+    if kind == "longrope":
+        return longrope_inv_freq(
+            d, base, factor, L, seq_len, short_factor, long_factor, attention_factor, device, dtype
         )
     theta = default_inv_freq(d, _ntk_base(kind, d, base, factor, L, seq_len), device=device, dtype=dtype)
     if kind == "llama3":
@@ -312,6 +319,7 @@ def _yarn(d, base, factor, L, beta_fast, beta_slow, attention_factor, mscale, ms
 
 
 __all__ = [
+    "FactorList",
     "SCALINGS",
     "LENGTH_DEPENDENT",
     "RopeRequest",

@@ -40,6 +40,8 @@ from extrap.positional.rope_scaling import (
     default_inv_freq,
     rope_frequencies,
 )
+from extrap.positional.rope_variants import p_rope, resonance, rotary_dim, with_identity_pairs
+from extrap.positional.rotary_options import NEEDS_ORIGINAL, ONLY_FOR, ROPE_OPTIONS
 from extrap.positional.rotation import (
     apply_rotary,
     apply_xpos,
@@ -54,25 +56,12 @@ if TYPE_CHECKING:  # torch is imported where it is used: the registry loads with
     import torch
     from torch import Tensor
 
-# Options that only mean something for some scalings (a typo-guard: setting them
-# elsewhere raises instead of being silently ignored).
-_ONLY_FOR = {
-    "factor": ("linear", "ntk", "dynamic", "ntk-by-parts", "yarn", "truncated", "llama3"),
-    "beta_fast": ("yarn",),
-    "beta_slow": ("yarn",),
-    "attention_factor": ("yarn",),
-    "mscale": ("yarn",),
-    "mscale_all_dim": ("yarn",),
-    "truncate": ("yarn",),
-    "alpha": ("ntk-by-parts",),
-    "beta": ("ntk-by-parts",),
-    "trunc_wavelength": ("truncated",),
-    "trunc_a": ("truncated",),
-    "trunc_rho": ("truncated",),
-    "low_freq_factor": ("llama3",),
-    "high_freq_factor": ("llama3",),
-}
-_NEEDS_ORIGINAL = ("dynamic", "ntk-by-parts", "yarn", "llama3")
+# The options passed on to rope_frequencies as they are (partial, p and resonance act on its result).
+_SCALING_OPTIONS = (
+    "base", "factor", "beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "alpha",
+    "beta", "trunc_wavelength", "trunc_a", "trunc_rho", "low_freq_factor", "high_freq_factor", "short_factor",
+    "long_factor",
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -84,7 +73,8 @@ def _pos(x) -> bool:
 
 @register
 class Rotary(EmbeddingScheme):
-    """RoPE, optionally with an interpolation method (``scaling=...``).
+    """RoPE, optionally with an interpolation method (``scaling=...``) and the variants ``partial=``
+    (partial rotary), ``p=`` (p-RoPE) and ``resonance=1`` (:mod:`extrap.positional.rope_variants`).
 
     The model calls :meth:`rotate` on each layer's queries and keys.  Frequencies come from
     :func:`rope_frequencies`, cached per (head_dim, length, device, dtype); the length only matters
@@ -94,112 +84,29 @@ class Rotary(EmbeddingScheme):
 
     name = "rope"
     kind = "rotary"
-    summary = "rotary position embedding; scaling= PI, NTK, dynamic NTK, NTK-by-parts, YaRN, truncated basis, Llama 3.1"
+    summary = (
+        "rotary position embedding; scaling= PI, NTK, dynamic NTK, NTK-by-parts, YaRN, truncated basis, Llama 3.1, "
+        "LongRoPE; partial rotary, p-RoPE, Resonance RoPE"
+    )
     reference = (
         "Su et al. 2021 (RoFormer); PI: Chen et al. 2023; NTK/NTK-by-parts: bloc97 2023; dynamic: "
         "emozilla 2023; YaRN: Peng et al. 2023; truncated basis: Pal et al. 2023 (survey 002 §3.2.1, §4.1); "
-        "llama3: Meta's Llama 3.1 frequency scaling"
+        "llama3: Meta's Llama 3.1 frequency scaling; longrope: Ding et al. 2024 (LongRoPE); partial: GPT-NeoX "
+        "rotary_pct (Black et al. 2022); p: Barbero et al. 2025 (p-RoPE); resonance: Wang et al. 2024 (Resonance RoPE)"
     )
-    OPTIONS = (
-        Option("base", float, 10000.0, "RoPE base b (rope_theta)", lambda b: b > 1, "must be > 1"),
-        Option(
-            "scaling",
-            str,
-            "none",
-            "interpolation: " + " | ".join(SCALINGS),
-            lambda s: s in SCALINGS,
-            "must be one of " + ", ".join(SCALINGS),
-        ),
-        Option("factor", float, 1.0, "scale s = target length / original_max_position", lambda s: s > 0, "must be > 0"),
-        Option(
-            "original_max_position",
-            int,
-            None,
-            "L, the training length (needed by dynamic, ntk-by-parts, yarn, llama3; default wavelength of truncated)",
-            _pos,
-            "must be > 0",
-        ),
-        Option(
-            "beta_fast", float, 32.0, "yarn: ramp starts where dims rotate beta_fast times over L", _pos, "must be > 0"
-        ),
-        Option(
-            "beta_slow", float, 1.0, "yarn: ramp ends where dims rotate beta_slow times over L", _pos, "must be > 0"
-        ),
-        Option(
-            "attention_factor",
-            float,
-            None,
-            "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)",
-            _pos,
-            "must be > 0",
-        ),
-        Option("mscale", float, None, "yarn: DeepSeek mscale (with mscale_all_dim)", _pos, "must be > 0"),
-        Option("mscale_all_dim", float, None, "yarn: DeepSeek mscale_all_dim (with mscale)", _pos, "must be > 0"),
-        Option("truncate", bool, True, "yarn: floor/ceil the ramp bounds (HF default)"),
-        Option(
-            "alpha",
-            float,
-            1.0,
-            "ntk-by-parts: interpolate fully below alpha rotations over L",
-            lambda a: a >= 0,
-            "must be >= 0",
-        ),
-        Option(
-            "beta", float, 32.0, "ntk-by-parts: keep dims with more than beta rotations over L", _pos, "must be > 0"
-        ),
-        Option(
-            "trunc_wavelength",
-            float,
-            None,
-            "truncated: cutoff b = 2π/trunc_wavelength (default L)",
-            _pos,
-            "must be > 0",
-        ),
-        Option(
-            "trunc_a",
-            float,
-            1 / 8,
-            "truncated: a = trunc_a · b (θ < a -> 0)",
-            lambda a: 0 < a <= 1,
-            "must be in (0, 1]",
-        ),
-        Option(
-            "trunc_rho",
-            float,
-            1 / 16,
-            "truncated: ρ = trunc_rho · b (a <= θ < b -> ρ)",
-            lambda r: r >= 0,
-            "must be >= 0",
-        ),
-        Option(
-            "low_freq_factor",
-            float,
-            1.0,
-            "llama3: wavelengths above L/low_freq_factor are divided by factor (Llama 3.1: 1)",
-            _pos,
-            "must be > 0",
-        ),
-        Option(
-            "high_freq_factor",
-            float,
-            4.0,
-            "llama3: wavelengths below L/high_freq_factor are kept (Llama 3.1: 4)",
-            _pos,
-            "must be > 0",
-        ),
-    )
+    OPTIONS = ROPE_OPTIONS
     _CACHE_SIZE = 64
 
     def validate(self) -> None:
         o = self.opts
         defaults = {opt.name: opt.default for opt in self.OPTIONS}
-        for key, allowed in _ONLY_FOR.items():
+        for key, allowed in ONLY_FOR.items():
             if o[key] != defaults[key] and o["scaling"] not in allowed:
                 raise ExtrapError(
                     f"{self.name}: option {key} only applies to scaling="
                     f"{'|'.join(allowed)} (got scaling={o['scaling']})"
                 )
-        if o["scaling"] in _NEEDS_ORIGINAL and o["original_max_position"] is None:
+        if o["scaling"] in NEEDS_ORIGINAL and o["original_max_position"] is None:
             raise ExtrapError(f"{self.name}: scaling={o['scaling']} needs original_max_position=<training length>")
         if o["scaling"] == "truncated" and o["original_max_position"] is None and o["trunc_wavelength"] is None:
             raise ExtrapError(
@@ -209,6 +116,8 @@ class Rotary(EmbeddingScheme):
             raise ExtrapError(f"{self.name}: ntk-by-parts needs alpha < beta")
         if o["scaling"] == "llama3":
             check_llama3(o["low_freq_factor"], o["high_freq_factor"])
+        if o["scaling"] == "longrope" and (o["short_factor"] is None or o["long_factor"] is None):
+            raise ExtrapError(f"{self.name}: scaling=longrope needs short_factor=a/b/... and long_factor=a/b/...")
         self._cache: dict[tuple, tuple[Tensor, float]] = {}
 
     def with_train_length(self, length: int) -> Rotary:
@@ -233,7 +142,7 @@ class Rotary(EmbeddingScheme):
             raise ExtrapError(
                 f"{self.spec} already interpolates (scaling={self.opts['scaling']}); it is not rescaled twice"
             )
-        allowed = sorted(k for k, kinds in _ONLY_FOR.items() if scaling in kinds and k != "factor")
+        allowed = sorted(k for k, kinds in ONLY_FOR.items() if scaling in kinds and k != "factor")
         unknown = sorted(set(options or {}) - {*allowed, "original_max_position"})
         if unknown:
             raise ExtrapError(
@@ -254,7 +163,11 @@ class Rotary(EmbeddingScheme):
     def frequencies(
         self, head_dim: int, seq_len: int | None = None, device=None, dtype: torch.dtype | None = None
     ) -> tuple[Tensor, float]:
-        """``(inv_freq (head_dim // 2,), attention_factor)`` for this scheme's options (cached; float32 by default)."""
+        """``(inv_freq (head_dim // 2,), attention_factor)``: the effective θ of every pair (cached; float32 default).
+
+        The scaling over the rotary dimension r = int(partial·head_dim), then p-RoPE, then Resonance;
+        the (head_dim - r)/2 pairs that do not rotate come last with θ = 0 (:mod:`~extrap.positional.rope_variants`).
+        """
         import torch
 
         dtype = torch.float32 if dtype is None else dtype
@@ -267,33 +180,30 @@ class Rotary(EmbeddingScheme):
         key = (head_dim, seq_len, str(torch.device(device)) if device is not None else "cpu", dtype)
         hit = self._cache.get(key)
         if hit is None:
-            hit = rope_frequencies(
-                o["scaling"],
-                head_dim,
-                base=o["base"],
-                factor=o["factor"],
-                original_max_position=original,
-                seq_len=seq_len,
-                beta_fast=o["beta_fast"],
-                beta_slow=o["beta_slow"],
-                attention_factor=o["attention_factor"],
-                mscale=o["mscale"],
-                mscale_all_dim=o["mscale_all_dim"],
-                truncate=o["truncate"],
-                alpha=o["alpha"],
-                beta=o["beta"],
-                trunc_wavelength=o["trunc_wavelength"],
-                trunc_a=o["trunc_a"],
-                trunc_rho=o["trunc_rho"],
-                low_freq_factor=o["low_freq_factor"],
-                high_freq_factor=o["high_freq_factor"],
-                device=device,
-                dtype=dtype,
-            )
+            r = rotary_dim(head_dim, o["partial"]) if head_dim % 2 == 0 else head_dim  # odd: rope_frequencies says
+            inv, af = rope_frequencies(
+                o["scaling"], r, original_max_position=original, seq_len=seq_len, device=device, dtype=dtype,
+                **{k: o[k] for k in _SCALING_OPTIONS},
+            )  # fmt: skip
+            if o["p"] < 1:
+                inv = p_rope(inv, o["p"])
+            if o["resonance"]:
+                inv = resonance(inv)
+            hit = (with_identity_pairs(inv, head_dim), af)
             if len(self._cache) >= self._CACHE_SIZE:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[key] = hit
         return hit
+
+    def _on_rotary_part(self, q: Tensor, k: Tensor, inv_freq: Tensor, rotate) -> tuple[Tensor, Tensor]:
+        """``rotate(q, k, θ)`` on the first r dimensions of q and k; the other D - r pass through (HF's partial)."""
+        if self.opts["partial"] == 1:
+            return rotate(q, k, inv_freq)
+        import torch
+
+        r = rotary_dim(q.shape[-1], self.opts["partial"])
+        q_rot, k_rot = rotate(q[..., :r], k[..., :r], inv_freq[: r // 2])
+        return torch.cat([q_rot, q[..., r:]], dim=-1), torch.cat([k_rot, k[..., r:]], dim=-1)
 
     def _freqs_for(
         self, q: Tensor, positions: Tensor, k_positions: Tensor | None, seq_len: int | None
@@ -333,15 +243,18 @@ class Rotary(EmbeddingScheme):
             raise TypeError(f"{self.name}.rotate got unexpected arguments {sorted(kw)}")
         inv_freq, af = self._freqs_for(q, positions, k_positions, seq_len)
         kpos = positions if k_positions is None else k_positions
-        return apply_rotary(q, positions, inv_freq, af), apply_rotary(k, kpos, inv_freq, af)
+        return self._on_rotary_part(
+            q, k, inv_freq, lambda q, k, inv: (apply_rotary(q, positions, inv, af), apply_rotary(k, kpos, inv, af))
+        )
 
 
 @register
 class XPos(Rotary):
     """xPos: RoPE with exponential decay ζ_i^((m-n)/scale_base) (Sun et al. 2023).
 
-    Accepts every ``rope`` option (the interpolation only changes θ; the decay
-    uses the raw positions).
+    Accepts every ``rope`` option (the interpolation, p-RoPE and Resonance only change θ; the decay
+    uses the raw positions).  With ``partial`` < 1, xPos (rotation and ζ over r dimensions) acts on the
+    rotary part only.
     """
 
     name = "xpos"
@@ -371,17 +284,15 @@ class XPos(Rotary):
         if center is None and seq_len is not None:
             center = float(math.ceil(seq_len / 2))
         inv_freq, af = self._freqs_for(q, positions, k_positions, seq_len)
-        return apply_xpos(
-            q,
-            k,
-            positions,
-            inv_freq,
-            scale_base=self.opts["scale_base"],
-            gamma=self.opts["gamma"],
-            attention_factor=af,
-            center=center,
-            k_positions=k_positions,
-        )
+        o = self.opts
+
+        def rotate(q, k, inv):  # ζ over the rotary part: the passed-through dimensions are neither rotated nor scaled
+            return apply_xpos(
+                q, k, positions, inv, scale_base=o["scale_base"], gamma=o["gamma"], attention_factor=af,
+                center=center, k_positions=k_positions,
+            )  # fmt: skip
+
+        return self._on_rotary_part(q, k, inv_freq, rotate)
 
 
 __all__ = [

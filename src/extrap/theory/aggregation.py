@@ -15,6 +15,12 @@ cos((m0 + j)θ) = cos(m0 θ)cos(jθ) - sin(m0 θ)sin(jθ), so J x nb distances c
 product and no cosine each.  The float64 angle m·θ carries an error of about m·θ·2^-53, so a value
 within :func:`tolerance` of zero is recomputed with mpmath at 40 digits from the same float64 θ_i:
 the sign reported is that of the exact sum for those frequencies.
+
+xPos (Sun et al. 2023, Eq. 11-12) scales pair i of a score at distance m by ζ_i^(m/scale_base), so its
+sum is B(m) = Σ_i ζ_i^(m/scale_base) cos(m θ_i) by the same derivation.  Every function takes those
+weights as ``decay``, the rates a_i = ln(ζ_i)/scale_base (B(m) = Σ_i e^(a_i m) cos(m θ_i)); the sign
+is decided on B(m)/e^(max a · m), whose largest weight is 1, so the float64 tolerance above still holds
+and no weight underflows before the largest has.
 """
 
 from __future__ import annotations
@@ -55,44 +61,69 @@ def tolerance(theta: torch.Tensor, stop: int) -> float:
     return 8 * theta.shape[-1] * max(top, 1.0) * stop * 2.0**-53 + 1e-12
 
 
-def aggregation_sum(theta, distances) -> torch.Tensor:
-    """B(m) = Σ_i cos(m θ_i) for each distance, summed directly (Men et al. 2024, Theorem 1).
+def _rates(decay, theta: torch.Tensor) -> torch.Tensor:
+    """The decay rates relative to the slowest, a_i - max a (all 0 without decay): (K,) <= 0."""
+    if decay is None:
+        return torch.zeros_like(theta)
+    a = _f64(decay)
+    return a - a.max()
+
+
+def _weighted(distances: torch.Tensor, theta: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+    m = distances[:, None]
+    terms = torch.cos(m * theta[None, :])
+    return (terms * torch.exp(m * rates[None, :]) if rates.any() else terms).sum(dim=-1)
+
+
+def aggregation_sum(theta, distances, decay=None) -> torch.Tensor:
+    """B(m) = Σ_i e^(a_i m) cos(m θ_i) for each distance, summed directly (Men et al. 2024, Theorem 1).
 
     Args:
-        theta: (K,) frequencies θ_i; distances: (N,) integers.
+        theta: (K,) frequencies θ_i; distances: (N,) integers; decay: (K,) rates a_i (xPos: ln ζ_i / scale_base),
+            None: RoPE's unweighted sum.
 
     Returns:
         (N,) float64.
     """
-    return torch.cos(_f64(distances)[:, None] * _f64(theta)[None, :]).sum(dim=-1)
+    theta = _f64(theta)
+    rates = torch.zeros_like(theta) if decay is None else _f64(decay)
+    return _weighted(_f64(distances), theta, rates)
 
 
-def exact_sum(theta, m: int) -> float:
-    """B(m) at 40 significant digits from the float64 θ_i (mpmath), rounded to float64."""
+def exact_sum(theta, m: int, decay=None) -> float:
+    """B(m)/e^(max a · m) at 40 significant digits from the float64 θ_i and rates (mpmath), as a float64."""
     import mpmath
 
+    rates = _rates(decay, _f64(theta)).tolist()
     with mpmath.workdps(40):
-        return float(mpmath.fsum(mpmath.cos(int(m) * mpmath.mpf(float(t))) for t in _f64(theta).tolist()))
+        m = mpmath.mpf(int(m))
+        terms = (
+            mpmath.exp(m * mpmath.mpf(r)) * mpmath.cos(m * mpmath.mpf(t)) for t, r in zip(_f64(theta).tolist(), rates)
+        )
+        return float(mpmath.fsum(terms))
 
 
-def _first_below(values: torch.Tensor, offset: int, theta: torch.Tensor, tol: float) -> int | None:
+def _first_below(values: torch.Tensor, offset: int, theta: torch.Tensor, tol: float, decay) -> int | None:
     """offset + the first index whose B < 0; values within tol of zero are decided by :func:`exact_sum`."""
     for i in torch.nonzero(values < tol).flatten().tolist():
-        if values[i] < -tol or exact_sum(theta, offset + i) < 0:
+        if values[i] < -tol or exact_sum(theta, offset + i, decay) < 0:
             return offset + i
     return None
 
 
-def _block_table(theta: torch.Tensor) -> torch.Tensor:
-    """[cos(jθ), -sin(jθ)] for j < _BLOCK: (_BLOCK, 2K), by doubling (a few roundings per entry, 2K·log2(J) cosines)."""
+def _block_table(theta: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+    """[w cos(jθ), -w sin(jθ)], w = e^(a j), for j < _BLOCK: (_BLOCK, 2K), the rotations by doubling."""
     c, s = torch.ones(1, len(theta), dtype=torch.float64), torch.zeros(1, len(theta), dtype=torch.float64)
     while len(c) < _BLOCK:  # rows n..2n-1 from rows 0..n-1 rotated by nθ
         ca, sa = torch.cos(len(c) * theta), torch.sin(len(c) * theta)
         c, s = torch.cat([c, c * ca - s * sa]), torch.cat([s, s * ca + c * sa])
+    if rates.any():
+        w = torch.exp(torch.arange(_BLOCK, dtype=torch.float64)[:, None] * rates[None, :])
+        c, s = c * w, s * w
     return torch.cat([c, -s], dim=1)
 
 
-def first_negative(theta, stop: int, start: int = 0) -> int | None:
+def first_negative(theta, stop: int, start: int = 0, decay=None) -> int | None:
     """The first distance m in [start, stop) with B(m) < 0 (Men et al. 2024, Theorem 1), or None.
 
     Exact for the float64 frequencies given (module docstring); blocks grow as the search goes on,
@@ -101,22 +132,30 @@ def first_negative(theta, stop: int, start: int = 0) -> int | None:
     Args:
         theta: (K,) frequencies θ_i.
         stop: the end of the search (exclusive); start: its first distance.
+        decay: (K,) rates a_i of xPos's weights e^(a_i m) (module docstring); None: RoPE.
     """
     theta = _f64(theta)
+    if decay is None and 2 * int((theta == 0).sum()) >= len(theta):
+        return None  # n0 pairs with θ = 0 add n0, the others at least -(K - n0): B(m) >= 2·n0 - K >= 0
+    rates = _rates(decay, theta)
     tol = tolerance(theta, stop)
     m, head = start, min(stop, start + _DIRECT)
     if m < head:
-        hit = _first_below(aggregation_sum(theta, torch.arange(m, head)), m, theta, tol)
+        hit = _first_below(_weighted(torch.arange(m, head, dtype=torch.float64), theta, rates), m, theta, tol, decay)
         if hit is not None:
             return hit
         m = head
     table, blocks = None, 4
     while m < stop:
-        table = _block_table(theta) if table is None else table
+        table = _block_table(theta, rates) if table is None else table
         blocks = min(blocks, -(-(stop - m) // _BLOCK))
-        ang = theta[:, None] * (m + _BLOCK * torch.arange(blocks, dtype=torch.float64))[None, :]  # (K, blocks)
-        values = (table @ torch.cat([torch.cos(ang), torch.sin(ang)])).T.reshape(-1)[: stop - m]
-        hit = _first_below(values, m, theta, tol)
+        m0 = (m + _BLOCK * torch.arange(blocks, dtype=torch.float64))[None, :]  # (1, blocks)
+        ang = theta[:, None] * m0  # (K, blocks)
+        block = torch.cat([torch.cos(ang), torch.sin(ang)])
+        if decay is not None:  # the weights e^(a m0) of each block's first distance
+            block = block * torch.exp(rates[:, None] * m0).repeat(2, 1)
+        values = (table @ block).T.reshape(-1)[: stop - m]
+        hit = _first_below(values, m, theta, tol, decay)
         if hit is not None:
             return hit
         m += _BLOCK * blocks
@@ -134,6 +173,7 @@ def min_base_for_length(
     length: int,
     steps_per_decade: int = STEPS_PER_DECADE,
     top: float = MIN_BASE_TOP,
+    decay=None,
 ) -> float | None:
     """The smallest grid base β with B(m) >= 0 for every m < length (Men et al. 2024, Theorem 1), or None.
 
@@ -144,26 +184,30 @@ def min_base_for_length(
     Args:
         frequencies: bases (G,) -> their frequencies (G, K).
         length: L; the distances checked are 0..L-1.
+        decay: (K,) xPos rates (as :func:`first_negative`), the same for every base.
     """
     grid = base_grid(steps_per_decade, top)
     for lo in range(0, len(grid), _WINDOW):
         bases = grid[lo : lo + _WINDOW]
         thetas = _f64(frequencies(bases))
-        alive = _survive_short(thetas, length)
+        alive = _survive_short(thetas, length, decay)
         for w in torch.nonzero(alive).flatten().tolist():
-            if first_negative(thetas[w], length, start=min(length, _DIRECT)) is None:
+            if first_negative(thetas[w], length, start=min(length, _DIRECT), decay=decay) is None:
                 return float(bases[w])
     return None
 
 
-def _survive_short(thetas: torch.Tensor, length: int) -> torch.Tensor:
+def _survive_short(thetas: torch.Tensor, length: int, decay) -> torch.Tensor:
     """(G,) True for the bases whose B(m) >= 0 at every m < min(length, _DIRECT), all bases at once."""
     m = torch.arange(min(length, _DIRECT), dtype=torch.float64)
-    values = torch.cos(thetas[:, None, :] * m[None, :, None]).sum(dim=-1)  # (G, M)
+    values = torch.cos(thetas[:, None, :] * m[None, :, None])  # (G, M, K)
+    if decay is not None:
+        values = values * torch.exp(m[:, None] * _rates(decay, thetas[0])[None, :])[None]
+    values = values.sum(dim=-1)  # (G, M)
     tol = tolerance(thetas, _DIRECT)
     alive = ~(values < -tol).any(dim=1)
     for w in torch.nonzero(alive & (values < tol).any(dim=1)).flatten().tolist():  # near zero: decide exactly
-        alive[w] = first_negative(thetas[w], len(m)) is None
+        alive[w] = first_negative(thetas[w], len(m), decay=decay) is None
     return alive
 
 

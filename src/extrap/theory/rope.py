@@ -12,10 +12,16 @@ effective frequencies θ_i of :meth:`~extrap.positional.rotary.Rotary.frequencie
   (:mod:`extrap.theory.aggregation`);
 * the verdict: the length up to which every pair only turns through angles training covered.
 
+The variants enter through their effective θ: partial rotary's pass-through dimensions and p-RoPE's dropped
+frequencies are pairs with θ = 0, which never turn (no angle beyond training) and add cos(0) = 1 each to
+B(m); Liu et al.'s critical dimension is taken over the rotary dimension r = int(partial·d).  For xPos,
+B(m) carries its decay: Σ_i ζ_i^(m/scale_base) cos(m θ_i) (Sun et al. 2023, Eq. 11-12; Men et al.'s
+Theorem 1 with every pair's term scaled as xPos scales it).
+
 Training covers, on pair i, the angles 0..A_i with A_i = (L_tr - 1)·θ_i of pre-training (and
 (T_tune - 1)·θ_i of fine-tuning when given): all of them once A_i >= 2π.  Pre-training uses plain
-RoPE with the pre-training base (the scheme's base unless given) unless the scheme itself was trained
-(a run directory), as a scaling is applied at inference.
+RoPE with the pre-training base (the scheme's base unless given), with the scheme's own partial, p and
+resonance, unless the scheme itself was trained (a run directory), as a scaling is applied at inference.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from extrap.errors import ExtrapError
 from extrap.positional.base import Scheme
 from extrap.positional.registry import get as get_scheme
 from extrap.positional.rope_scaling import default_inv_freq
+from extrap.positional.rope_variants import rotary_dim
+from extrap.positional.rotary_options import ONLY_FOR
+from extrap.positional.rotation import xpos_scale
 from extrap.theory import aggregation as agg
 from extrap.theory.rope_records import Aggregation, FrequencyPair, LiuBounds, RopeTheory
 from extrap.theory.rope_text import explain
@@ -65,6 +74,29 @@ def frequencies(scheme: Scheme, head_dim: int, seq_len: int | None = None) -> to
     return inv.detach().cpu().to(torch.float64)
 
 
+def is_plain(scheme: Scheme) -> bool:
+    """Plain RoPE θ_i = b^(-2i/d): no scaling, every dimension rotating, no dropped or rounded frequency."""
+    o = scheme.opts
+    return o["scaling"] == "none" and o["partial"] == 1 and o["p"] == 1 and not o["resonance"]
+
+
+def xpos_rates(scheme: Scheme, head_dim: int) -> torch.Tensor | None:
+    """xPos's decay per pair, ln(ζ_i)/scale_base (d/2,), 0 for pass-through pairs; None for RoPE (no decay).
+
+    ζ_i from the one definition (:func:`~extrap.positional.rotation.xpos_scale` at distance scale_base),
+    over the rotary dimension r, as the scheme applies it.  ζ_0 = 0 (γ = 0) gives a rate of -1e300:
+    weight 1 at m = 0 and 0 beyond, as 0^(m/scale_base).
+    """
+    o = scheme.opts
+    if "scale_base" not in o:
+        return None
+    r = rotary_dim(head_dim, o["partial"])
+    one = torch.tensor([float(o["scale_base"])], dtype=torch.float64)
+    zeta = xpos_scale(one, r, o["scale_base"], o["gamma"], 0.0, torch.float64)[0, : r // 2]  # ζ_i^1
+    rates = (torch.log(zeta) / o["scale_base"]).clamp(min=-1e300)
+    return torch.cat([rates, torch.zeros(head_dim // 2 - r // 2, dtype=torch.float64)])
+
+
 def critical_dim(head_dim: int, pretrain_base: float, train_length: int) -> int:
     """d_extra = 2⌈(d/2)·log_β₀(T_train/2π)⌉, within [0, d]: the dimensions whose period fits in T_train."""
     x = (head_dim / 2) * math.log(train_length / TWO_PI) / math.log(pretrain_base)  # Liu et al. 2024, Eq. 13
@@ -95,9 +127,10 @@ def default_length(scheme: Scheme, train_length: int) -> int:
 
 
 def _liu(scheme, d: int, theta: torch.Tensor, beta0: float, train_length: int, tune: int | None) -> LiuBounds:
-    dx = critical_dim(d, beta0, train_length)
+    r = rotary_dim(d, scheme.opts["partial"])  # θ_i = β^(-2i/r) over the rotary dimension
+    dx = critical_dim(r, beta0, train_length)
     k = dx // 2  # the first pair whose period exceeds T_train in pre-training
-    bound = TWO_PI / float(theta[k]) if k < d // 2 and float(theta[k]) > 0 else None  # Liu Eq. 16a generalised
+    bound = TWO_PI / float(theta[k]) if k < r // 2 and float(theta[k]) > 0 else None  # Liu Eq. 16a generalised
     base, note = float(scheme.opts["base"]), None
     crit = regime = None
     if tune is not None:
@@ -109,18 +142,32 @@ def _liu(scheme, d: int, theta: torch.Tensor, beta0: float, train_length: int, t
     elif base == beta0 and scheme.opts["scaling"] == "none":
         note = (
             f"trained from scratch with base {base:g}: the break lies in [T_train, T_train·β^(2/d)) = "
-            f"[{train_length}, {train_length * base ** (2 / d):.6g})"
+            f"[{train_length}, {train_length * base ** (2 / r):.6g})"
         )
     if scheme.opts["scaling"] != "none":
         note = (note + "; " if note else "") + "the bound is the critical pair's period under the scaled θ"
-    if bound is None and k >= d // 2:
+    if bound is None and k >= r // 2:
         note = (note + "; " if note else "") + "every dimension completes a period within T_train: no bound"
+    elif bound is None and regime is None:  # p-RoPE dropped the critical pair: the pairs left all turn a period
+        note = (note + "; " if note else "") + (
+            f"pair {k} and the slower ones do not rotate (θ = 0): every rotating pair completes a period within "
+            "T_train, no bound"
+        )
+    if r < d:
+        note = (note + "; " if note else "") + f"critical dimension of the rotary part, r = {r} of d = {d}"
     return LiuBounds(beta0, dx, bound, tune, crit, regime, note)
+
+
+def _pretraining(scheme: Scheme, beta0: float) -> Scheme:
+    """The scheme before an inference-time scaling: base β₀, no scaling, its own partial, p and resonance."""
+    drop = {*ONLY_FOR, "scaling", "original_max_position"}
+    opts = {k: v for k, v in scheme.opts.items() if v is not None and k not in drop}
+    return type(scheme)(**{**opts, "base": float(beta0)})
 
 
 def _seen(scheme, d, train_length, tune, pretrained, beta0) -> tuple[torch.Tensor, torch.Tensor]:
     """(A_i, 1 where fine-tuning reached the larger angle): the largest angle training reached per pair."""
-    pre = frequencies(scheme, d, train_length) if pretrained else default_inv_freq(d, beta0, dtype=torch.float64)
+    pre = frequencies(scheme if pretrained else _pretraining(scheme, beta0), d, train_length)
     seen = (train_length - 1) * pre
     tuned = torch.zeros_like(seen, dtype=torch.bool)
     if tune is not None:
@@ -180,13 +227,31 @@ def _with_base(scheme: Scheme, base: float) -> Scheme:
 
 def _grid_frequencies(scheme: Scheme, d: int, length: int):
     """bases (G,) -> θ (G, K) of the scheme with only its base changed (plain RoPE: all bases at once)."""
-    if scheme.opts["scaling"] == "none":
+    if is_plain(scheme):
         return lambda bases: default_inv_freq(d, torch.tensor(bases, dtype=torch.float64)[:, None], dtype=torch.float64)
     return lambda bases: torch.stack([frequencies(_with_base(scheme, b), d, length) for b in bases])
 
 
+def _terms(theta: torch.Tensor, decay: torch.Tensor | None) -> str:
+    """How the pairs enter B(m): every pair of the head, the non-rotating ones included, and xPos's weights."""
+    n0 = int((theta == 0).sum())
+    text = f"B(m) sums all {len(theta)} pairs of the head"
+    if n0:
+        text += (
+            f"; the {n0} with θ = 0 (p-RoPE's dropped frequencies, partial rotary's pass-through dimensions) add "
+            "cos(0) = 1 each, as q·k sums every dimension"
+        )
+    if decay is not None:
+        text += (
+            "; xPos: each term weighted by ζ_i^(m/scale_base) (Sun et al. 2023, Eq. 11-12), 1 on pass-through pairs; "
+            "signs decided on B(m)/max_i ζ_i^(m/scale_base)"
+        )
+    return text
+
+
 def _men(scheme: Scheme, d: int, theta: torch.Tensor, length: int, cap: int, min_base_cap: int) -> Aggregation:
-    first = agg.first_negative(theta, cap)
+    decay = xpos_rates(scheme, d)
+    first = agg.first_negative(theta, cap, decay=decay)
     method = (
         f"every distance m < {cap} in float64 blockwise (cos((m0 + j)θ) from cos(m0 θ), cos(jθ)); values within "
         f"{agg.tolerance(theta, cap):.1e} of zero recomputed with mpmath at 40 digits"
@@ -200,13 +265,14 @@ def _men(scheme: Scheme, d: int, theta: torch.Tensor, length: int, cap: int, min
     if length > min_base_cap:
         note = f"not searched: L' = {length} > {min_base_cap} (each grid base is checked at every m < L')"
     else:
-        best = agg.min_base_for_length(_grid_frequencies(scheme, d, length), length)
+        best = agg.min_base_for_length(_grid_frequencies(scheme, d, length), length, decay=decay)
         if best is None:
             note = f"no base up to {agg.MIN_BASE_TOP:.0e} keeps B(m) >= 0 for every m < {length}"
-        paper = MEN_TABLE.get(d, {}).get(length) if scheme.opts["scaling"] == "none" else None
+        paper = MEN_TABLE.get(d, {}).get(length) if is_plain(scheme) and decay is None else None
         if paper is not None:
             paper_note = _paper_note(scheme, d, length, best, paper)
-    return Aggregation(first, cap, method, best, length, grid, note, paper, paper_note)
+    n0 = int((theta == 0).sum())
+    return Aggregation(first, cap, method, best, length, grid, note, paper, paper_note, n0, _terms(theta, decay))
 
 
 def _paper_note(scheme: Scheme, d: int, length: int, best: float | None, paper: float) -> str:
@@ -273,7 +339,7 @@ def analyse_rope(
             FrequencyPair(i, float(t), TWO_PI / float(t) if t > 0 else None, float(a), bool(f), float(x), bool(b))
             for i, (t, a, f, x, b) in enumerate(zip(theta, seen, full, angle, beyond))
         )
-        if s.opts["scaling"] == "dynamic":
+        if s.length_dependent:  # dynamic, longrope: θ is chosen by the length
             limit, pair = _dynamic_limit(s, d, seen, max(aggregation_cap, length))
         else:
             limit, pair = _static_limit(theta, seen)
@@ -286,7 +352,7 @@ def analyse_rope(
     _, af = s.frequencies(d, length)
     out = RopeTheory(
         s.spec, d, train_length, length, float(s.opts["base"]), s.opts["scaling"], float(af), pairs, liu, men,
-        limit, decided, pair, int(beyond.sum()), "",
+        limit, decided, pair, int(beyond.sum()), "", rotary_dim(d, s.opts["partial"]),
     )  # fmt: skip
     return _with_explanation(out, tuned)
 
@@ -307,6 +373,8 @@ __all__ = [
     "critical_dim",
     "default_length",
     "frequencies",
+    "is_plain",
     "liu_regime",
     "rotary",
+    "xpos_rates",
 ]

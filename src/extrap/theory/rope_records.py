@@ -42,7 +42,7 @@ class LiuBounds:
     """Liu et al. 2024 (arXiv 2310.05209): critical dimension, extrapolation bound, critical base and regime."""
 
     pretrain_base: float  # β₀, the base of pre-training
-    critical_dim: int  # d_extra = 2⌈(d/2)·log_β₀(T_train/2π)⌉ (Eq. 13), within [0, d]
+    critical_dim: int  # d_extra = 2⌈(r/2)·log_β₀(T_train/2π)⌉ (Eq. 13) over the rotary dimension r, within [0, r]
     extrapolation_bound: float | None  # 2π/θ_k at pair k = d_extra/2 (Eq. 16a: 2π·β^(d_extra/d)); None if k = d/2
     tune_length: int | None = None  # T_tune, when the model was fine-tuned
     critical_base: float | None = None  # β₀^(log_{T_train/2π}(T_tune/2π)) (Eq. 16b)
@@ -70,6 +70,8 @@ class Aggregation:
     min_base_note: str | None = None  # why it is None, or what else to know
     paper_min_base: float | None = None  # Men et al.'s table entry for this d and L', where there is one
     paper_note: str | None = None  # how this value compares with the table, and why they differ
+    identity_pairs: int | None = None  # pairs with θ = 0 (p-RoPE, partial rotary): each adds cos(0) = 1 to B(m)
+    aggregation_terms: str | None = None  # how the pairs (θ = 0 ones, xPos's ζ weights) enter B(m)
 
     def to_json(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -79,7 +81,7 @@ class Aggregation:
         return cls(**_pick(cls, d))
 
 
-_SETTING = ("pe", "head_dim", "train_length", "length", "base", "scaling", "attention_factor")
+_SETTING = ("pe", "head_dim", "rotary_dim", "train_length", "length", "base", "scaling", "attention_factor")
 _VERDICT = ("in_distribution_length", "decided_by", "limiting_pair", "pairs_beyond_training", "explanation")
 
 
@@ -102,6 +104,7 @@ class RopeTheory:
     limiting_pair: int | None  # the pair that set in_distribution_length
     pairs_beyond_training: int  # pairs whose angle at L' lies beyond training
     explanation: str
+    rotary_dim: int | None = None  # r = int(partial·head_dim), the dimensions that rotate
 
     def to_json(self) -> dict:
         out = {k: getattr(self, k) for k in _SETTING}

@@ -51,6 +51,8 @@ def _men(r: RopeTheory) -> str:
         text = f"Men et al. 2024: B(m) first turns negative at m = {m.aggregation_first_negative:,}"
         if m.aggregation_first_negative < r.length:
             text += f", inside L' = {r.length:,}, so long-range aggregation is not assured there"
+    if m.identity_pairs:
+        text += f"; its {m.identity_pairs} pairs with θ = 0 never rotate and add cos(0) = 1 each to B(m)"
     if m.min_base_for_length is not None:
         side = "above" if r.base >= m.min_base_for_length else "below"
         text += f"; the least base keeping it >= 0 below L' is {m.min_base_for_length:.4g} ({r.base:g} is {side} it)"
