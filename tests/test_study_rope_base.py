@@ -154,6 +154,12 @@ def test_prediction_is_extrap_theory_ropes():
     assert p.scratch_bound == pytest.approx(128 * 10000**0.125) and p.plain is True
     assert rm.prediction("nope", 16, 128, 2048).error  # not rotary: no prediction, says why
     assert rm.prediction("rope:scaling=linear,factor=2", 16, 128, 2048).plain is False
+    assert (
+        rm.prediction("xpos", 16, 128, 2048).plain is False
+        and rm.prediction("rope:p=0.75", 16, 128, 2048).plain is False
+    )
+    half = rm.prediction("rope:partial=0.5", 16, 128, 2048)  # 8 of 16 dimensions rotate: Liu's d is 8
+    assert half.plain is False and half.rotary_dim == 8 and half.scratch_bound == pytest.approx(128 * 10000**0.25)
 
 
 # ---------------------------------------------------------------------------
@@ -164,7 +170,7 @@ LENGTHS = (128, 256, 512, 1024, 2048)
 
 def model(pe, break_at=None, bins=(), first=None, bound=None, plain=True):
     ppl = tuple(PplLength(L, 5.0, 0.01, None if L == 128 else 0.1, 0.01, L >= (break_at or 10**9)) for L in LENGTHS)
-    pred = RopePrediction(16, plain, 1000.0, 128, "rotation-angles", 8, 199.0, bound, first, 4096)
+    pred = RopePrediction(16, 16, plain, 1000.0, 128, "rotation-angles", 8, 199.0, bound, first, 4096)
     dist = tuple(DistanceBin(*b) for b in bins)
     return RopeBaseModel(pe, ppl, (), dist, break_at, rm.falloff_distance(dist, 0.5), pred)
 

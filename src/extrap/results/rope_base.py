@@ -33,14 +33,15 @@ def _pick(cls, d: Any) -> dict:
 class RopePrediction:
     """What :func:`extrap.theory.rope.analyse_rope` predicts for a model (None throughout for NoPE: ``error``)."""
 
-    head_dim: int | None = None  # d, the head dimension the analysis used
+    head_dim: int | None = None  # the head dimension the analysis used
+    rotary_dim: int | None = None  # d of Liu's bound: the dimensions that rotate (partial rotary: fewer)
     plain: bool | None = None  # plain RoPE trained from scratch (no scaling, p-RoPE or partial rotary)
     base: float | None = None  # β
     in_distribution_length: int | None = None  # every length up to it only turns angles training saw
     decided_by: str | None = None  # rotation-angles | full-periods | search-cap
     critical_dim: int | None = None  # Liu et al. 2024 Eq. 13
     extrapolation_bound: float | None = None  # Liu et al. 2024 Eq. 16a: the critical pair's period
-    scratch_bound: float | None = None  # L_tr·β^(2/d): Liu et al.'s bound for a model trained from scratch
+    scratch_bound: float | None = None  # L_tr·β^(2/d), d = rotary_dim: Liu et al.'s from-scratch bound
     first_negative: int | None = None  # Men et al. 2024: first distance m with B(m) < 0
     aggregation_cap: int | None = None  # distances searched for first_negative
     error: str | None = None  # why there is no prediction (not a rotary scheme, ...)

@@ -104,9 +104,10 @@ def passkey_by_distance(model, tokenizer, lengths: tuple[int, ...], n: int, edge
 
 
 def plain_rope(scheme) -> bool:
-    """RoPE as trained from scratch: no interpolation, and neither p-RoPE nor partial rotary (where known)."""
+    """Plain RoPE: no interpolation, no p-RoPE, partial rotary or Resonance RoPE (xPos is not plain)."""
     o = scheme.opts
-    return o.get("scaling") == "none" and all(o.get(k) in (None, 1, 1.0) for k in ("p", "partial"))
+    variants = o.get("p", 1.0) == 1.0 and o.get("partial", 1.0) == 1.0 and not o.get("resonance")
+    return scheme.name == "rope" and o.get("scaling") == "none" and variants
 
 
 def prediction(pe: str, head_dim: int, train_length: int, longest: int) -> RopePrediction:
@@ -118,8 +119,10 @@ def prediction(pe: str, head_dim: int, train_length: int, longest: int) -> RopeP
         r = analyse_rope(scheme, head_dim, train_length, longest)
     except ExtrapError as e:
         return RopePrediction(head_dim=head_dim, error=str(e))
+    d = r.rotary_dim or head_dim
     return RopePrediction(
         head_dim=head_dim,
+        rotary_dim=d,
         plain=plain_rope(scheme),
         base=r.base,
         in_distribution_length=r.in_distribution_length,
@@ -127,7 +130,7 @@ def prediction(pe: str, head_dim: int, train_length: int, longest: int) -> RopeP
         critical_dim=r.liu.critical_dim,
         extrapolation_bound=r.liu.extrapolation_bound,
         # Liu et al. 2024 (arXiv 2310.05209), from scratch: the break lies in [T_train, T_train·β^(2/d))
-        scratch_bound=train_length * r.base ** (2 / head_dim),
+        scratch_bound=train_length * r.base ** (2 / d),
         first_negative=r.men.aggregation_first_negative,
         aggregation_cap=r.men.aggregation_cap,
     )
