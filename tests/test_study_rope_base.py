@@ -260,3 +260,11 @@ def test_the_default_models_are_all_built_or_refused_by_name(tmp_path):
         assert not (tmp_path / "s").exists()
         return
     assert [j.name for j in exp.jobs] == list(ROPE_BASE_DEFAULT_PES) and len(exp.jobs) == 8
+
+
+def test_the_readme_has_one_rope_base_block_after_the_study_block():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert text.count(readme.ROPE_BEGIN) == 1 and text.count(readme.ROPE_END) == 1
+    assert text.index(readme.END) < text.index(readme.ROPE_BEGIN) < text.index(readme.ROPE_END)

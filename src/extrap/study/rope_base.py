@@ -110,7 +110,7 @@ def progress_line(out: RopeBaseOutput) -> str:
     m, p = out.model, out.model.prediction
     loss = out.train.final_loss if out.train is not None else float("nan")
     return (
-        f"loss {loss:.4f}; break at {m.measured_break or 'none measured'} (L_tr·β^(2/d) "
+        f"training loss {loss:.4f}; break at {m.measured_break or 'none measured'} (L_tr·β^(2/d) "
         f"{'–' if p.scratch_bound is None else f'{p.scratch_bound:.0f}'}); retrieval falls off at "
         f"{m.falloff_distance or 'none measured'} (Men {p.first_negative or '–'})"
     )
