@@ -95,7 +95,8 @@ def rope_base_job(job: RopeBaseJob) -> RopeBaseOutput:
     from extrap.evaluate.settings import EvalSettings
 
     rd = trained_run(job)
-    if not rd.has_result("rope-base"):  # the paired ratios need the per-token losses: one pass measures both
+    measured = rd.has_result("rope-base") and rd.has_result(f"eval-{PROTOCOL}")
+    if not measured:  # the paired ratios need the per-token losses: one pass measures both
         run = extrap.load(rd.path, job.device)
         at = EvalSettings(job.lengths, PROTOCOL, targets=job.settings.targets, delta=job.delta)
         report = evaluate.evaluate_run(run, at)
