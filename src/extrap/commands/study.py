@@ -12,21 +12,22 @@ def register(sub) -> None:
     p = sub.add_parser(
         "study",
         help="theory, training, evaluation, receptive fields and a report",
-        description="Run the extrapolation study (000), the ALiBi slope study (003 §4) or the "
-        "attention alignment study (004 §5.2).",
+        description="Run the extrapolation study (000), the ALiBi slope study (003 §4), the "
+        "attention alignment study (004 §5.2) or the RoPE base study (RoPE's theory against trained models).",
     )
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument(
         "--pe",
         type=types.pes,
         help="comma-separated PEs (default: alibi,kerple-log,sandwich,type1,type2,example1,"
-        "example2,sinusoidal,rope,nope)",
+        "example2,sinusoidal,rope,nope; rope-base: rope:base=100 ... rope:base=1000000, rope:p=0.75, "
+        "rope:partial=0.5, nope)",
     )
     p.add_argument(
         "--experiment",
         default="extrapolation",
-        choices=("extrapolation", "alibi-slopes", "alignment"),
-        help="extrapolation | alibi-slopes | alignment",
+        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base"),
+        help="extrapolation | alibi-slopes | alignment | rope-base",
     )
     p.add_argument(
         "--tasks",

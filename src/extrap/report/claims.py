@@ -14,6 +14,7 @@ from extrap.report.alignment.claims import alignment_claims
 from extrap.report.gate import left_out_note, not_tested
 from extrap.report.gate import split as gate_split
 from extrap.report.lookup import eps_keys, num_heads, pe_verdict, widest_head_trf
+from extrap.report.rope_base import rope_base_claims
 from extrap.report.values import (
     PAPER_SLIDING_RELATIVE,
     PARAMS_WORDS,
@@ -209,6 +210,8 @@ def compute_claims(results: StudyResults) -> list[Claim]:
     """The claims checklist of the results' experiment."""
     if results.experiment == "alignment":  # 004's claims
         return alignment_claims(results)
+    if results.experiment == "rope-base":
+        return rope_base_claims(results)
     if results.experiment == "alibi-slopes":
         return slope_claims(results) + [claim_spearman(results)]
     return [

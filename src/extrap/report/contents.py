@@ -18,6 +18,7 @@ EXTRAPOLATION_SECTIONS = (
     ("slopes", "ALiBi slopes and windowed attention"),
 )
 ALIGNMENT_SECTIONS = (("runs", "Training runs"), ("alignment", "Attention alignment on retrieval"))
+ROPE_BASE_SECTIONS = (("runs", "Training runs"), ("rope-base", "RoPE base: theory against measurement"))
 
 # claim (compute_claims' names) -> the id of what decides it
 DECIDED_BY = {
@@ -41,6 +42,8 @@ def contents(results: StudyResults, missing: bool, slopes: bool) -> list[tuple[s
     head = [("claims", "Claims checklist")] + ([("missing", "Missing or failed")] if missing else [])
     if results.experiment == "alignment":
         return head + list(ALIGNMENT_SECTIONS)
+    if results.experiment == "rope-base":
+        return head + list(ROPE_BASE_SECTIONS)
     body = [
         (i, t)
         for i, t in EXTRAPOLATION_SECTIONS
@@ -59,6 +62,8 @@ def claim_anchor(results: StudyResults, claim: Claim, figures: dict) -> tuple[st
         if group in slope_groups(results):
             return f"slopes-{slug(group)}", f"ALiBi slopes: {group}"
         return "slopes", titles["slopes"]
+    if results.experiment == "rope-base":
+        return ("fig-rope_base", "rope-base figure") if "rope_base" in figures else ("rope-base", "RoPE base section")
     if results.experiment == "alignment":
         fig, title = ("alignment_tau", "τ figure") if "τ" in claim.claim else ("alignment_accuracy", "accuracy figure")
         return (f"fig-{fig}", title) if fig in figures else ("alignment", titles["alignment"])

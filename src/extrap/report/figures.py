@@ -13,6 +13,7 @@ from typing import Any
 from extrap.plotting import new_figure, save_figure
 from extrap.report.alignment.figures import alignment_figure_plan
 from extrap.report.lookup import erf_table, slope_groups, slopes_protocol
+from extrap.report.rope_base_figures import rope_base_figure
 from extrap.report.shapes import heatmaps_figure, trf_curves_figure
 from extrap.report.values import PARAMS_WORDS, PROTOCOLS, num, trf_setting
 from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
@@ -214,6 +215,8 @@ def figure_plan(results: StudyResults, notes: dict, out_dir: Path) -> list[tuple
     """(name, draw) for every figure of the results' experiment; draw returns None when there is no data."""
     if results.experiment == "alignment":
         return alignment_figure_plan(results)
+    if results.experiment == "rope-base":
+        return [("rope_base", lambda: rope_base_figure(results))]
     plan = [(f"ppl_{p}", (lambda p=p: ppl_figure(results, p))) for p in PROTOCOLS]
     plan += [
         ("heatmaps", lambda: heatmaps_figure(results, notes, out_dir)),

@@ -12,6 +12,7 @@ from extrap.report.alignment import missing as alignment_missing
 from extrap.report.claims import compute_claims
 from extrap.report.contents import claim_anchor, contents, has_timing
 from extrap.report.figures import write_figures
+from extrap.report.rope_base_page import rope_base_context, rope_base_missing
 from extrap.report.sections import extrapolation_context, learning_text, runs_table
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults
@@ -41,6 +42,8 @@ def missing_summary(results: StudyResults) -> list[str]:
     """What the results lack, one line each."""
     if results.experiment == "alignment":
         return alignment_missing(results) + recorded_errors(results)
+    if results.experiment == "rope-base":
+        return rope_base_missing(results) + recorded_errors(results)
     out = []
     for section, what in (
         (results.theory, "theory verdicts"),
@@ -98,19 +101,26 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
     notes = notes or {}
     missing = missing_summary(results) + [f"figure {k[6:]}: {v}" for k, v in notes.items() if k.startswith("error:")]
     alignment = results.experiment == "alignment"  # 004 §5.2: no theory / perplexity / ERF sections
-    body = alignment_context(results, figures, notes) if alignment else extrapolation_context(results, figures, notes)
+    rope = results.experiment == "rope-base"
+    if alignment:
+        body = alignment_context(results, figures, notes)
+    elif rope:
+        body = rope_base_context(results, figures, notes)
+    else:
+        body = extrapolation_context(results, figures, notes)
     return (
         environment()
         .get_template("report.html.j2")
         .render(
             title=results.experiment or "study",
             meta=header(results),
-            toc=contents(results, bool(missing), not alignment and bool(body["slopes"])),
+            toc=contents(results, bool(missing), not (alignment or rope) and bool(body["slopes"])),
             missing=missing,
             failures=sorted((results.failures or {}).items()),
             claims=[(status(c), c, claim_anchor(results, c, figures)) for c in claims],
             timing=has_timing(results),
             alignment=alignment,
+            rope=rope,
             runs=runs_table(results),
             learning=learning_text(results),
             body=body,

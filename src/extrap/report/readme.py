@@ -3,8 +3,9 @@
 ``python -m extrap.report.readme RESULTS README.md`` rewrites the part of the README between
 :data:`BEGIN` and :data:`END` with :func:`study_markdown`: what the models were and how they
 were trained, the wall time and machine the study recorded, the claims checklist and the
-bits per byte under the last-token protocol.  ``--check`` only compares (exit 1 when the
-README differs), as tests/test_readme_render.py does on the committed results.
+bits per byte under the last-token protocol.  Results of ``--experiment rope-base`` go between
+:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`).  ``--check`` only
+compares (exit 1 when the README differs), as tests/test_readme_render.py does on the committed results.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from extrap.results import Claim, StudyResults, load_results
 
 BEGIN = "<!-- study:begin: rendered from the committed results by python -m extrap.report.readme; do not edit -->"
 END = "<!-- study:end -->"
+ROPE_BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by python -m extrap.report.readme -->"
+ROPE_END = "<!-- rope-base:end -->"
 VERDICT_PROTOCOL = "last-token"
 
 
@@ -134,12 +137,32 @@ def study_markdown(results: StudyResults) -> str:
     return "\n".join(parts) + "\n"
 
 
-def replace_region(text: str, rendered: str) -> str:
-    """``text`` with what lies between :data:`BEGIN` and :data:`END` replaced by ``rendered``."""
-    start, end = text.find(BEGIN), text.find(END)
+def rope_base_markdown(results: StudyResults) -> str:
+    """The README's rope-base section: the models, the two claims, the predictions beside the measurements."""
+    from extrap.report.rope_base import markdown_table
+
+    claims = compute_claims(results)
+    head = (
+        f"`extrap study --experiment rope-base --preset {results.preset}` ({models_text(results)}, "
+        f"{lengths_text(results)}) {claims_text(claims)}:"
+    )
+    parts = [head, "", *claims_table(claims), "", timing_text(results), "", *markdown_table(results)]
+    return "\n".join(parts) + "\n"
+
+
+def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str = END) -> str:
+    """``text`` with what lies between ``begin`` and ``end_mark`` (the study section's markers) replaced."""
+    start, end = text.find(begin), text.find(end_mark)
     if start < 0 or end < start:
-        raise ExtrapError(f"the README has no study section between {BEGIN!r} and {END!r}")
-    return text[: start + len(BEGIN)] + "\n" + rendered + text[end:]
+        raise ExtrapError(f"the README has no study section between {begin!r} and {end_mark!r}")
+    return text[: start + len(begin)] + "\n" + rendered + text[end:]
+
+
+def render(text: str, results: StudyResults) -> str:
+    """``text`` with the section of the results' experiment rendered: rope-base has its own markers."""
+    if results.experiment == "rope-base":
+        return replace_region(text, rope_base_markdown(results), ROPE_BEGIN, ROPE_END)
+    return replace_region(text, study_markdown(results))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     readme = Path(args.readme)
     try:
         old = readme.read_text(encoding="utf-8")
-        new = replace_region(old, study_markdown(load_results(args.results)))
+        new = render(old, load_results(args.results))
     except (OSError, ExtrapError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ from extrap.results.extrapolation import (
     Timing,
 )
 from extrap.results.records import Record, listed, mapped, one, plain
+from extrap.results.rope_base import RopeBaseBlock
 
 RESULTS_FILE = "results.json"
 
@@ -134,6 +135,7 @@ class StudyResults(Record):
     slopes: Slopes | None = one(Slopes, omit=True)
     timing: Timing | None = one(Timing, omit=True)
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
+    rope_base: RopeBaseBlock | None = one(RopeBaseBlock, omit=True)  # experiment rope-base
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
     host: StudyHost | None = one(StudyHost, omit=True)  # None: an earlier extrap did not record it

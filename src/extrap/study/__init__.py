@@ -1,7 +1,8 @@
 """``extrap study``: the paper's experiments end to end, resumable, with an HTML report.
 
 Experiments (:data:`EXPERIMENTS`): ``extrapolation`` (000) and ``alibi-slopes`` (003 §4) in
-:mod:`.extrapolation`, ``alignment`` (004 §5.2) in :mod:`.alignment`.  Each builds an
+:mod:`.extrapolation`, ``alignment`` (004 §5.2) in :mod:`.alignment`, ``rope-base`` (RoPE's
+theory against trained models) in :mod:`.rope_base`.  Each builds an
 :class:`~extrap.study.orchestrator.Experiment`; :func:`run_study` hands it to the one
 orchestrator (:mod:`.orchestrator`), which runs its jobs two at a time (one thread each:
 the machine this is built for has two cores), resumes an interrupted study where it
@@ -16,20 +17,28 @@ from pathlib import Path
 
 from extrap.errors import ExtrapError
 from extrap.results import StudyResults, slug
-from extrap.study import alignment, extrapolation
+from extrap.study import alignment, extrapolation, rope_base
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
     ALIGNMENT_DEFAULT_PES,
     ALIGNMENT_PRESETS,
     DEFAULT_PES,
+    ROPE_BASE_DEFAULT_PES,
+    ROPE_BASE_PRESETS,
     STUDY_PRESETS,
     AlignmentSettings,
+    RopeBaseSettings,
     SlopeVariants,
     StudySettings,
 )
 
-EXPERIMENTS = {"extrapolation": extrapolation.build, "alibi-slopes": extrapolation.build, "alignment": alignment.build}
+EXPERIMENTS = {
+    "extrapolation": extrapolation.build,
+    "alibi-slopes": extrapolation.build,
+    "alignment": alignment.build,
+    "rope-base": rope_base.build,
+}
 
 
 def run_study(
@@ -91,8 +100,11 @@ __all__ = [
     "DEFAULT_PES",
     "EXPERIMENTS",
     "PROTOCOLS",
+    "ROPE_BASE_DEFAULT_PES",
+    "ROPE_BASE_PRESETS",
     "STUDY_PRESETS",
     "AlignmentSettings",
+    "RopeBaseSettings",
     "SlopeVariants",
     "StudyExistsError",
     "StudyMismatchError",

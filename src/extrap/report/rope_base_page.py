@@ -1,0 +1,39 @@
+"""What templates/rope_base.html.j2 shows: the rope-base study's tables and figure, built from the results."""
+
+from __future__ import annotations
+
+from extrap.report.rope_base import (
+    block,
+    distance_table,
+    passkey_table,
+    ppl_table,
+    prediction_rows,
+    rope_base_missing,
+)
+from extrap.report.rope_base_figures import CAPTION
+from extrap.report.values import fmt
+from extrap.report.view import figure_ref, table
+from extrap.results import StudyResults
+
+__all__ = ["rope_base_context", "rope_base_missing"]
+
+
+def rope_base_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+    """The section's settings, tables and figure (``models`` empty: the section says what is missing)."""
+    b = block(results)
+    dims = {m.prediction.head_dim for m in b.models.values() if m.prediction.head_dim is not None}
+    headers, rows = prediction_rows(results)
+    return {
+        "models": list(b.models),
+        "train_length": fmt(b.train_length),
+        "targets": fmt(b.targets),
+        "delta": fmt(b.delta),
+        "passkey_n": fmt(b.passkey_n),
+        "fall_fraction": fmt(b.fall_fraction),
+        "head_dim": ", ".join(map(str, sorted(dims))) or "–",
+        "predictions": table(headers, rows),
+        "figure": figure_ref(figures, notes, "rope_base", CAPTION),
+        "ppl": ppl_table(results),
+        "passkey": passkey_table(results),
+        "distance": distance_table(results),
+    }
