@@ -148,8 +148,8 @@ def evaluator_losses(
     short = [f.clone() for f in full]
     pieces = [(i, s, e) for i, r in enumerate(rows) for s, e in short_segments(r, trunc, block)]
     segs = [Row(rows[i].start + s, e - s, e - (s + trunc - 1)) for i, s, e in pieces]
-    longest = max((r.length for r in rows), default=1)
-    per_step = max(1, batch * longest // (trunc + block))
+    held = min(batch, len(rows)) * max((r.length for r in rows), default=1)  # tokens of a whole-row step
+    per_step = max(1, held // (trunc + block))
     per_step = max(1, min(per_step, LOGITS_BUDGET // max(1, block * model.shape.vocab_size)))
     for (i, s, e), loss in zip(pieces, _score(model, stream, segs, per_step), strict=True):
         first = rows[i].length - rows[i].scored
