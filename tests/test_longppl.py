@@ -92,6 +92,32 @@ def test_key_tokens_of_a_copy_model_counted_by_hand():
     assert got == [1, 2, 5, 6, 9] + [10] + [11 + j for j in (11, 12, 15, 16, 19)]
 
 
+def test_failures_are_recorded_per_length():
+    from extrap.evaluate.longppl import longppl_at
+    from extrap.results.evaluation import LengthResult
+
+    stream, spec = torch.arange(200) % 10, LongPPLSettings()
+    plan = Plan(None, stream, "nonoverlapping", 64, None, 8, 8, 32)
+    failed = LengthResult(32, None, 0, 0.1, error="out of memory")
+    assert longppl_at(failed, CopyModel(16, 10), plan, 8, 4, spec).error == "the evaluation failed at this length"
+    ok = LengthResult(32, 0.5, 64, 0.1, nll=torch.full((64,), 0.5))
+
+    class Broken(CopyModel):
+        def forward(self, idx, positions=None, *, window=None, last=None):
+            raise RuntimeError("position 40 is beyond the table\nmore")
+
+    class NaNModel(CopyModel):
+        def forward(self, idx, positions=None, *, window=None, last=None):
+            out = super().forward(idx, positions, window=window, last=last)
+            return SimpleNamespace(logits=out.logits * math.nan)
+
+    r = longppl_at(ok, Broken(16, 10), plan, 8, 4, spec)
+    assert r.error == "the evaluator failed: position 40 is beyond the table" and r.ppl == pytest.approx(math.e**0.5)
+    assert longppl_at(ok, NaNModel(16, 10), plan, 8, 4, spec).error == "the evaluator's loss is not finite"
+    good = longppl_at(ok, CopyModel(16, 10), plan, 8, 4, spec)  # two rows of 32: 11 key tokens each
+    assert (good.key_tokens, good.tokens, good.error) == (22, 64, None) and good.longppl == pytest.approx(math.e**0.5)
+
+
 # --------------------------------------------------------------------------- a tiny extrap run
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):

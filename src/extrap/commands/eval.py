@@ -247,7 +247,7 @@ def run(args) -> int:
 
 
 def _longppl(args, run_, wanted, spec) -> int:
-    """``--longppl``: the evaluation and LongPPL at every length, the evaluator loaded as RUN was."""
+    """``--longppl``: the evaluation and LongPPL at every length; ``--evaluator`` is loaded on RUN's device."""
     import extrap
     from extrap.evaluate.longppl import longppl_report
 
