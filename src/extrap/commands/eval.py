@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from extrap.commands import args as types
+from extrap.commands import eval_longppl
 from extrap.errors import ExtrapError
 from extrap.io import json_text
 
@@ -41,7 +42,7 @@ def register(sub) -> None:
     )
     types.add_split(p)
     _add_window_arguments(p)
-    _add_longppl_arguments(p)
+    eval_longppl.add_arguments(p)
     p.add_argument(
         "--file",
         help="score this UTF-8 text file as one sequence (streamed with --window; lengths and protocol do not apply)",
@@ -95,45 +96,6 @@ def _add_window_arguments(p) -> None:
         dest="cache_window",
         help="rolling KV cache of W tokens (003 Appendix B); same as --window W (give one of the two)",
     )
-
-
-def _add_longppl_arguments(p) -> None:
-    from extrap.evaluate.longppl import ALPHA, BETA, BLOCK_FRACTION
-
-    p.add_argument(
-        "--longppl",
-        action="store_true",
-        help="also LongPPL (Fang et al., ICLR 2025): the PPL over the key tokens, those the evaluator predicts "
-        "much better with the whole context than with L_tr + k tokens",
-    )
-    p.add_argument("--evaluator", help="--longppl: the run that chooses the key tokens (default: RUN itself)")
-    p.add_argument(
-        "--longppl-alpha", type=float, help=f"--longppl: key when loss_short - loss_full > ALPHA (default {ALPHA:g})"
-    )
-    p.add_argument(
-        "--longppl-beta", type=float, help=f"--longppl: key when loss_full < -BETA (default {BETA:g}, i.e. < 2)"
-    )
-    p.add_argument(
-        "--longppl-block",
-        type=float,
-        metavar="F",
-        help=f"--longppl: tokens sharing one truncated context, as a fraction of L_tr (default {BLOCK_FRACTION:g})",
-    )
-
-
-def _longppl_spec(args):
-    """The LongPPL settings asked for (checked: one line for a bad α, β or block), or None without --longppl."""
-    from extrap.evaluate.longppl import LongPPLSettings
-
-    given = {k: v for k in ("alpha", "beta", "block") if (v := getattr(args, f"longppl_{k}")) is not None}
-    if not args.longppl:
-        flags = [f"--longppl-{k}" for k in given] + (["--evaluator"] if args.evaluator else [])
-        if flags:
-            raise ExtrapError(f"{', '.join(flags)}: only with --longppl")
-        return None
-    if args.file:
-        raise ExtrapError("--longppl: not with --file; LongPPL is reported for each evaluation length")
-    return LongPPLSettings(**given)
 
 
 def _check(args) -> None:
@@ -233,7 +195,7 @@ def run(args) -> int:
     from extrap.evaluate import evaluate_run
 
     _check(args)
-    spec = _longppl_spec(args)
+    spec = eval_longppl.settings(args)
     window = _window(args)
     if args.file:
         return _score_file(args, window)
@@ -241,39 +203,10 @@ def run(args) -> int:
     run_ = _load(args)
     _state_cost(run_, wanted)
     if spec is not None:
-        return _longppl(args, run_, wanted, spec)
+        _emit(args, eval_longppl.report(args, run_, wanted, spec), eval_longppl.table_printer(_print_table))
+        return 0
     _emit(args, evaluate_run(run_, wanted), _print_table)
     return 0
-
-
-def _longppl(args, run_, wanted, spec) -> int:
-    """``--longppl``: the evaluation and LongPPL at every length; ``--evaluator`` is loaded on RUN's device."""
-    import extrap
-    from extrap.evaluate.longppl import longppl_report
-
-    evaluator = None
-    if args.evaluator:
-        evaluator = extrap.load(args.evaluator, device=types.loading_device(args))
-        types.require_causal(evaluator, "eval --longppl (its --evaluator)")
-    _emit(args, longppl_report(run_, wanted, evaluator, spec), _print_longppl)
-    return 0
-
-
-def _print_longppl(report) -> None:
-    """The evaluation's table, then LongPPL at each length."""
-    _print_table(report.report)
-    lp = report.longppl
-    print(
-        f"LongPPL (Fang et al. 2025): key when loss_short - loss_full > {lp.alpha:g} and loss_full < {-lp.beta:g}; "
-        f"truncated context {lp.trunc_len} + k tokens in blocks of {lp.block}; evaluator {lp.evaluator}"
-    )
-    print(f"{'L_ex':>7} {'LongPPL':>9} {'key':>8} {'tokens':>8} {'key %':>7} {'ppl':>9}")
-    for r in lp.results:
-        if r.error:
-            print(f"{r.length:>7}  failed: {r.error}")
-            continue
-        longppl = f"{r.longppl:.3f}" if r.longppl is not None else "-"
-        print(f"{r.length:>7} {longppl:>9} {r.key_tokens:>8} {r.tokens:>8} {100 * r.key_fraction:>7.3f} {r.ppl:>9.3f}")
 
 
 def _state_cost(run, wanted) -> None:

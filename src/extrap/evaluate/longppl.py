@@ -35,14 +35,10 @@ from extrap.evaluate.protocols import Plan
 from extrap.evaluate.settings import EvalSettings
 from extrap.evaluate.streaming import LOGITS_BUDGET, token_nll
 from extrap.results.evaluation import LengthResult
-from extrap.results.longppl import LongPPL, LongPPLReport, LongPPLResult
+from extrap.results.longppl import ALPHA, BETA, BLOCK_FRACTION, LongPPL, LongPPLReport, LongPPLResult
 from extrap.run import Run
 
 log = logging.getLogger(__name__)
-
-ALPHA = 2.0  # the authors' defaults: alpha = 2, beta = -2 (find_key_token, compute_longppl)
-BETA = -2.0
-BLOCK_FRACTION = 0.25  # the authors' sliding_window / trunc_len = 1024 / 4096
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     import torch
 
 
+ALPHA = 2.0  # the authors' defaults: alpha = 2, beta = -2 (find_key_token, compute_longppl)
+BETA = -2.0
+BLOCK_FRACTION = 0.25  # the authors' sliding_window / trunc_len = 1024 / 4096
+
+
 def _obj(d: Any) -> Mapping:
     return d if isinstance(d, Mapping) else {}
 
