@@ -8,7 +8,8 @@ The key tokens are chosen as the authors' ``find_key_token`` chooses them (PKU-M
 ``longppl/longppl.py``, PyPI ``longppl`` 0.3.0): the evaluator scores every token with its whole context
 (``loss_full``) and with a truncated one (``loss_short``), in blocks of ``block`` consecutive tokens that
 share one cut: token k of a block sees the ``trunc_len`` tokens before the block and the k before it in the
-block, trunc_len + k in all.  Tokens with at most ``trunc_len`` tokens before them have nothing cut.  Here
+block, trunc_len + k in all.  The first block starts at the row's start, so the tokens with fewer than
+``trunc_len + block`` tokens before them have nothing cut (and cannot be key).  Here
 trunc_len = L_tr of the evaluated run and block = a fraction of it (default 1/4, the authors' 1024/4096).
 
 Every evaluation row (a chunk, a sliding window, the context of a last-token target) is one sequence:
