@@ -345,4 +345,4 @@ def test_python_api_refuses_another_tokenizer(run, llama):
     with pytest.raises(ExtrapError, match="another tokenizer"):
         longppl_report(run, EvalSettings(lengths=(32,), tokens=64), other)
     with pytest.raises(ExtrapError, match="block"):
-        LongPPLSettings(block=0.0)
+        LongPPLSettings(block_fraction=0.0)

@@ -37,7 +37,8 @@ def settings(args):
     LongPPL option without ``--longppl``), or None without ``--longppl``."""
     from extrap.evaluate.longppl import LongPPLSettings
 
-    given = {k: v for k in ("alpha", "beta", "block") if (v := getattr(args, f"longppl_{k}")) is not None}
+    names = {"alpha": "alpha", "beta": "beta", "block": "block_fraction"}  # flag -> LongPPLSettings field
+    given = {k: v for k in names if (v := getattr(args, f"longppl_{k}")) is not None}
     if not args.longppl:
         flags = [f"--longppl-{k}" for k in given] + (["--evaluator"] if args.evaluator else [])
         if flags:
@@ -45,7 +46,7 @@ def settings(args):
         return None
     if args.file:
         raise ExtrapError("--longppl: not with --file; LongPPL is reported for each evaluation length")
-    return LongPPLSettings(**given)
+    return LongPPLSettings(**{names[k]: v for k, v in given.items()})
 
 
 def report(args, run, wanted, spec):

@@ -45,11 +45,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class LongPPLSettings:
     """LongPPL's thresholds: a token is key when LSD > ``alpha`` and LCL > ``beta`` (both in nats), its
-    truncated contexts in blocks of ``block`` x L_tr tokens.  Checked when built."""
+    truncated contexts in blocks of ``block_fraction`` x L_tr tokens.  Checked when built."""
 
     alpha: float = ALPHA
     beta: float = BETA
-    block: float = BLOCK_FRACTION
+    block_fraction: float = BLOCK_FRACTION
 
     def __post_init__(self):
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
@@ -61,12 +61,12 @@ class LongPPLSettings:
                 f"LongPPL beta (a log-probability) must be a finite number < 0, got {self.beta}: "
                 "no token has log p above 0"
             )
-        if not 0 < self.block <= 1:  # NaN fails this too
-            raise ExtrapError(f"the LongPPL block must be a fraction of L_tr in (0, 1], got {self.block}")
+        if not 0 < self.block_fraction <= 1:  # NaN fails this too
+            raise ExtrapError(f"the LongPPL block must be a fraction of L_tr in (0, 1], got {self.block_fraction}")
 
     def block_size(self, trunc_len: int) -> int:
-        """Tokens per block of one truncated context: ``block`` x trunc_len, at least 1."""
-        return max(1, round(self.block * trunc_len))
+        """Tokens per block of one truncated context: ``block_fraction`` x trunc_len, at least 1."""
+        return max(1, round(self.block_fraction * trunc_len))
 
 
 def key_tokens(
@@ -223,7 +223,7 @@ def longppl_report(
         results.append(longppl_at(r, judge.model, plan, trunc, block, spec))
         if s.progress:
             _show(results[-1])
-    info = LongPPL(spec.alpha, spec.beta, trunc, block, spec.block, str(judge.path), tuple(results))
+    info = LongPPL(spec.alpha, spec.beta, trunc, block, spec.block_fraction, str(judge.path), tuple(results))
     return LongPPLReport(report, info)
 
 
