@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from extrap.commands import args as types
+from extrap.commands import eval_longppl
 from extrap.errors import ExtrapError
 from extrap.io import json_text
 
@@ -41,6 +42,7 @@ def register(sub) -> None:
     )
     types.add_split(p)
     _add_window_arguments(p)
+    eval_longppl.add_arguments(p)
     p.add_argument(
         "--file",
         help="score this UTF-8 text file as one sequence (streamed with --window; lengths and protocol do not apply)",
@@ -112,7 +114,7 @@ def _check(args) -> None:
         raise ExtrapError(
             f"--window {args.window} and --cache-window {args.cache_window} ask for different windows: give one"
         )
-    types.check_outputs(args, runs=[args.run], inputs=[("--file", args.file)])
+    types.check_outputs(args, runs=[args.run, args.evaluator], inputs=[("--file", args.file)])
 
 
 def _window(args) -> str:
@@ -153,9 +155,12 @@ def _emit(args, report, table) -> None:
 
         atomic_write_text(args.out, text + "\n")
     if args.csv:
-        from extrap.results.tables import eval_table, file_table, write_csv
+        from extrap.results.tables import eval_table, file_table, longppl_table, write_csv
 
-        write_csv(args.csv, file_table(report) if args.file else eval_table(report))
+        longppl = getattr(report, "longppl", None) is not None
+        write_csv(
+            args.csv, file_table(report) if args.file else longppl_table(report) if longppl else eval_table(report)
+        )
     if args.json:
         print(text)
     else:
@@ -190,12 +195,16 @@ def run(args) -> int:
     from extrap.evaluate import evaluate_run
 
     _check(args)
+    spec = eval_longppl.settings(args)
     window = _window(args)
     if args.file:
         return _score_file(args, window)
     wanted = settings(args, window)  # checked before the run is loaded
     run_ = _load(args)
     _state_cost(run_, wanted)
+    if spec is not None:
+        _emit(args, eval_longppl.report(args, run_, wanted, spec), eval_longppl.table_printer(_print_table))
+        return 0
     _emit(args, evaluate_run(run_, wanted), _print_table)
     return 0
 

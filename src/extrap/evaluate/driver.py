@@ -162,6 +162,14 @@ def default_tokens(lengths: list[int], available: int) -> int:
     return max(max(lengths), min(DEFAULT_TOKENS, available - 1))
 
 
+def evaluation_stream(run: Run, s: EvalSettings, lengths: list[int]) -> tuple[torch.Tensor, int | None]:
+    """(the stream that :func:`evaluate_run` reads at ``lengths``, the tokens it scores at each: None for
+    last-token); the same for every caller that re-reads what an evaluation scored (LongPPL)."""
+    last = s.protocol == "last-token"
+    stream = eval_stream(run, s.split, max(lengths) + s.targets if last else (s.tokens or max(lengths)) + 1)
+    return stream, default_tokens(lengths, stream.numel()) if s.tokens is None and not last else s.tokens
+
+
 def evaluate_run(run: Run, settings: EvalSettings) -> EvalReport:
     """Evaluate a loaded run (:func:`extrap.run.load`: a directory or ``hf:PATH``) as ``settings`` say.
 
@@ -180,9 +188,7 @@ def evaluate_run(run: Run, settings: EvalSettings) -> EvalReport:
     check_settings(lengths, s.protocol, s.tokens, s.stride, s.targets)  # before the stream, τ search and window
     window_for, window_info = resolve_window(run, s.window, s.eps)
     _check_memory(run, lengths, s, window_for)
-    last = s.protocol == "last-token"
-    stream = eval_stream(run, s.split, max(lengths) + s.targets if last else (s.tokens or max(lengths)) + 1)
-    tokens = default_tokens(lengths, stream.numel()) if s.tokens is None and not last else s.tokens
+    stream, tokens = evaluation_stream(run, s, lengths)
     temperature_for, temperature = resolve_temperature(run, s, stream, lengths)
     results = evaluate(
         run.model,

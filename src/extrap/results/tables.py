@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from extrap.erf import ErfReport
     from extrap.results import StudyResults
     from extrap.results.evaluation import EvalReport, FileScore, Provenance
+    from extrap.results.longppl import LongPPLReport
     from extrap.run.records import TrainReport
     from extrap.tasks.records import Example, TaskRun
     from extrap.theory import HeadResult
@@ -144,6 +145,19 @@ def eval_table(report: EvalReport) -> Table:
         ci = r.ppl_ci95 or [None, None]
         point.update({"ppl_ci95_low": ci[0], "ppl_ci95_high": ci[1]})
         rows.append({**head, **run, **point, **verdict, **window, **command})
+    return Table(rows)
+
+
+def longppl_table(report: LongPPLReport) -> Table:
+    """``extrap eval --longppl``: :func:`eval_table`'s rows, each with its length's LongPPL as ``longppl.*`` columns
+    (the value, key and scored tokens, the settings and the evaluator)."""
+    lp = report.longppl
+    settings = {f"longppl.{k}": v for k, v in lp.to_json().items() if k != "results"}
+    rows = []
+    for row in eval_table(report.report).rows:
+        r = lp.result_at(row["length"])
+        point = {f"longppl.{k}": v for k, v in (r.to_json() if r is not None else {}).items() if k != "length"}
+        rows.append({**row, **point, **settings})
     return Table(rows)
 
 
