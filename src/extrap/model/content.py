@@ -1,0 +1,70 @@
+"""Attention for a bias RPE that reads the content (:class:`extrap.positional.content.ContentBias`).
+
+Shaw et al.'s q·a_r and CAPE's f(q·k, b) depend on the queries or the logits, so there is no r(t) table
+and no fused kernel: each block of ``block`` queries builds its logits s = q·kᵀ/√Dh (B, H, Lq_b, Lk),
+hands them to the scheme, masks, takes the softmax and adds the scheme's value term.  Memory per block
+is the scheme's: (B, H, Lq_b, Lk) logits, plus (B, Lq_b, Lk, hidden) for CAPE's MLP, never (L, L, ·)
+at once (in training, autograd keeps every block's activations for the backward pass).
+
+Shapes as in :mod:`extrap.model.attention`: q (B, H, Lq, Dh) are the last Lq of the keys k, v (B, H, Lk, Dh);
+``positions`` are the keys', (Lk,) or (B, Lk).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from extrap.model.kernel import MASKED
+
+
+def content_block(q, k, v, ctx, tau: float, qpos, kpos, record: str | None = None):
+    """One block: queries at positions ``qpos`` (Lq_b,) or (B, Lq_b) against keys at ``kpos``.
+
+    Returns (out (B, H, Lq_b, Dh) or None without v, the record (probs, or logits with MASKED/τ where hidden)).
+    """
+    scheme, values = ctx.scheme, ctx.values
+    t = qpos.unsqueeze(-1) - kpos.unsqueeze(-2)  # (…, Lq_b, Lk): t = i - j, conventions.py
+    visible = t >= 0
+    if ctx.window is not None:
+        visible = visible & (t < ctx.window)
+    visible = visible.unsqueeze(1) if visible.dim() == 3 else visible
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    s = scheme.logits(q, s, t, values, i=qpos) / tau
+    s = torch.where(visible, s, torch.full((), MASKED / tau, dtype=s.dtype, device=s.device))
+    p = torch.softmax(s, dim=-1)
+    out = None
+    if v is not None:
+        out = p @ v
+        extra = scheme.mix(p, t, values)
+        if extra is not None:
+            out = out + extra
+    return out, {"probs": p, "logits": s}.get(record)
+
+
+def content_attention(q, k, v, ctx, tau: float, block: int, record: str | None = None):
+    """Causal attention of the last Lq keys as queries, ``block`` queries at a time: (out, record blocks)."""
+    Lq, Lk = q.shape[2], k.shape[2]
+    off, pos = Lk - Lq, ctx.positions
+    outs, kept = [], []
+    for q0 in range(0, Lq, block):
+        q1 = min(Lq, q0 + block)
+        k1 = off + q1  # causal: later keys are masked anyway
+        qb, kb, vb = q[:, :, q0:q1], k[:, :, :k1], v[:, :, :k1]
+        out, rec = content_block(qb, kb, vb, ctx, tau, pos[..., off + q0 : off + q1], pos[..., :k1], record)
+        outs.append(out)
+        if record:
+            kept.append((0, rec))
+    return torch.cat(outs, dim=2), (kept if record else None)
+
+
+def content_rows(q, k, ctx, tau: float, rows) -> torch.Tensor:
+    """Exact probabilities of the query ``rows`` over all keys: (B, H, R, L), 0 where masked."""
+    B, H, L, _ = q.shape
+    out = q.new_zeros(B, H, len(rows), L)
+    pos = ctx.positions
+    for a, r in enumerate(rows):
+        _, p = content_block(q[:, :, r : r + 1], k[:, :, : r + 1], None, ctx, tau, pos[..., r : r + 1], pos[..., : r + 1], "probs")
+        out[:, :, a : a + 1, : r + 1] = p
+    return out
