@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.model.content import content_attention, content_rows
 from extrap.model.kernel import (
     MASKED,
     consecutive,
@@ -35,7 +36,6 @@ from extrap.model.kernel import (
     toeplitz_vector,
     toeplitz_view,
 )
-from extrap.model.content import content_attention, content_rows
 from extrap.positional.base import BiasRPE
 from extrap.positional.content import ContentBias
 

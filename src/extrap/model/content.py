@@ -65,6 +65,8 @@ def content_rows(q, k, ctx, tau: float, rows) -> torch.Tensor:
     out = q.new_zeros(B, H, len(rows), L)
     pos = ctx.positions
     for a, r in enumerate(rows):
-        _, p = content_block(q[:, :, r : r + 1], k[:, :, : r + 1], None, ctx, tau, pos[..., r : r + 1], pos[..., : r + 1], "probs")
+        _, p = content_block(
+            q[:, :, r : r + 1], k[:, :, : r + 1], None, ctx, tau, pos[..., r : r + 1], pos[..., : r + 1], "probs"
+        )
         out[:, :, a : a + 1, : r + 1] = p
     return out

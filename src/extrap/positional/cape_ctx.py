@@ -22,7 +22,6 @@ MLP = ("f_w1", "f_b1", "f_w2", "f_b2")
 
 
 def _base(name: str) -> BiasRPE:
-    cls = REGISTRY.get(name)
     bases = [n for n, c in REGISTRY.items() if issubclass(c, BiasRPE) and not issubclass(c, ContentBias)]
     bases = [n for n in bases if n != "formula"]  # a formula needs its expression, which no option carries
     if name not in bases:

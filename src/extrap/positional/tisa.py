@@ -22,7 +22,9 @@ class TISA(BiasRPE):
     summary = "learned Σ_k a_k exp(-|b_k| (t - c_k)^2): K Gaussian kernels of the distance per head"
     reference = "Wennberg & Henter 2021 (TISA) §3; survey 002 §3.2.2"
     OPTIONS = (
-        Option("kernels", int, 5, "K, Gaussian kernels per head (the authors' default 5)", lambda v: v >= 1, "must be >= 1"),
+        Option(
+            "kernels", int, 5, "K, Gaussian kernels per head (the authors' default 5)", lambda v: v >= 1, "must be >= 1"
+        ),
     )
 
     def params(self, num_heads):
