@@ -4,7 +4,8 @@ Shaw et al.'s q·a_r and CAPE's f(q·k, b) depend on the queries or the logits, 
 and no fused kernel: each block of ``block`` queries builds its logits s = q·kᵀ/√Dh (B, H, Lq_b, Lk),
 hands them to the scheme, masks, takes the softmax and adds the scheme's value term.  Memory per block
 is the scheme's: (B, H, Lq_b, Lk) logits, plus (B, Lq_b, Lk, hidden) for CAPE's MLP, never (L, L, ·)
-at once (in training, autograd keeps every block's activations for the backward pass).
+at once; a block holds at most ``BLOCK_ENTRIES`` (batch, query, key) entries (in training, autograd
+keeps every block's activations for the backward pass).
 
 Shapes as in :mod:`extrap.model.attention`: q (B, H, Lq, Dh) are the last Lq of the keys k, v (B, H, Lk, Dh);
 ``positions`` are the keys', (Lk,) or (B, Lk).
@@ -17,6 +18,10 @@ import math
 import torch
 
 from extrap.model.kernel import MASKED
+
+# Query blocks hold at most this many (batch, query, key) entries, whatever L: CAPE's f keeps
+# 2H + 2·hidden + H floats per entry, so a block's memory stays bounded at long lengths.
+BLOCK_ENTRIES = 2**20
 
 
 def content_block(q, k, v, ctx, tau: float, qpos, kpos, record: str | None = None):
@@ -47,6 +52,7 @@ def content_attention(q, k, v, ctx, tau: float, block: int, record: str | None =
     """Causal attention of the last Lq keys as queries, ``block`` queries at a time: (out, record blocks)."""
     Lq, Lk = q.shape[2], k.shape[2]
     off, pos = Lk - Lq, ctx.positions
+    block = max(1, min(block, BLOCK_ENTRIES // (q.shape[0] * Lk)))
     outs, kept = [], []
     for q0 in range(0, Lq, block):
         q1 = min(Lq, q0 + block)
