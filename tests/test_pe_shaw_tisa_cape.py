@@ -232,6 +232,26 @@ def test_theory_reads_trained_tisa_kernels_per_layer(tmp_path, tiny_text, capsys
     assert "nth-term" in capsys.readouterr().out
 
 
+def test_theory_of_trained_cape_reads_its_base_parameters(tmp_path, tiny_text):
+    pe = "cape-ctx:base=kerple-log,hidden=4"
+    m, t = build_configs(pe, "smoke", overrides=dict(steps=2, corpus=tiny_text, train_length=32))
+    train(tmp_path / "r", m, t, progress=False)
+    res = analyse_checkpoint(tmp_path / "r", lengths=())
+    model, _, _ = extrap.load(tmp_path / "r")
+    for layer, blk in zip(res.layers, model.blocks):
+        raw = {k: blk.attn.bias_params[k].detach().double() for k in ("r1", "r2")}  # stored, softplus in float64
+        want = analyse("kerple-log", m.n_head, positional.get("kerple-log").values(raw, m.n_head), lengths=())
+        assert [r.series_sum for r in layer.heads] == [r.series_sum for r in want]
+        assert all(r.pe == pe and "depends on the content" in r.explanation for r in layer.heads)
+
+
+def test_theory_plots_draw_tisa_and_cape_and_skip_shaw(tmp_path):
+    assert main(["theory", "shaw", "cape-ctx", "tisa", "--heads", "2", "--plot", str(tmp_path)]) == 0
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"heatmap_tisa_h0.png", "heatmap_cape-ctx_h1.png", "trf_curves.png"} <= names
+    assert not any("shaw" in n for n in names)
+
+
 # ---------------------------------------------------------------------------
 # hostile options
 # ---------------------------------------------------------------------------
