@@ -181,6 +181,20 @@ def test_gradients_reach_every_new_parameter_and_blocks_agree(pe):
         assert torch.allclose(rows.sum(-1), torch.ones(1, 4, 2), atol=1e-5)
 
 
+@pytest.mark.parametrize("pe", [*NEW, "cape-ctx:base=fire,hidden=4"])
+def test_per_sequence_positions_and_a_rolling_window_cache(pe):
+    torch.manual_seed(0)
+    m = GPT(ModelConfig(pe=pe, n_layer=2, d_model=32, n_head=4, positions="randomized:max=64")).eval()
+    pos = m.train_positions(3, 16, torch.Generator().manual_seed(0), "cpu")  # (3, 16), sorted, with gaps
+    x = torch.randint(0, 256, (3, 16))
+    with torch.no_grad():
+        each = torch.cat([m(x[b : b + 1], pos[b]).logits for b in range(3)])
+        assert torch.allclose(m(x, pos).logits, each, atol=1e-5)
+        full, cache = m(x, window=5).logits, m.new_cache(window=5)
+        steps = torch.cat([m.step(x[:, i : i + 1], i, cache) for i in range(16)], dim=1)
+        assert torch.allclose(steps, full, atol=1e-5)
+
+
 @pytest.mark.parametrize("pe", NEW)
 def test_trains_evaluates_and_round_trips_its_checkpoint(pe, tmp_path, tiny_text, capsys):
     m, t = build_configs(pe, "smoke", overrides=dict(steps=3, corpus=tiny_text, train_length=32, save_every=3))
