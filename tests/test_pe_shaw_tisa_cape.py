@@ -17,7 +17,8 @@ from extrap.errors import ExtrapError
 from extrap.model import GPT, ModelConfig
 from extrap.model.attention import BiasContext
 from extrap.model.content import content_block
-from extrap.theory import analyse, analyse_checkpoint
+from extrap.study.trained import trained_theory
+from extrap.theory import analyse, analyse_checkpoint, receptive_field
 from extrap.train import build_configs, train
 
 NEW = ("shaw:k=4", "tisa:kernels=3", "cape-ctx:base=kerple-log,hidden=8")
@@ -257,6 +258,14 @@ def test_theory_of_trained_cape_reads_its_base_parameters(tmp_path, tiny_text):
         want = analyse("kerple-log", m.n_head, positional.get("kerple-log").values(raw, m.n_head), lengths=())
         assert [r.series_sum for r in layer.heads] == [r.series_sum for r in want]
         assert all(r.pe == pe and "depends on the content" in r.explanation for r in layer.heads)
+    # the study's trained theory (as for KERPLE): the TRF of b over every layer and head
+    study = trained_theory(tmp_path / "r", pe, (1e-3,), [1024], 32)
+    base = [
+        positional.get("kerple-log").values({k: b.attn.bias_params[k].detach().double() for k in ("r1", "r2")}, 4)
+        for b in model.blocks
+    ]
+    assert study.trf == receptive_field("kerple-log", base, num_heads=m.n_head).value is not None
+    assert receptive_field(pe, base, num_heads=m.n_head).pe == pe
 
 
 def test_theory_plots_draw_tisa_and_cape_and_skip_shaw(tmp_path):

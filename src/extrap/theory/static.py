@@ -7,17 +7,26 @@ each row's explanation says.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from extrap.positional.content import ContentBias
 from extrap.theory.results import HeadResult
 
 
+def static_values(scheme: ContentBias, values):
+    """The base RPE's values out of the scheme's: of one layer (a mapping), of each layer (a list), or None."""
+    if values is None:
+        return None
+    if isinstance(values, Mapping):
+        return scheme.static_values(values)
+    return [scheme.static_values(v) for v in values]
+
+
 def static_part(scheme: ContentBias, analyse: Callable, num_heads: int, values, *args) -> list[HeadResult]:
     """``analyse(base, num_heads, base values, *args)`` (the engine's, its eps, lengths, train_length, heads)
     on ``scheme.static``, the rows named after ``scheme``."""
-    base_values = None if values is None else scheme.static_values(values)
+    base_values = static_values(scheme, values)
     note = f"static part b = {scheme.static.spec} only; the learned part is not analysed: {scheme.content_reason}"
     rows = analyse(scheme.static, num_heads, base_values, *args)
     return [replace(r, pe=scheme.spec, explanation=f"{r.explanation}; {note}") for r in rows]
