@@ -99,19 +99,21 @@ def _shaw_reference(q, k, v, aK, aV, K):
     return out
 
 
-def test_shaw_blocks_match_the_loop_reference_with_values():
+@pytest.mark.parametrize("K,block", [(2, 4), (12, 4), (1, 9)])
+def test_shaw_blocks_match_the_loop_reference_with_values(K, block):
+    """Consecutive positions (the diagonal path) and per-sequence ones (the gathered path) against loops."""
     torch.manual_seed(0)
-    B, H, L, D, K = 2, 3, 9, 4, 2
+    B, H, L, D = 2, 3, 9, 4
     q, k, v = (torch.randn(B, H, L, D, dtype=torch.float64) for _ in range(3))
     pe = positional.get(f"shaw:k={K}")
     vals = pe.init_values(H, D)
     assert vals["aK"].shape == (1, K + 1, D)  # shared by heads, K + 1 embeddings (causal)
     from extrap.model.content import content_attention
 
-    ctx = BiasContext(pe, vals, torch.arange(L))
-    out, _ = content_attention(q, k, v, ctx, 1.0, block=4)
     want = _shaw_reference(q, k, v, vals["aK"][0], vals["aV"][0], K)
-    assert torch.allclose(out, want, atol=1e-12)
+    for positions in (torch.arange(L), torch.arange(L).expand(B, L)):
+        out, _ = content_attention(q, k, v, BiasContext(pe, vals, positions), 1.0, block=block)
+        assert torch.allclose(out, want, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import math
 
 from extrap.errors import ExtrapError
 from extrap.positional.base import BiasRPE, Option, Param
-from extrap.positional.content import ContentBias
+from extrap.positional.content import ContentBias, distances
 from extrap.positional.registry import REGISTRY, register
 
 MLP = ("f_w1", "f_b1", "f_w2", "f_b2")
@@ -72,6 +72,7 @@ class CapeCtx(ContentBias):
         import torch.nn.functional as F
 
         B, H = s.shape[:2]
+        t = distances(t, s)
         tt = t.clamp_min(0).to(s.dtype)
         ii = None if self.static.toeplitz else i.to(s.dtype).unsqueeze(-1).expand_as(tt)
         b = self.static.bias(tt, self.static_values(values), i=ii).to(s.dtype)  # (H or 1, *t.shape)

@@ -39,8 +39,9 @@ class ContentBias(BiasRPE):
         return {q.name: q.init(num_heads).to(torch.float64) for q in self.params(num_heads, head_dim)}
 
     def logits(self, q, s, t, values, i=None):  # pragma: no cover - abstract
-        """q (B, H, Lq, Dh), s (B, H, Lq, Lk) = q·kᵀ/√Dh, t (Lq, Lk) or (B, Lq, Lk) distances i - j,
-        i the query positions like t -> the logits (B, H, Lq, Lk), before the mask and τ."""
+        """q (B, H, Lq, Dh), s (B, H, Lq, Lk) = q·kᵀ/√Dh, t (Lq, Lk) or (B, Lq, Lk) distances i - j (or an
+        int ``first``: consecutive positions, t[a, j] = first + a - j, see :func:`distances`), i the query
+        positions -> the logits (B, H, Lq, Lk), before the mask and τ."""
         raise NotImplementedError
 
     def mix(self, p, t, values):
@@ -49,3 +50,14 @@ class ContentBias(BiasRPE):
 
     def fn(self, xp, t, p, i=None):
         raise ExtrapError(f"{self.name}: the bias depends on the content of the attention, not on t alone")
+
+
+def distances(t, like):
+    """t as a tensor (Lq, Lk) on ``like``'s device: an int ``first`` means t[a, j] = first + a - j."""
+    if not isinstance(t, int):
+        return t
+    import torch
+
+    Lq, Lk = like.shape[-2:]
+    a, j = torch.arange(Lq, device=like.device), torch.arange(Lk, device=like.device)
+    return t + a.unsqueeze(-1) - j.unsqueeze(-2)

@@ -55,14 +55,37 @@ class Shaw(ContentBias):
         idx = idx.unsqueeze(1) if idx.dim() == 3 else idx.reshape(1, 1, *idx.shape)
         return idx.expand(shape[0], shape[1], *idx.shape[-2:])
 
+    def _band(self, x, first: int, c: int):
+        """The entries of x (…, Lq, Lk) at t = first + a - j = c: a diagonal, and the rows a it covers."""
+        d = x.diagonal(offset=first - c, dim1=-2, dim2=-1)
+        a0 = min(max(0, c - first), x.shape[-2])  # rows before a0 have no key at t = c
+        return d, slice(a0, a0 + d.shape[-1])
+
     def logits(self, q, s, t, values, i=None):
+        K = self.opts["k"]
         aK = values["aK"][0].to(q.dtype)  # (K + 1, Dh)
         qa = (q @ aK.T) / math.sqrt(q.shape[-1])  # (B, H, Lq, K + 1): q_i·a^K_r / √Dh, Shaw et al. Eq. 4
-        return s + qa.gather(-1, self._index(t, s.shape))
+        if not isinstance(t, int):
+            return s + qa.gather(-1, self._index(t, s.shape))
+        # consecutive positions: a_K everywhere, then the K diagonals t = 0..K-1 corrected in place
+        out = s + qa[..., K:]
+        for c in range(K):
+            d, rows = self._band(out, t, c)
+            d.add_(qa[..., rows, c] - qa[..., rows, K])
+        return out
 
     def mix(self, p, t, values):
         if "aV" not in values:
             return None
+        import torch
+
         K = self.opts["k"]
-        w = p.new_zeros(*p.shape[:-1], K + 1).scatter_add_(-1, self._index(t, p.shape), p)  # Σ_j α_ij per r
+        if isinstance(t, int):  # per row: the probability at t = c < K (a diagonal), the rest at t >= K
+            cols = []
+            for c in range(K):
+                d, rows = self._band(p, t, c)
+                cols.append(torch.nn.functional.pad(d, (rows.start, p.shape[-2] - rows.stop)))
+            w = torch.stack([*cols, p.sum(-1) - sum(cols)], dim=-1)  # K >= 1
+        else:
+            w = p.new_zeros(*p.shape[:-1], K + 1).scatter_add_(-1, self._index(t, p.shape), p)  # Σ_j α_ij per r
         return w @ values["aV"][0].to(p.dtype)  # Σ_j α_ij a^V_r, Shaw et al. Eq. 3
