@@ -15,7 +15,10 @@ from extrap.positional.bias import alibi_slopes, t5_bucket
 from extrap.positional.registry import REGISTRY, get, register
 
 # isort: split
-from extrap.positional import absolute, cape_ctx, rotary, shaw, tisa  # noqa: F401  (then APE, RoPE and its interpolations)  # noqa: F401  (the survey's added bias RPEs: 002 §3.2)
+from extrap.positional import absolute, rotary  # noqa: F401  (then APE, RoPE and its interpolations)
+
+# isort: split
+from extrap.positional import cape_ctx, shaw, tisa  # noqa: F401  (the survey's added bias RPEs: 002 §3.2)
 
 
 def names() -> list[str]:
