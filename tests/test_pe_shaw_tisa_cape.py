@@ -140,6 +140,17 @@ def test_cape_with_f_zero_is_its_base_rpe(base):
     assert torch.allclose(cape(x).logits, ref(x).logits, atol=1e-5)
 
 
+def test_cape_keeps_the_keys_a_window_base_hides():
+    pe = positional.get("cape-ctx:base=window,hidden=3")  # window W = 512: r = -inf from t = 512 on
+    vals = {k: v.float() for k, v in pe.init_values(2).items()}
+    torch.manual_seed(2)
+    q, k = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 600, 4)
+    ctx = BiasContext(pe, vals, torch.arange(600))
+    _, p = content_block(q, k, None, ctx, 1.0, torch.tensor([599]), torch.arange(600), "probs")
+    assert bool(torch.isfinite(p).all()) and float(p[..., :88].abs().max()) == 0.0  # t = 599 - j >= 512
+    assert p[..., 88:].sum(-1).sub(1).abs().max() < 1e-5 and float(p[..., 88:].min()) > 0
+
+
 def test_cape_f_sees_every_head_of_the_scaled_logits():
     torch.manual_seed(1)
     H, D, L = 2, 4, 5

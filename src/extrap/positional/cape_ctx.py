@@ -77,7 +77,9 @@ class CapeCtx(ContentBias):
         ii = None if self.static.toeplitz else i.to(s.dtype).unsqueeze(-1).expand_as(tt)
         b = self.static.bias(tt, self.static_values(values), i=ii).to(s.dtype)  # (H or 1, *t.shape)
         b = (b.movedim(0, 1) if t.dim() == 3 else b.unsqueeze(0)).expand(B, H, *t.shape[-2:])
+        hard = torch.isneginf(b)  # a base that hides keys (window): they stay hidden, and f never sees -inf
+        b = b.masked_fill(hard, 0.0)
         x = torch.cat([s, b], dim=1).movedim(1, -1)  # (B, Lq, Lk, 2H): every head's logit and bias
         w1, b1, w2, b2 = (values[k].to(s.dtype) for k in MLP)
         f = F.linear(F.leaky_relu(F.linear(x, w1, b1)), w2, b2).movedim(-1, 1)  # (B, H, Lq, Lk)
-        return s + b + f  # Zheng et al. 2024: q·k + b + f(q·k, b)
+        return (s + b + f).masked_fill(hard, -math.inf)  # Zheng et al. 2024: q·k + b + f(q·k, b)
