@@ -2,7 +2,12 @@
 
 Prints step-time ratios measured in this run and ends with one JSON line.
 
-    python bench/train_step.py [--pes alibi,kerple-log,...] [--length 512] [--batch 8] [--steps 5]
+    python bench/train_step.py [--pes alibi,kerple-log,...|all] [--length 512] [--batch 8] [--steps 5]
+    python bench/train_step.py --preset cpu --baseline alibi --pes shaw,tisa,cape-ctx,rope
+
+``--pes all``: every scheme of the registry with its default options (new schemes appear by themselves).
+``--preset``: the model size, training length and batch of that training preset (extrap.config.PRESETS).
+``--baseline``: the scheme the ratios are taken against (always measured; default nope).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import time
 
 import torch
 
+from extrap import positional
+from extrap.config import PRESETS
 from extrap.model import GPT, ModelConfig
 
 DEFAULT = "nope,alibi,kerple-log,kerple-power,sandwich,t5,fire,type1,type2,window:64,sinusoidal,rope,xpos"
@@ -40,7 +47,9 @@ class Trainer:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pes", default=DEFAULT)
+    ap.add_argument("--pes", default=DEFAULT, help="comma-separated specs, or 'all' (the whole registry)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), help="model, length and batch of this training preset")
+    ap.add_argument("--baseline", default="nope", help="the ratios are step times over this scheme's")
     ap.add_argument("--length", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=5)
@@ -48,9 +57,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     a = ap.parse_args()
-    pes = a.pes.split(",")
-    if "nope" not in pes:
-        pes = ["nope"] + pes
+    if a.preset:
+        model, train = PRESETS[a.preset].model, PRESETS[a.preset].train
+        a.d_model, a.layers, a.heads = model["d_model"], model["n_layer"], model["n_head"]
+        a.length, a.batch = train["train_length"], train["batch_size"]
+    pes = [n for n in positional.names() if n != "formula"] if a.pes == "all" else a.pes.split(",")
+    pes = [a.baseline] + [pe for pe in pes if pe != a.baseline]
     trainers = {pe: Trainer(pe, a.length, a.batch, a.d_model, a.layers, a.heads) for pe in pes}
     for t in trainers.values():
         t.step()  # warm up allocators and caches
@@ -60,20 +72,23 @@ def main() -> None:
         for pe, t in trainers.items():
             times[pe].append(t.step())
     res = {pe: sorted(ts)[len(ts) // 2] for pe, ts in times.items()}
-    base = res["nope"]
+    base = res[a.baseline]
     tokens = a.batch * a.length
-    print(f"{'pe':<14} {'step s':>8} {'tok/s':>9} {'x nope':>7}")
+    col = f"x {a.baseline}"
+    print(f"{'pe':<14} {'step s':>8} {'tok/s':>9} {col:>12}")
     for pe, t in res.items():
-        print(f"{pe:<14} {t:>8.3f} {tokens / t:>9.0f} {t / base:>7.2f}")
+        print(f"{pe:<14} {t:>8.3f} {tokens / t:>9.0f} {t / base:>12.2f}")
     print(
         json.dumps(
             {
                 "bench": "train_step",
+                "preset": a.preset,
                 "length": a.length,
                 "batch": a.batch,
                 "threads": torch.get_num_threads(),
                 "seconds": res,
-                "ratio_vs_nope": {pe: round(t / base, 3) for pe, t in res.items()},
+                "baseline": a.baseline,
+                f"ratio_vs_{a.baseline}": {pe: round(t / base, 3) for pe, t in res.items()},
             }
         )
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.model.content import content_attention, content_rows
 from extrap.model.kernel import (
     MASKED,
     consecutive,
@@ -36,6 +37,7 @@ from extrap.model.kernel import (
     toeplitz_view,
 )
 from extrap.positional.base import BiasRPE
+from extrap.positional.content import ContentBias
 
 # A learned mask runs explicit softmax, which is memory-bound: smaller query blocks waste less
 # of the causal triangle (measured: 128 beats 256 at L = 512 for KERPLE and T5).
@@ -168,6 +170,8 @@ def attend(
 
 
 def _attend(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, record: str | None, backend: str):
+    if isinstance(ctx.scheme, ContentBias):  # Shaw, CAPE: the scheme reads q or q·k, block by block
+        return content_attention(q, k, v, ctx, tau, block, record)
     if q.shape[2] < k.shape[2]:
         return _attend_cached(q, k, v, ctx, tau, scale, record)
     if ctx.scheme is None and ctx.window is None and not ctx.batched and record is None:
@@ -242,6 +246,8 @@ def attend_rows(q, k, ctx: BiasContext, temperature: float | torch.Tensor, rows:
     sequence is fine.
     """
     tau = float(temperature)
+    if isinstance(ctx.scheme, ContentBias):
+        return content_rows(q, k, ctx, tau, rows)
     scale = 1.0 / (math.sqrt(q.shape[-1]) * tau)
     B, H, L, _ = q.shape
     out = q.new_zeros(B, H, len(rows), L)

@@ -35,6 +35,7 @@ from extrap.model.kernel import consecutive
 from extrap.model.kv_cache import KVCache, LayerCache
 from extrap.model.pe_layers import SURVEY_KINDS, layer_module, model_module
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
+from extrap.positional.content import ContentBias
 
 
 @dataclass
@@ -88,7 +89,8 @@ class Attention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.bias_params = nn.ParameterDict()
         if scheme.adds_bias:
-            stored = scheme.to_stored(scheme.init_values(cfg.n_head), cfg.n_head)
+            shape = (cfg.n_head, cfg.head_dim) if isinstance(scheme, ContentBias) else (cfg.n_head,)  # Shaw: Dh
+            stored = scheme.to_stored(scheme.init_values(*shape), cfg.n_head)
             learnable = {q.name: q.learnable for q in scheme.params(cfg.n_head)}
             for name, value in stored.items():
                 self.bias_params[name] = nn.Parameter(value.float(), requires_grad=learnable[name])

@@ -18,7 +18,7 @@ from extrap.positional.registry import REGISTRY, get, register
 from extrap.positional import absolute, rotary  # noqa: F401  (then APE, RoPE and its interpolations)
 
 # isort: split
-from extrap.positional import bipe, complex_order, cope, floater  # noqa: F401  (the survey's added encodings)
+from extrap.positional import bipe, cape_ctx, complex_order, cope, floater, shaw, tisa  # noqa: F401  (the survey's added bias RPEs: 002 §3.2)  # noqa: F401  (the survey's added encodings)
 
 
 def names() -> list[str]:

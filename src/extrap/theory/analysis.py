@@ -28,6 +28,7 @@ from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
 from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
+from extrap.positional.content import ContentBias
 from extrap.theory import forms
 from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
@@ -35,6 +36,7 @@ from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
 from extrap.theory.numerics import add_numerics, partial_sums
 from extrap.theory.piecewise import PiecewiseSeries
 from extrap.theory.results import CheckpointAnalysis, HeadResult, LayerResults, check_eps, eps_key
+from extrap.theory.static import static_part
 from extrap.theory.trf import MAX_DIRECT, Series
 from extrap.timeout import TimeLimit, time_limit
 
@@ -132,6 +134,8 @@ def analyse(
     reason = not_applicable_reason(scheme)
     if reason:
         return [HeadResult(scheme.spec, None, "not-applicable", "none", reason, trf={eps_key(x): None for x in eps})]
+    if isinstance(scheme, ContentBias):  # CAPE: its static part b, the base RPE's bias
+        return static_part(scheme, analyse, num_heads, values, eps, lengths, train_length, heads)
     values = scheme.init_values(num_heads) if values is None else dict(values)
     chosen = list(range(num_heads)) if heads is None else [int(h) for h in heads]
     if any(not 0 <= h < num_heads for h in chosen):
@@ -172,6 +176,8 @@ def not_applicable_reason(scheme: Scheme) -> str | None:
         return _APE
     if not isinstance(scheme, BiasRPE):
         return f"{scheme.kind} scheme: no additive bias r(i - j)"
+    if isinstance(scheme, ContentBias):  # Shaw: no bias of t alone; CAPE: its static part, the base RPE
+        return scheme.content_reason if scheme.static is None else not_applicable_reason(scheme.static)
     if scheme.adds_bias and not scheme.is_toeplitz:
         return _NOT_TOEPLITZ
     return None

@@ -24,6 +24,7 @@ from extrap.errors import ExtrapError
 from extrap.io import slug
 from extrap.plotting import new_figure, save_figure
 from extrap.positional.base import BiasRPE, Scheme
+from extrap.positional.content import ContentBias
 from extrap.positional.conventions import distance
 from extrap.theory.analysis import analyse, eps_key, not_applicable_reason, partial_sums, resolve
 
@@ -76,6 +77,10 @@ def heatmap(
     scheme = resolve(scheme)
     if not isinstance(scheme, BiasRPE):
         raise ExtrapError(f"{scheme.spec}: {not_applicable_reason(scheme)}; there is no bias to plot")
+    if isinstance(scheme, ContentBias) and scheme.static is None:  # Shaw: nothing of i - j alone to draw
+        if ax is not None:
+            ax.text(0.5, 0.5, "no bias of i - j alone:\nq·a_r depends on the query", ha="center", fontsize=7)
+        return []
     if not 0 <= head < num_heads:
         raise ExtrapError(f"head {head} out of range 0..{num_heads - 1}")
     values = scheme.init_values(num_heads) if values is None else values

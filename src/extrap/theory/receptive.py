@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from extrap.errors import ExtrapError
 from extrap.positional.base import Scheme
+from extrap.positional.content import ContentBias
 from extrap.theory.analysis import DEFAULT_EPS, analyse, not_applicable_reason, resolve
 from extrap.theory.results import HeadResult, check_eps, eps_key
+from extrap.theory.static import static_values
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,9 @@ def receptive_field(
     reason = not_applicable_reason(scheme)
     if reason:
         return TRF(scheme.spec, eps, reduce, None, (), f"not a Toeplitz bias: {reason}")
+    if isinstance(scheme, ContentBias):  # CAPE: the TRF of its static part b, the base RPE's
+        trf = receptive_field(scheme.static, static_values(scheme, values), eps=eps, reduce=reduce, num_heads=num_heads)
+        return replace(trf, pe=scheme.spec)
     layers = _layers(values)
     H = _num_heads(scheme, layers, num_heads)
     results = [(layer, r) for layer, v in layers for r in analyse(scheme, H, v, eps=(eps,), lengths=())]
