@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -31,54 +30,12 @@ import torch.nn as nn
 from extrap import positional
 from extrap.errors import ExtrapError
 from extrap.model.attention import BiasContext, attend, attend_rows, toeplitz_table
+from extrap.model.config import ModelConfig
 from extrap.model.kernel import consecutive
 from extrap.model.kv_cache import KVCache, LayerCache
 from extrap.model.pe_layers import SURVEY_KINDS, layer_module, model_module
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 from extrap.positional.content import ContentBias
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: int = 256
-    n_layer: int = 4
-    d_model: int = 128
-    n_head: int = 4
-    d_ff: int = 0  # 0 -> 4 * d_model
-    pe: str = "alibi"  # any registry spec, e.g. "kerple-log", "window:64", "-2*log(n)"
-    positions: str = "contiguous"  # training position ids: contiguous | randomized:max=N | pose:target=N
-    tie_embeddings: bool = False
-    embed_std: float = 1.0  # N(0,1) token embeddings keep an additive APE from swamping them
-    dropout: float = 0.0
-    attn_block: int = 256  # queries per block of the biased attention (long inputs use up to L/8)
-    attn_backend: str = "auto"  # auto | blocked | flex (FlexAttention: GPU, or compiled CPU inference)
-
-    def __post_init__(self):
-        for name in ("vocab_size", "n_layer", "d_model", "n_head", "attn_block"):
-            if int(getattr(self, name)) <= 0:
-                raise ExtrapError(f"model: {name} must be positive, got {getattr(self, name)}")
-        if self.d_ff < 0:
-            raise ExtrapError(f"model: d_ff must be >= 0, got {self.d_ff}")
-        if self.d_model % self.n_head:
-            raise ExtrapError(f"model: n_head={self.n_head} does not divide d_model={self.d_model}")
-        if self.attn_backend not in ("auto", "blocked", "flex"):
-            raise ExtrapError(f"model: attn_backend must be auto, blocked or flex, got {self.attn_backend!r}")
-        if not 0 <= self.dropout < 1:
-            raise ExtrapError(f"model: dropout must be in [0, 1), got {self.dropout}")
-        positional.get(self.pe)  # validates the spec early; the model parses it once more, for itself
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_head
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ModelConfig:
-        from extrap.io import strict_dataclass
-
-        return strict_dataclass(cls, d, "model config")
 
 
 class Attention(nn.Module):

@@ -64,6 +64,7 @@ class Scheme:
     summary: ClassVar[str] = ""
     OPTIONS: ClassVar[tuple[Option, ...]] = ()
     POSITIONAL_OPTION: ClassVar[str | None] = None  # e.g. window:64 -> W=64
+    theory_reason: ClassVar[str | None] = None  # why Theorem 0.4 does not apply, when the kind alone does not say
 
     def __init__(self, **opts: Any):
         known = {o.name: o for o in self.OPTIONS}

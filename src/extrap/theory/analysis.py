@@ -30,6 +30,7 @@ from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
 from extrap.positional.content import ContentBias
 from extrap.theory import forms
+from extrap.theory.applicability import not_applicable_reason
 from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
@@ -47,9 +48,6 @@ SERIES_TIMEOUT = 20.0  # seconds per head for B and the TRFs (a formula like exp
 SYMBOLIC_TIMEOUT = 10.0  # seconds per head for the symbolic form and its verdict
 NUMERICS_TIMEOUT = 10.0  # seconds per scheme for the partial sums (torch)
 
-_APE = "absolute positional embedding: it acts on token embeddings, not as a bias of i - j"
-_ROTARY = "rotary embedding: it rotates q and k, so position multiplies q.k instead of adding a Toeplitz bias r(i - j)"
-_NOT_TOEPLITZ = "the bias depends on the query position i as well as on t = i - j (not Toeplitz)"
 _UNKNOWN_CUTOFF = (
     "the distance from which min/max keeps its eventual argument lies beyond 2**64 or could not be bounded, "
     "so the terms before it cannot be told from the tail"
@@ -161,26 +159,6 @@ def _add_numerics(scheme, values, results: list[HeadResult], lengths, train_leng
         for r in results:
             r.dilution = r.evidence = None
             r.notes["dilution"] = f"partial sums not computed: {why}"
-
-
-def not_applicable_reason(scheme: Scheme) -> str | None:
-    """Why Theorem 0.4 does not apply to ``scheme`` (None if it does).
-
-    It applies to every bias RPE whose r depends on t = i - j alone, NoPE's r = 0 included.
-    """
-    if getattr(scheme, "theory_reason", None):  # the survey's added encodings say why, one line each
-        return scheme.theory_reason
-    if scheme.rotates:
-        return _ROTARY
-    if scheme.embeds:
-        return _APE
-    if not isinstance(scheme, BiasRPE):
-        return f"{scheme.kind} scheme: no additive bias r(i - j)"
-    if isinstance(scheme, ContentBias):  # Shaw: no bias of t alone; CAPE: its static part, the base RPE
-        return scheme.content_reason if scheme.static is None else not_applicable_reason(scheme.static)
-    if scheme.adds_bias and not scheme.is_toeplitz:
-        return _NOT_TOEPLITZ
-    return None
 
 
 def collapse(results: list[HeadResult], scheme: Scheme | None = None) -> list[HeadResult]:
