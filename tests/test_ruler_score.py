@@ -107,7 +107,9 @@ def test_rank_greedy_and_generate_match_direct_computation(niah_run, corpus_spec
         for rec in rep.examples[:4]:
             ex = make_ruler_example(rec.task, tok, rec.length, rec.seed, depth=rec.depth, filler=corpus_spec)
             if rec.depth is not None:
-                ex = make_ruler_example(rec.task, tok, rec.length, rec.seed, depth=ex.requested_depth, filler=corpus_spec)
+                ex = make_ruler_example(
+                    rec.task, tok, rec.length, rec.seed, depth=ex.requested_depth, filler=corpus_spec
+                )
             p = tok.encode(ex.prompt)
             if method == "rank":
                 ll = [_loglik(model, p, tok.encode(f" {c}\n")) for c in ex.candidates]
@@ -125,7 +127,17 @@ def test_rank_greedy_and_generate_match_direct_computation(niah_run, corpus_spec
 
 def test_cli_suite_json_csv_heatmaps(niah_run, corpus_spec, tmp_path, capsys):
     out, csv, plot = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "plots"
-    argv = ["task", "score", str(niah_run), "--suite", "ruler", "--tasks", "niah_single,vt,cwe", "--lengths", "256,1100"]
+    argv = [
+        "task",
+        "score",
+        str(niah_run),
+        "--suite",
+        "ruler",
+        "--tasks",
+        "niah_single,vt,cwe",
+        "--lengths",
+        "256,1100",
+    ]
     argv += ["--n", "2", "--score", "rank", "--threshold", "abs:0.5", "--json", "--out", str(out), "--csv", str(csv)]
     assert cli.main(argv + ["--plot", str(plot)]) == 2  # cwe is longer than 256 tokens: refused, nothing written
     assert "cwe: length 256 is below the minimum" in capsys.readouterr().err

@@ -44,7 +44,9 @@ def bpe(tmp_path_factory):
 
 def _make(task, L, seed, depth, filler, tok=BYTES, **kw):
     depth = None if task in ("cwe", "fwe") else depth
-    need = ruler_min_length(task, tok, filler=filler, include_target=kw.get("include_target", False), params=kw.get("params", ()))
+    need = ruler_min_length(
+        task, tok, filler=filler, include_target=kw.get("include_target", False), params=kw.get("params", ())
+    )
     L = max(L, need)
     return make_ruler_example(task, tok, L, seed, depth=depth, filler=filler, **kw)
 
@@ -86,7 +88,9 @@ def test_niah_answer_read_off_the_needles(task, L, seed, depth, filler):
     lines = _context_lines(ex)
     needles = [(i, *NEEDLE.match(ln).groups()) for i, ln in enumerate(lines) if NEEDLE.match(ln)]
     n_keys = len({k for _, k, _ in needles})
-    assert (len(needles), n_keys) == {"niah_single": (1, 1), "niah_multikey": (4, 4)}.get(task, (4, 4 if "query" in task else 1))
+    assert (len(needles), n_keys) == {"niah_single": (1, 1), "niah_multikey": (4, 4)}.get(
+        task, (4, 4 if "query" in task else 1)
+    )
     asked = re.findall(r"[a-z]+-[a-z]+", ex.prompt.splitlines()[-1])
     truth = [v for k in asked for _, kk, v in needles if kk == k]  # the question's keys, in order, values in order
     assert list(ex.answers) == truth

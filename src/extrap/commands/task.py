@@ -30,7 +30,9 @@ def _register_sample(tsub) -> None:
         help="print one example (prompt and answer)",
         description="Generate one example and print its prompt, answer and statistics.",
     )
-    s.add_argument("--task", required=True, type=task_ruler.task_name, help="passkey | line | topic | a RULER-style task")
+    s.add_argument(
+        "--task", required=True, type=task_ruler.task_name, help="passkey | line | topic | a RULER-style task"
+    )
     s.add_argument(
         "--length",
         required=True,
@@ -163,12 +165,17 @@ def run_sample(args) -> int:
 
 
 def run_score(args) -> int:
+    if task_ruler.wants_ruler(args):  # --suite ruler, a RULER-style --task, or a run trained on one
+        return task_ruler.run_ruler_score(args)
+    task_ruler.check_plain(args)
+    return _score_task(args)
+
+
+def _score_task(args) -> int:
     import extrap
     from extrap.tasks import TaskRun, TaskSettings, score_task
     from extrap.tasks.generators import check_length
 
-    if args.suite or (args.task and args.task not in TASK_CHOICES):  # RULER-style: extrap.commands.task_ruler
-        return task_ruler.run_ruler_score(args)
     types.check_outputs(args, runs=[args.run])
     for L in (args.lengths or []) if args.task else []:  # before the model is loaded
         check_length(args.task, L)
@@ -177,9 +184,6 @@ def run_score(args) -> int:
         args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
     )
     task = args.task or run.task
-    if task and task not in TASK_CHOICES:  # a run trained on a RULER-style task
-        return task_ruler.run_ruler_score(args, run)
-    task_ruler.check_plain(args)
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")
     L_tr = run.train_length

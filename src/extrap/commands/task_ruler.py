@@ -60,6 +60,22 @@ def add_score_arguments(c) -> None:
     c.add_argument("--plot", metavar="DIR", help="write the needle heatmaps (depth x length) to DIR as PNG and SVG")
 
 
+def wants_ruler(args) -> bool:
+    """``task score`` of a RULER-style task: ``--suite ruler``, such a ``--task``, or a run trained on one."""
+    from extrap.tasks.ruler.registry import RULER_TASKS
+
+    if args.suite or args.task:
+        return bool(args.suite) or args.task in RULER_TASKS
+    if str(args.run).startswith("hf:"):
+        return False
+    from extrap.run import RunDir
+
+    try:
+        return RunDir(args.run).read_config().train.task in RULER_TASKS
+    except (ExtrapError, OSError, ValueError):  # not a run: the plain path says why
+        return False
+
+
 def check_plain(args) -> None:
     """Refuse the RULER-only flags on passkey, line and topic."""
     for name in RULER_ONLY:
@@ -143,18 +159,17 @@ def _check_request(args) -> list[str]:
     return tasks
 
 
-def run_ruler_score(args, run=None) -> int:
+def run_ruler_score(args) -> int:
     import extrap
     from extrap.tasks.ruler import RulerRun, score_ruler
 
     tasks = _check_request(args)
     types.check_outputs(args, runs=[args.run])
-    if run is None:
-        run = extrap.load(
-            args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-        )
-        if args.train_length is None:
-            types.state_assumed_length(run)
+    run = extrap.load(
+        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
+    )
+    if args.train_length is None:
+        types.state_assumed_length(run)
     tasks = tasks or ([run.task] if run.task and not args.suite else [])
     scored = RulerRun(
         run=str(run.path),

@@ -19,8 +19,8 @@ from extrap.tasks.formats import TASKS, TOLERANCE, TOPICS, min_length
 from extrap.tasks.generators import make_example, needs_filler
 from extrap.tasks.line_task import line
 from extrap.tasks.passkey_task import passkey
-from extrap.tasks.ruler.registry import RULER_TASKS, check_ruler_task
 from extrap.tasks.records import DepthBucket, Example, ExampleScore, LengthScore, TaskReport, TaskRun, TaskSettings
+from extrap.tasks.ruler.registry import RULER_TASKS, check_ruler_task
 from extrap.tasks.sampler import IGNORE_INDEX, TaskSampler
 from extrap.tasks.score import METHODS, parse_temperature, score_task, task_examples
 from extrap.tasks.seq2seq import seq2seq_candidates, seq2seq_continuations

@@ -100,8 +100,8 @@ def spread(rng: random.Random, depth: float, before: int, after: int) -> list[fl
 def weave(hay: Haystack, text: str, pieces: list[tuple[float, str]], primary: int, exact=None) -> tuple[str, str]:
     """The context: ``text`` with each piece on its own line at its fraction; and the context before ``primary``.
 
-    Pieces appear in the order of their fractions (ties: in the order given).  ``exact`` (a tokenizer) places the primary piece by
-    tokens rather than characters (the final render; the fitting renders place by characters).
+    Pieces appear in the order of their fractions (ties: in the order given).  ``exact`` (a tokenizer) places
+    the primary piece by tokens rather than characters (the final render; the fitting renders use characters).
     """
     order = sorted(range(len(pieces)), key=lambda i: (pieces[i][0], i))
     cuts, last = {}, 0
@@ -158,7 +158,7 @@ def fit_example(
     for attempt in range(ATTEMPTS):
         render, lo, guess = draw(random.Random(seed_of(task, seed, attempt)))
 
-        def count(n: int) -> int:
+        def count(n: int, render=render) -> int:
             d = render(n)
             return ntok(tokenizer, d.prompt) + (ntok(tokenizer, target_of(d)) if include_target else 0)
 

@@ -77,7 +77,11 @@ def qa_draw(task: str, tokenizer, depth, filler, split, haystack: str, n_facts: 
         pieces = list(zip(fracs, facts))
         others = [x for x in PLACES if x != answer]
         rng.shuffle(others)
-        q = f"Where is {subject}? {subject} is in the" if task == "qa1" else f"Where is the {subject}? The {subject} is in the"
+        q = (
+            f"Where is {subject}? {subject} is in the"
+            if task == "qa1"
+            else f"Where is the {subject}? The {subject} is in the"
+        )
         offset = hay.offset(rng)
 
         def render(n: int, exact: bool = False) -> Draft:

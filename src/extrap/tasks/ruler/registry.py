@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import difflib
-import re
 import math
 import numbers
+import re
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -52,8 +52,12 @@ def has_depth(task: str) -> bool:
     return check_ruler_task(task) not in ("cwe", "fwe")
 
 
-def ruler_params(task: str, given: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
-    """The task's settings: its defaults with ``given`` (name, value) pairs, each checked."""
+def ruler_params(task: str, given: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[str, Any], ...]:
+    """The task's settings as (name, value) pairs: its defaults with ``given`` (name, value) pairs, each checked."""
+    return tuple(_settings(task, given).items())
+
+
+def _settings(task: str, given: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(PARAMS[check_ruler_task(task)])
     for name, value in given:
         if name not in out:
@@ -125,7 +129,7 @@ def make_ruler_example(
 ) -> Any:
     """One example of ``task`` (a :class:`RulerExample`); ``depth=None`` draws it at random."""
     length, depth, kind = _check_request(task, length, depth, haystack)
-    p = ruler_params(task, params)
+    p = _settings(task, params)
     need = ruler_min_length(task, tokenizer, include_target=include_target, filler=filler, split=split, params=params)
     if length < need:
         raise ExtrapError(
@@ -134,7 +138,9 @@ def make_ruler_example(
         )
     draw = _draw(task, tokenizer, length, depth, filler, split, kind, p)
     name = None if kind is None else ("noise" if kind == "noise" else _filler_name(filler, split))
-    return fit_example(task, tokenizer, length, seed, include_target, draw, lambda d: _unique(task, d), name, METRIC[task])
+    return fit_example(
+        task, tokenizer, length, seed, include_target, draw, lambda d: _unique(task, d), name, METRIC[task]
+    )
 
 
 def _unique(task: str, d) -> bool:
@@ -160,7 +166,7 @@ def ruler_min_length(
     task: str, tokenizer, *, include_target: bool = False, filler=None, split="validation", params=()
 ) -> int:
     """The fewest tokens an example of ``task`` needs: the worst of a few draws of its smallest example."""
-    p = ruler_params(task, params)
+    p = _settings(task, params)
     key = (task, include_target, tuple(sorted(p.items(), key=str)))
     try:
         cache = _MIN.setdefault(tokenizer, {})

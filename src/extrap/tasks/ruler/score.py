@@ -43,8 +43,15 @@ from extrap.tasks.ruler.records import (
     RulerSettings,
     RulerTaskReport,
 )
-from extrap.tasks.ruler.registry import METRIC, RULER_TASKS, check_ruler_task, has_depth, make_ruler_example
-from extrap.tasks.ruler.registry import ruler_min_length, ruler_params
+from extrap.tasks.ruler.registry import (
+    METRIC,
+    RULER_TASKS,
+    check_ruler_task,
+    has_depth,
+    make_ruler_example,
+    ruler_min_length,
+    ruler_params,
+)
 from extrap.tasks.seq2seq import seq2seq_candidates, seq2seq_continuations
 
 METHODS = ("rank", "greedy", "generate")
@@ -78,7 +85,7 @@ def ruler_examples(task: str, tokenizer, length: int, s: RulerSettings) -> list[
 
 def _params_for(task: str, params) -> tuple:
     """The given settings that belong to ``task`` (a suite shares one list)."""
-    own = ruler_params(task)
+    own = dict(ruler_params(task))
     return tuple((k, v) for k, v in params if k in own)
 
 
@@ -94,7 +101,7 @@ def check_settings(tokenizer, s: RulerSettings) -> tuple[list[str], list[int], l
     if not s.lengths:
         raise ExtrapError("give at least one length")
     tasks = list(dict.fromkeys(check_ruler_task(t) for t in (s.tasks or RULER_TASKS)))
-    known = {k for t in tasks for k in ruler_params(t)}
+    known = {k for t in tasks for k, _ in ruler_params(t)}
     for k, _ in s.params:
         if k not in known:
             raise ExtrapError(f"unknown setting {k!r} for the tasks {', '.join(tasks)}")
@@ -109,7 +116,8 @@ def check_settings(tokenizer, s: RulerSettings) -> tuple[list[str], list[int], l
             if s.tasks:
                 raise ExtrapError(
                     f"{t}: length {lengths[0]} is below the minimum of {need} tokens with the {tokenizer.name} "
-                    f"tokenizer; use lengths >= {need}" + (" (L_tr is scored for the relative threshold)" if form == "relative" else "")
+                    f"tokenizer; use lengths >= {need}"
+                    + (" (L_tr is scored for the relative threshold)" if form == "relative" else "")
                 )
             tasks.remove(t)
             skipped.append(t)

@@ -31,7 +31,9 @@ def zeta(s: float) -> float:
     """Riemann ζ(s) for s > 1 by Euler-Maclaurin: Σ_{k<N} k^-s + N^(1-s)/(s-1) + N^-s/2 + s N^(-s-1)/12 - ..."""
     N = 64  # ζ(s) = Σ_{k=1}^{N-1} k^-s + ∫_N^∞ + the Bernoulli corrections B2, B4 (Abramowitz & Stegun 23.2)
     head = math.fsum(k**-s for k in range(1, N))
-    return head + N ** (1 - s) / (s - 1) + N**-s / 2 + s * N ** (-s - 1) / 12 - s * (s + 1) * (s + 2) * N ** (-s - 3) / 720
+    return (
+        head + N ** (1 - s) / (s - 1) + N**-s / 2 + s * N ** (-s - 1) / 12 - s * (s + 1) * (s + 2) * N ** (-s - 3) / 720
+    )
 
 
 def zipf_counts(n_words: int, vocab: int, alpha: float) -> list[int]:
@@ -97,7 +99,9 @@ def fwe_draw(tokenizer, length: int, alpha: float):
             items = [w for w, c in zip(coded, counts) for _ in range(c)]
             random.Random(seed).shuffle(items)
             top = coded[1:4]
-            swaps = [", ".join(top[:j] + [coded[4 + j]] + top[j + 1 :]) for j in range(min(N_CANDIDATES - 1, vocab - 4))]
+            swaps = [
+                ", ".join(top[:j] + [coded[4 + j]] + top[j + 1 :]) for j in range(min(N_CANDIDATES - 1, vocab - 4))
+            ]
             return Draft(
                 prompt=FWE_HEADER + " ".join(items) + "\n" + q,
                 answers=tuple(top),
