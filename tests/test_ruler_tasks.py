@@ -233,9 +233,32 @@ def test_qa_answer_is_the_facts_replayed(task, L, seed, depth, filler):
         (dict(task="cwe", depth=None, params=[("freq_cw", 2), ("freq_ucw", 3)]), "must be larger"),
         (dict(haystack="essay"), "unknown haystack"),
         (dict(length=2**18), "longest example"),
+        (dict(task="fwe", depth=None, haystack="noise"), "no haystack"),
     ],
 )
 def test_bad_requests_are_refused(kw, needle, filler):
     args = dict(task="niah_single", length=1000, depth=0.5) | kw
     with pytest.raises(ExtrapError, match=re.escape(needle)):
         make_ruler_example(args.pop("task"), BYTES, args.pop("length"), 0, filler=filler, **args)
+
+
+# ---------------------------------------------------------------------------
+# training: the task sampler takes the RULER-style tasks, the loss only on the answer
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("task", ["qa2", "vt", "fwe"])
+def test_task_sampler_scores_only_the_answer(task, filler):
+    from extrap.tasks import ALL_TASKS, IGNORE_INDEX, TaskSampler
+
+    assert task in ALL_TASKS
+    L = ruler_min_length(task, BYTES, filler=filler, include_target=True) + 40
+    sampler = TaskSampler(task, BYTES, 2, L, seed=3, filler=filler)
+    x, y = sampler.next()
+    assert x.shape == y.shape == (2, L)
+    for r in range(2):
+        ex = sampler.example(r)
+        scored = y[r][y[r] != IGNORE_INDEX].tolist()
+        assert BYTES.decode(scored) == ex.target and ex.task == task
+        start = ex.prompt_tokens  # x holds prompt + target (but its last token): y is x shifted by one
+        assert x[r, : start + len(scored) - 1].tolist() == BYTES.encode(ex.prompt + ex.target)[:-1]
+    with pytest.raises(ExtrapError, match="training length of at least"):
+        TaskSampler(task, BYTES, 2, L - 60, filler=filler)

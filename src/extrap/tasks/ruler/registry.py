@@ -95,6 +95,8 @@ def _check_request(task, length, depth, haystack) -> tuple[int, float | None, st
             raise ExtrapError(f"{task}: depth must be a number in [0, 1], got {depth!r}")
         depth = float(depth)
     if task in ("cwe", "fwe"):
+        if haystack is not None:
+            raise ExtrapError(f"{task} is a list of words with no haystack; leave the haystack out")
         return int(length), depth, None
     kind = haystack or HAYSTACK[task]
     if kind not in HAYSTACKS:
@@ -167,7 +169,7 @@ def ruler_min_length(
 ) -> int:
     """The fewest tokens an example of ``task`` needs: the worst of a few draws of its smallest example."""
     p = _settings(task, params)
-    key = (task, include_target, tuple(sorted(p.items(), key=str)))
+    key = (task, include_target, str(getattr(filler, "name", filler)), split, tuple(sorted(p.items(), key=str)))
     try:
         cache = _MIN.setdefault(tokenizer, {})
     except TypeError:

@@ -76,7 +76,7 @@ def ruler_examples(task: str, tokenizer, length: int, s: RulerSettings) -> list[
                 depth=depth,
                 filler=s.filler,
                 split=s.split,
-                haystack=s.haystack,
+                haystack=s.haystack if task not in ("cwe", "fwe") else None,
                 params=_params_for(task, s.params),
             )
         )
