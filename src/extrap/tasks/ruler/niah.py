@@ -57,7 +57,7 @@ def niah_draw(task: str, tokenizer, depth, filler, split, haystack: str):
         values = [pool[i * n_values : (i + 1) * n_values] for i in range(n_keys)]
         spare = pool[n_keys * n_values :]
         asked = rng.sample(range(n_keys), n_queries)
-        needed = [(k, v) for i in asked for k, v in [(keys[i], x) for x in values[i]]]
+        needed = [(keys[i], x) for i in asked for x in values[i]]
         others = [(keys[i], values[i][0]) for i in range(n_keys) if i not in asked]
         rng.shuffle(needed)  # which needed needle comes first in the haystack
         fracs = spread(rng, want, 0, len(needed) - 1) + [rng.random() for _ in others]
@@ -80,13 +80,9 @@ def niah_draw(task: str, tokenizer, depth, filler, split, haystack: str):
                 requested_depth=want,
             )
 
-        return render, 0, int(tokenizer_guess(tokenizer, hay))
+        return render, 0, int(64 * hay.chars_per_token(tokenizer))
 
     return draw
-
-
-def tokenizer_guess(tokenizer, hay) -> float:
-    return 64 * hay.chars_per_token(tokenizer)
 
 
 def _numbers(rng: random.Random, n: int) -> list[str]:
