@@ -233,3 +233,21 @@ def test_cli_bad_input(niah_run, tmp_path, capsys, argv, needle):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and needle in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "out").exists()
+
+
+def test_hf_t5_is_scored_through_its_decoder_and_refuses_generation(tmp_path, hf_tokenizer, corpus_spec, capsys):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(
+        vocab_size=300, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0
+    )
+    folder = tmp_path / "t5"
+    transformers.T5ForConditionalGeneration(cfg).save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    argv = ["task", "score", f"hf:{folder}", "--suite", "ruler", "--tasks", "niah_single", "--lengths", "200"]
+    argv += ["--n", "2", "--corpus", corpus_spec, "--train-length", "200", "--json"]
+    assert cli.main(argv + ["--score", "rank"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["lengths"] == [200] and 0 <= rep["tasks"][0]["results"][0]["score"] <= 1
+    assert cli.main(argv + ["--score", "generate"]) == 2
+    assert "needs a causal LM" in capsys.readouterr().err

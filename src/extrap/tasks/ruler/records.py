@@ -43,9 +43,6 @@ class RulerExample:
     def prompt_ids(self, tokenizer) -> list[int]:
         return tokenizer.encode(self.prompt)
 
-    def extras(self) -> list[tuple[str, Any]]:
-        return list(self.params)
-
     def to_json(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out.update(answers=list(self.answers), candidates=list(self.candidates), params=dict(self.params))
