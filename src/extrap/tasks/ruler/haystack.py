@@ -33,6 +33,7 @@ _WORDS = "|".join(PEOPLE + PLACES + OBJECTS)
 _FORBID = re.compile(rf"magic|\bvar\b|\b({_WORDS})\b", re.IGNORECASE)
 _VOCAB = re.compile(r"\b[a-z]{3,10}\b")
 _CACHE: dict[tuple[str, int], Filler] = {}
+_VOCAB_CACHE: dict[tuple, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,14 @@ def get_haystack(kind: str, filler=None, split: str = "validation") -> Haystack:
 
 def vocabulary(filler=None, split: str = "validation") -> tuple[str, ...]:
     """Distinct lowercase words (3-10 letters) of the corpus, sorted: keys and word lists come from here."""
-    words = sorted(set(_VOCAB.findall(get_haystack("corpus", filler, split).filler.text)))
+    text = get_haystack("corpus", filler, split).filler.text
+    key = (len(text), hash(text[:4096]), hash(text[-4096:]))
+    if key not in _VOCAB_CACHE:
+        _VOCAB_CACHE[key] = tuple(sorted(set(_VOCAB.findall(text))))
+    words = _VOCAB_CACHE[key]
     if len(words) < 100:
         raise ExtrapError(f"the corpus has only {len(words)} distinct words; the RULER tasks need >= 100")
-    return tuple(words)
+    return words
 
 
 def spread(rng: random.Random, depth: float, before: int, after: int) -> list[float]:

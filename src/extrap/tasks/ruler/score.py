@@ -22,7 +22,7 @@ import logging
 import random
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -30,6 +30,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.model.protocol import ExtrapLM, Seq2SeqLM, model_device
 from extrap.tasks.continuations import score_candidates, score_continuations
+from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import seed_of
 from extrap.tasks.ruler.haystack import get_haystack
 from extrap.tasks.ruler.metrics import effective_length, parse_threshold, string_match_all, string_match_part
@@ -136,8 +137,8 @@ class _Job:
 
 def score_ruler(model: ExtrapLM | Seq2SeqLM, tokenizer, settings: RulerSettings) -> RulerReport:
     """Score ``model`` on the suite (:class:`RulerSettings`): see the module docstring."""
-    s = settings
-    tasks, lengths, skipped = check_settings(tokenizer, s)
+    tasks, lengths, skipped = check_settings(tokenizer, settings)
+    s = replace(settings, filler=get_filler(settings.filler, settings.split))  # the corpus read once
     seq2seq = isinstance(model, Seq2SeqLM)
     if s.method == "generate" and not isinstance(model, ExtrapLM):
         raise ExtrapError("generation scoring needs a causal LM; score this model by rank or greedy")
