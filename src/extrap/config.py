@@ -51,10 +51,13 @@ class TrainConfig:
         if self.warmup < 0 or self.lr <= 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ExtrapError("train: need warmup >= 0, lr > 0, grad_clip >= 0 and 0 <= min_lr_ratio <= 1")
         if self.task is not None:
-            from extrap.tasks import TASKS
+            from extrap.tasks import ALL_TASKS, check_ruler_task
 
-            if self.task not in TASKS:
-                raise ExtrapError(f"train: unknown task {self.task!r} (choose from {', '.join(TASKS)})")
+            if self.task not in ALL_TASKS:
+                try:
+                    check_ruler_task(self.task, ALL_TASKS)  # the message, with the closest names
+                except ExtrapError as e:
+                    raise ExtrapError(f"train: {e}") from None
         if not 0 <= self.task_mix < 1:
             raise ExtrapError(f"train: task_mix must be in [0, 1) (the fraction of LM batches), got {self.task_mix}")
         if self.task_mix > 0 and self.task is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from extrap.commands import args as types
+from extrap.commands import task_ruler
 from extrap.errors import ExtrapError
 from extrap.io import json_text
 
@@ -29,7 +30,9 @@ def _register_sample(tsub) -> None:
         help="print one example (prompt and answer)",
         description="Generate one example and print its prompt, answer and statistics.",
     )
-    s.add_argument("--task", required=True, choices=TASK_CHOICES)
+    s.add_argument(
+        "--task", required=True, type=task_ruler.task_name, help="passkey | line | topic | a RULER-style task"
+    )
     s.add_argument(
         "--length",
         required=True,
@@ -44,6 +47,7 @@ def _register_sample(tsub) -> None:
     )
     s.add_argument("--seed", type=types.seed, default=0)
     s.add_argument("--depth", type=float, help="where to put the needle, in [0, 1] (default: random)")
+    task_ruler.add_sample_arguments(s)
     s.add_argument("--json", action="store_true", help="print the example as JSON")
     s.add_argument("--csv", metavar="PATH", help="also write the example as one CSV row to PATH (atomically)")
     s.set_defaults(func=run_sample)
@@ -60,7 +64,7 @@ def _register_score(tsub) -> None:
         "run",
         help="run directory, or hf:PATH (a local Hugging Face checkpoint folder, causal LM or T5; needs --task)",
     )
-    c.add_argument("--task", choices=TASK_CHOICES, help="default: the task the run was trained on")
+    c.add_argument("--task", type=task_ruler.task_name, help="default: the task the run was trained on")
     c.add_argument(
         "--lengths", type=types.lengths, help="comma-separated prompt lengths in tokens (default: L_tr x 1,2,4,8)"
     )
@@ -68,9 +72,10 @@ def _register_score(tsub) -> None:
     c.add_argument(
         "--score",
         default="greedy",
-        choices=("greedy", "rank"),
+        choices=("greedy", "rank", "generate"),
         dest="method",
-        help="greedy exact match, or ranking the candidate answers by log-likelihood",
+        help="greedy exact match, or ranking the candidate answers by log-likelihood; RULER-style tasks also "
+        "generate (greedy generation, RULER's string match)",
     )
     c.add_argument(
         "--temperature",
@@ -97,6 +102,7 @@ def _register_score(tsub) -> None:
     c.add_argument("--details", action="store_true", help="include one record per example in the JSON")
     c.add_argument("--out", help="also write the JSON result to this file (atomically)")
     c.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
+    task_ruler.add_score_arguments(c)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=run_score)
 
@@ -124,6 +130,10 @@ def run_sample(args) -> int:
     from extrap.tasks import get_filler, make_example, min_length, needs_filler
     from extrap.tasks.generators import check_length
 
+    if args.task not in TASK_CHOICES:  # a RULER-style task
+        types.check_outputs(args, runs=[args.run])
+        return task_ruler.run_ruler_sample(args, *_tokenizer(args))
+    task_ruler.check_plain(args)
     check_length(args.task, args.length)  # before any tokenizer or filler is read
     types.check_outputs(args, runs=[args.run])
     tok, corpus = _tokenizer(args)
@@ -155,6 +165,13 @@ def run_sample(args) -> int:
 
 
 def run_score(args) -> int:
+    if task_ruler.wants_ruler(args):  # --suite ruler, a RULER-style --task, or a run trained on one
+        return task_ruler.run_ruler_score(args)
+    task_ruler.check_plain(args)
+    return _score_task(args)
+
+
+def _score_task(args) -> int:
     import extrap
     from extrap.tasks import TaskRun, TaskSettings, score_task
     from extrap.tasks.generators import check_length

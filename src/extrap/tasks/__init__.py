@@ -20,12 +20,17 @@ from extrap.tasks.generators import make_example, needs_filler
 from extrap.tasks.line_task import line
 from extrap.tasks.passkey_task import passkey
 from extrap.tasks.records import DepthBucket, Example, ExampleScore, LengthScore, TaskReport, TaskRun, TaskSettings
+from extrap.tasks.ruler.registry import RULER_TASKS, check_ruler_task
 from extrap.tasks.sampler import IGNORE_INDEX, TaskSampler
 from extrap.tasks.score import METHODS, parse_temperature, score_task, task_examples
 from extrap.tasks.seq2seq import seq2seq_candidates, seq2seq_continuations
 from extrap.tasks.topic_task import topic
 
+ALL_TASKS = TASKS + RULER_TASKS  # what extrap train --task takes (the RULER-style ones: extrap.tasks.ruler)
+
 __all__ = [
+    "ALL_TASKS",
+    "RULER_TASKS",
     "IGNORE_INDEX",
     "METHODS",
     "TASKS",
@@ -41,6 +46,7 @@ __all__ = [
     "TaskRun",
     "TaskSampler",
     "TaskSettings",
+    "check_ruler_task",
     "get_filler",
     "line",
     "make_example",

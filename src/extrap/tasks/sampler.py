@@ -33,6 +33,7 @@ from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of
 from extrap.tasks.generators import check_task, make_example, needs_filler
 from extrap.tasks.records import Example
+from extrap.tasks.ruler.registry import RULER_TASKS, make_ruler_example, ruler_min_length
 
 IGNORE_INDEX = -100
 
@@ -53,7 +54,8 @@ class TaskSampler:
         lm=None,
         mix: float = 0.0,
     ) -> None:
-        self.task = check_task(task)
+        ruler = task in RULER_TASKS  # a RULER-style task (extrap.tasks.ruler) joins the same way
+        self.task = task if ruler else check_task(task)
         if batch_size < 1 or length < 1:
             raise ExtrapError(f"batch size and length must be positive (got {batch_size}, {length})")
         if not 0 <= rank < world_size:
@@ -62,7 +64,10 @@ class TaskSampler:
             raise ExtrapError(f"task mix must be in [0, 1) (the fraction of LM batches), got {mix}")
         if mix > 0 and lm is None:
             raise ExtrapError("task mix > 0 needs a language-modelling sampler")
-        need = min_length(task, tokenizer, include_target=True)
+        if ruler:
+            need = ruler_min_length(task, tokenizer, include_target=True, filler=filler, split=split)
+        else:
+            need = min_length(task, tokenizer, include_target=True)
         if length + 1 < need:
             raise ExtrapError(
                 f"task {task} needs a training length of at least {need - 1} tokens with the "
@@ -71,7 +76,7 @@ class TaskSampler:
         self.tokenizer = tokenizer
         self.batch_size, self.length, self.seed = batch_size, length, int(seed)
         self.rank, self.world_size = rank, world_size
-        self.filler = get_filler(filler, split) if needs_filler(task) else None
+        self.filler = get_filler(filler, split) if ruler or needs_filler(task) else None
         self.lm, self.mix = lm, float(mix)
         pad = tokenizer.encode("\n")
         self.pad_id = int(pad[0]) if pad else 0
@@ -83,7 +88,8 @@ class TaskSampler:
 
     def example(self, index: int) -> Example:
         """Training example number ``index`` (global over ranks and steps)."""
-        return make_example(
+        make = make_ruler_example if self.task in RULER_TASKS else make_example
+        return make(
             self.task,
             self.tokenizer,
             self.length + 1,
