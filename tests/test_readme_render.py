@@ -144,3 +144,33 @@ def test_the_readme_marks_its_rendered_section_and_copies_no_time_by_hand():
     assert readme.replace_region(text, "x\n").count("x\n") >= 1  # the markers are found
     for claim in ("25 minutes", "half an hour"):
         assert claim not in text, claim
+
+
+SURVEY = ROOT / "docs" / "study_survey" / "results.json"  # the survey encodings' cpu study the README shows
+
+
+def test_the_survey_section_gives_ppl_with_its_error_and_refuses_other_experiments(tmp_path, capsys):
+    r = StudyResults.from_json(results_dict(seconds=61, host=HOST, training=TRAINING))
+    text = readme.survey_markdown(r)
+    assert "`extrap study --preset cpu --pe type2,sinusoidal`" in text
+    assert "| type2 | 4.00 ± 0.04 | 4.01 ± 0.04 | 4.00 ± 0.04 |" in text  # ppl · se(loss) = 4.0 · 0.01
+    assert "| sinusoidal | 5.00 ± 0.05 | 9.00 ± 0.09 | 20.00 ± 0.20 |" in text
+    path, md = tmp_path / "results.json", tmp_path / "README.md"
+    path.write_text(json.dumps(results_dict(seconds=61, host=HOST, training=TRAINING)))
+    md.write_text(f"{readme.BEGIN}\nmain\n{readme.END}\n{readme.SURVEY_BEGIN}\nold\n{readme.SURVEY_END}\n")
+    assert readme.main([str(path), str(md), "--section", "survey"]) == 0
+    out = md.read_text()
+    assert "main" in out and "old" not in out and "| type2 | 4.00 ± 0.04" in out
+    path.write_text(json.dumps(results_dict(experiment="rope-base")))
+    assert readme.main([str(path), str(md), "--section", "survey"]) == 2
+    assert "extrapolation study" in capsys.readouterr().err
+
+
+def test_the_readme_survey_table_is_the_rendering_of_the_committed_results():
+    if not SURVEY.is_file():
+        pytest.skip(f"no committed survey results at {SURVEY.relative_to(ROOT)}")
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == readme.render(text, readme.load_results(SURVEY), "survey"), (
+        "README.md differs from its rendering: python -m extrap.report.readme docs/study_survey/results.json "
+        "README.md --section survey"
+    )

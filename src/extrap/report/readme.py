@@ -4,14 +4,17 @@
 :data:`BEGIN` and :data:`END` with :func:`study_markdown`: what the models were and how they
 were trained, the wall time and machine the study recorded, the claims checklist and the
 bits per byte under the last-token protocol.  Results of ``--experiment rope-base`` go between
-:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`).  ``--check`` only
-compares (exit 1 when the README differs), as tests/test_readme_render.py does on the committed results.
+:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`); ``--section survey`` puts a
+study of other encodings between :data:`SURVEY_BEGIN` and :data:`SURVEY_END` (:func:`survey_markdown`).
+``--check`` only compares (exit 1 when the README differs), as tests/test_readme_render.py does on the
+committed results.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import sys
 from pathlib import Path
 
@@ -26,6 +29,8 @@ BEGIN = "<!-- study:begin: rendered from the committed results by python -m extr
 END = "<!-- study:end -->"
 ROPE_BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by python -m extrap.report.readme -->"
 ROPE_END = "<!-- rope-base:end -->"
+SURVEY_BEGIN = "<!-- survey:begin: rendered from a study of other encodings by python -m extrap.report.readme -->"
+SURVEY_END = "<!-- survey:end -->"
 VERDICT_PROTOCOL = "last-token"
 
 
@@ -122,6 +127,35 @@ def bits_table(results: StudyResults) -> list[str]:
     return lines
 
 
+def ppl_table(results: StudyResults) -> list[str]:
+    """Last-token perplexity ± its standard error (delta method) at every length, one row per PE."""
+    reps = {pe: rep for pe in results.all_pes() if (rep := (results.eval.get(pe) or {}).get(VERDICT_PROTOCOL))}
+    lengths = sorted({r.length for rep in reps.values() for r in rep.results if isinstance(r.length, int)})
+    if not reps or not lengths:
+        return []
+    lines = ["| PE | " + " | ".join(map(str, lengths)) + " |", "|---|" + "---|" * len(lengths)]
+    for pe, rep in reps.items():
+        name = pe + (" (did not learn)" if results.learned(pe) is False else "")
+        row = []
+        for r in (rep.result_at(L) for L in lengths):
+            if r is None or not r.ok:
+                row.append("–")
+                continue
+            ppl = math.exp(r.loss)  # se(ppl) = ppl · se(loss), the delta method
+            row.append(f"{ppl:.2f}" + (f" ± {ppl * r.stderr:.2f}" if r.stderr is not None else ""))
+        lines.append(f"| {cell(name)} | " + " | ".join(row) + " |")
+    return lines
+
+
+def survey_markdown(results: StudyResults) -> str:
+    """The README's table of the survey's encodings: last-token PPL by length beside the baselines."""
+    head = (
+        f"`extrap study --preset {results.preset} --pe {','.join(results.pes)}` ({models_text(results)}, "
+        f"{lengths_text(results)}), last-token perplexity ± its standard error:"
+    )
+    return "\n".join([head, "", *ppl_table(results), "", timing_text(results)]) + "\n"
+
+
 def study_markdown(results: StudyResults) -> str:
     """The README's study section (between the markers) from the results alone: the claims as this
     version judges them (as its report does), not as the study wrote them."""
@@ -158,8 +192,13 @@ def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str =
     return text[: start + len(begin)] + "\n" + rendered + text[end:]
 
 
-def render(text: str, results: StudyResults) -> str:
-    """``text`` with the section of the results' experiment rendered: rope-base has its own markers."""
+def render(text: str, results: StudyResults, section: str | None = None) -> str:
+    """``text`` with the section of the results' experiment rendered: rope-base has its own markers, and
+    ``section="survey"`` renders an extrapolation study of the survey's encodings into theirs."""
+    if section == "survey":
+        if results.experiment != "extrapolation":
+            raise ExtrapError(f"the survey section shows an extrapolation study, not {results.experiment!r}")
+        return replace_region(text, survey_markdown(results), SURVEY_BEGIN, SURVEY_END)
     if results.experiment == "rope-base":
         return replace_region(text, rope_base_markdown(results), ROPE_BEGIN, ROPE_END)
     return replace_region(text, study_markdown(results))
@@ -171,11 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", help="a study's results.json (or its folder)")
     ap.add_argument("readme", nargs="?", default="README.md")
     ap.add_argument("--check", action="store_true", help="only compare; exit 1 when the README differs")
+    ap.add_argument("--section", choices=("survey",), help="render into this section instead of the experiment's")
     args = ap.parse_args(argv)
     readme = Path(args.readme)
     try:
         old = readme.read_text(encoding="utf-8")
-        new = render(old, load_results(args.results))
+        new = render(old, load_results(args.results), args.section)
     except (OSError, ExtrapError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
