@@ -94,6 +94,19 @@ def test_corpus_and_pe_list_csv(tmp_path, capsys, tiny_text):
     assert alibi["options"] == "; ".join(f"{k}={o['default']}" for k, o in listed["schemes"][0]["options"].items())
 
 
+def test_position_frequency_csv_has_one_row_per_distance(tmp_path, capsys, tiny_text):
+    report, rows = _run(
+        capsys,
+        ["corpus", "position-frequency", tiny_text, "--train-length", "64", "--cache", str(tmp_path / "c")],
+        tmp_path,
+    )
+    assert [(int(r["i"]), int(r["f"]), float(r["relative"])) for r in rows] == list(
+        zip(report["distances"], report["frequency"], report["relative"])
+    )
+    assert {int(r["f"]) for r in rows if int(r["i"]) == 0} == {64}  # packed windows: f(i) = L_tr - i
+    assert {r["sequences"] for r in rows} == {"packed-windows"} and {r["train_length"] for r in rows} == {"64"}
+
+
 def test_cells_and_columns():
     assert [cell(v) for v in (None, True, 0.1, 3, [1.5, None], "a,b")] == ["", "true", "0.1", "3", "[1.5,null]", "a,b"]
     assert flat({"a": {"b": 1, "c": {}}, "curve": [[1, 2]], "layers": [{"x": 1}], "tau": [0.5, 0.25]}) == {
@@ -167,6 +180,7 @@ CSV_TESTS = {
     "train": "test_train_csv_is_the_final_summary_with_its_run",
     "corpus list": "test_corpus_list_and_task_sample_csv_match_their_json",
     "task sample": "test_corpus_list_and_task_sample_csv_match_their_json",
+    "corpus position-frequency": "test_position_frequency_csv_has_one_row_per_distance",
 }
 
 

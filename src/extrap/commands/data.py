@@ -50,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     pf.add_argument("--cache", default=None, help="cache folder (default: $EXTRAP_CACHE or ~/.cache/extrap)")
     pf.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    pf.add_argument("--csv", metavar="PATH", help="also write one CSV row per distance i to PATH (atomically)")
     pf.set_defaults(func=cmd_position_frequency)
 
 
@@ -144,6 +145,13 @@ def position_frequency_text(r) -> str:
 
 
 def cmd_position_frequency(args: argparse.Namespace) -> int:
+    from extrap.commands.args import check_outputs
+
+    check_outputs(args)
     r = position_frequency(args.name, args.train_length, args.tokenizer, args.fraction, args.cache)
+    if args.csv:
+        from extrap.results.tables import position_frequency_table, write_csv
+
+        write_csv(args.csv, position_frequency_table(r))
     print(json_text(r.to_json()) if args.json else position_frequency_text(r))
     return 0

@@ -26,6 +26,7 @@ from extrap.io import atomic_write_text, finite_json
 
 if TYPE_CHECKING:
     from extrap.align.records import AlignRun
+    from extrap.data.position_frequency import PositionFrequency
     from extrap.erf import ErfReport
     from extrap.results import StudyResults
     from extrap.results.evaluation import EvalReport, FileScore, Provenance
@@ -244,6 +245,15 @@ def generate_table(report: Mapping) -> Table:
 def train_table(report: TrainReport) -> Table:
     """``extrap train``: one row, the run's summary (steps, final loss, time, tokens, parameters)."""
     return record_table(report.to_json())
+
+
+def position_frequency_table(r: PositionFrequency) -> Table:
+    """``extrap corpus position-frequency``: one row per distance i of the summary, the sampler's facts first."""
+    head = {
+        **provenance({}),
+        **{k: v for k, v in r.to_json().items() if k not in ("distances", "frequency", "relative")},
+    }
+    return Table([{**head, "i": i, "f": f, "relative": x} for i, f, x in zip(r.distances, r.frequency, r.relative)])
 
 
 def corpus_list_table(corpora: Iterable[Mapping]) -> Table:
