@@ -174,3 +174,15 @@ def test_the_readme_survey_table_is_the_rendering_of_the_committed_results():
         "README.md differs from its rendering: python -m extrap.report.readme docs/study_survey/results.json "
         "README.md --section survey"
     )
+
+
+ROPE_BASE = ROOT / "docs" / "study_rope_base" / "results.json"  # the rope-base cpu study the README shows
+
+
+def test_the_readme_rope_base_block_is_the_rendering_of_the_committed_results():
+    if not ROPE_BASE.is_file():
+        pytest.skip(f"no committed rope-base results at {ROPE_BASE.relative_to(ROOT)}")
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == readme.render(text, readme.load_results(ROPE_BASE)), (
+        "README.md differs from its rendering: python -m extrap.report.readme docs/study_rope_base/results.json"
+    )
