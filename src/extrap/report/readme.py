@@ -4,7 +4,8 @@
 :data:`BEGIN` and :data:`END` with :func:`study_markdown`: what the models were and how they
 were trained, the wall time and machine the study recorded, the claims checklist and the
 bits per byte under the last-token protocol.  Results of ``--experiment rope-base`` go between
-:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`).  ``--check`` only
+:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`), of ``--experiment effective-length``
+between :data:`EFFLEN_BEGIN` and :data:`EFFLEN_END` (:func:`effective_length_markdown`).  ``--check`` only
 compares (exit 1 when the README differs), as tests/test_readme_render.py does on the committed results.
 """
 
@@ -26,6 +27,8 @@ BEGIN = "<!-- study:begin: rendered from the committed results by python -m extr
 END = "<!-- study:end -->"
 ROPE_BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by python -m extrap.report.readme -->"
 ROPE_END = "<!-- rope-base:end -->"
+EFFLEN_BEGIN = "<!-- effective-length:begin: rendered from its study's results by python -m extrap.report.readme -->"
+EFFLEN_END = "<!-- effective-length:end -->"
 VERDICT_PROTOCOL = "last-token"
 
 
@@ -150,6 +153,19 @@ def rope_base_markdown(results: StudyResults) -> str:
     return "\n".join(parts) + "\n"
 
 
+def effective_length_markdown(results: StudyResults) -> str:
+    """The README's effective-length section: the models, the claims, the ranking beside the TRF."""
+    from extrap.report.effective_length import markdown_table
+
+    claims = compute_claims(results)
+    head = (
+        f"`extrap study --experiment effective-length --preset {results.preset}` ({models_text(results)}, "
+        f"{lengths_text(results)}; tasks {', '.join(results.tasks or [])}) {claims_text(claims)}:"
+    )
+    parts = [head, "", *claims_table(claims), "", timing_text(results), "", *markdown_table(results)]
+    return "\n".join(parts) + "\n"
+
+
 def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str = END) -> str:
     """``text`` with what lies between ``begin`` and ``end_mark`` (the study section's markers) replaced."""
     start, end = text.find(begin), text.find(end_mark)
@@ -162,6 +178,8 @@ def render(text: str, results: StudyResults) -> str:
     """``text`` with the section of the results' experiment rendered: rope-base has its own markers."""
     if results.experiment == "rope-base":
         return replace_region(text, rope_base_markdown(results), ROPE_BEGIN, ROPE_END)
+    if results.experiment == "effective-length":
+        return replace_region(text, effective_length_markdown(results), EFFLEN_BEGIN, EFFLEN_END)
     return replace_region(text, study_markdown(results))
 
 
