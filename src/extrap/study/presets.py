@@ -217,11 +217,14 @@ EFFECTIVE_LENGTH_PRESETS: dict[str, EffectiveLengthSettings] = {
     ),
     # cpu: the alignment study's 3-layer d=64 model at L_tr = 256, where niah_single (131 byte tokens with its
     # answer) and vt (201) fit; niah_multikey (309) and qa1 (283) need L_tr >= 320, which would cost 25% more
-    # per step.  Timings below are measured on the shared 2-core machine (README "Effective-length experiment").
+    # per step.  2000 steps (a quarter language modelling): an ALiBi model then scores 0.6 on niah_single at L_tr
+    # (chance 0.25) but not vt (0.0: 2000 steps do not teach the 4-hop chains, so vt reads as not learned).
+    # Measured on the shared 2-core machine at load ~7: 0.096 s per step on one thread, ~35 s of scoring, PPL and
+    # LongPPL per model, so ~4 min per model and ~12 min for five models two at a time (three rounds).
     "cpu": EffectiveLengthSettings(
         "cpu",
         256,
-        1000,
+        2000,
         ("niah_single", "vt"),
         (1, 2, 4, 8, 16),
         n=20,
