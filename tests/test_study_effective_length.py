@@ -7,8 +7,8 @@ import math
 import pytest
 
 from extrap.cli import main
-from extrap.report import readme
 from extrap.report import effective_length as el
+from extrap.report import readme
 from extrap.results import EvalReport, LengthResult, StudyResults, load_results
 from extrap.results.effective_length import (
     EffectiveLengthBlock,
