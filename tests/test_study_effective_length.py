@@ -183,6 +183,8 @@ def test_claims_refuted():
     keep, outlast = el.effective_length_claims(results_of(alibi, rope))
     assert keep.ok is False and "alibi/niah_single (TRF 1769): 100 ✘" in keep.evidence
     assert outlast.ok is False and "longest other rope 400 ✘" in outlast.evidence
+    _, rows = el.ranking_rows(results_of(alibi, rope))
+    assert rows[0][0] == "rope" and rows[0][2].text == "≥ 400 (4×) #1"  # held at every length: a lower bound
 
 
 def test_claims_not_tested_when_no_model_learned():
@@ -257,3 +259,27 @@ def test_train_config_checks_every_task_of_a_mix():
     assert TrainConfig(task="niah_single,vt").task == "niah_single,vt"
     with pytest.raises(ExtrapError, match="unknown task 'bogus'"):
         TrainConfig(task="niah_single,bogus")
+
+
+@pytest.mark.parametrize("preset", ["smoke", "cpu", "paper"])
+def test_every_preset_builds_with_tasks_that_fit_its_training_length(tmp_path, preset):
+    """build() checks every task against L_tr before anything is trained; the presets' own tasks all fit."""
+    from extrap.study import EFFECTIVE_LENGTH_DEFAULT_PES, StudyRequest
+    from extrap.study.effective_length import build
+
+    exp = build(StudyRequest(tmp_path / "s", preset=preset, experiment="effective-length"))
+    s = EFFECTIVE_LENGTH_PRESETS[preset]
+    assert [j.name for j in exp.jobs] == list(EFFECTIVE_LENGTH_DEFAULT_PES)
+    assert all(j.args.settings.tasks == s.tasks and j.args.lengths[0] == s.train_length for j in exp.jobs)
+    assert exp.record.tasks == s.tasks and not (tmp_path / "s").exists()
+
+
+def test_the_python_api_refuses_tasks_for_other_experiments(tmp_path):
+    from extrap.errors import ExtrapError
+    from extrap.study import run_study
+
+    with pytest.raises(ExtrapError, match="only for the alignment and effective-length experiments"):
+        run_study(tmp_path / "s", preset="smoke", experiment="rope-base", tasks=["niah_single"])
+    with pytest.raises(ExtrapError, match="task qa1 needs L_tr >= 282"):
+        run_study(tmp_path / "s", preset="smoke", experiment="effective-length", tasks=["qa1"])
+    assert not (tmp_path / "s").exists()

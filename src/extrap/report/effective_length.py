@@ -100,16 +100,17 @@ def trf_text(m: EffectiveLengthModel) -> str:
     return str(m.trf.value) if m.trf.finite else m.trf.status
 
 
-def task_cell(m: EffectiveLengthModel, task: str, rank: int | None, train_length: int | None) -> str | Cell:
+def task_cell(m: EffectiveLengthModel, task: str, rank: int | None, train_length: int | None, lengths=()) -> str | Cell:
     g = m.gate(task)
     if g is None or g.learned is None:
         return "–"
     score = f"score at L_tr {fmt(g.score, 3)}, chance {fmt(g.chance, 3)}, learned above {fmt(g.bar, 3)}"
     if not g.learned:
         return Cell("not learned", score)
-    eff = eff_length(m, task)
+    eff, top = eff_length(m, task), max(lengths, default=None)
     mult = f" ({eff / train_length:g}×)" if eff is not None and train_length else ""
-    return Cell(f"{fmt(eff) if eff is not None else 'none'}{mult}" + (f" #{rank}" if rank else ""), score)
+    at_least = "≥ " if eff is not None and eff == top else ""  # held at every measured length: a lower bound
+    return Cell(f"{at_least}{fmt(eff) if eff is not None else 'none'}{mult}" + (f" #{rank}" if rank else ""), score)
 
 
 def task_ranks(b: EffectiveLengthBlock, task: str) -> dict[str, int]:
@@ -131,7 +132,7 @@ def ranking_rows(results: StudyResults) -> tuple[list[str], list[list]]:
     headers += [f"{t}: effective length" for t in b.tasks]
     rows = []
     for m in sorted(b.models.values(), key=key):
-        cells = [task_cell(m, t, ranks[t].get(m.pe), b.train_length) for t in b.tasks]
+        cells = [task_cell(m, t, ranks[t].get(m.pe), b.train_length, b.lengths) for t in b.tasks]
         trf = Cell(trf_text(m), m.trf.reason or f"{m.trf.params or 'initial'} parameters")
         rows.append([m.pe, trf, *cells])
     return headers, rows
