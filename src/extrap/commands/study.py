@@ -34,7 +34,7 @@ def register(sub) -> None:
         "--tasks",
         type=types.names,
         help="alignment: comma-separated retrieval tasks, passkey,line,topic (default: the preset's; smoke: passkey); "
-        "effective-length: RULER-style tasks that fit L_tr (default: the preset's; cpu: niah_single,vt)",
+        "effective-length: RULER-style tasks that fit L_tr (default: the preset's; cpu: niah_single,qa1)",
     )
     p.add_argument("--out", default="study", help="output folder (default: ./study)")
     p.add_argument("--resume", action="store_true", help="continue a study in --out, reusing finished runs")
