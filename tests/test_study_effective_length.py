@@ -33,7 +33,17 @@ PES = "alibi,rope"
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("efflen") / "s"
-    argv = ["study", "--experiment", "effective-length", "--preset", "smoke", "--pe", PES, "--out", str(out)]
+    argv = [
+        "study",
+        "--experiment",
+        "effective-length",
+        "--preset",
+        "smoke",
+        "--pe",
+        PES,
+        "--out",
+        str(out),
+    ]
     assert main(argv + ["--device", "cpu"]) == 0
     return out
 
@@ -85,7 +95,7 @@ def test_smoke_study_resumes_without_training_again(smoke, monkeypatch):
 
     monkeypatch.setattr(training, "train", refuse)
     before = load_results(smoke).effective_length
-    argv = ["study", "--experiment", "effective-length", "--preset", "smoke", "--pe", PES, "--resume"]
+    argv = ["study", "--experiment", "effective-length", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--resume"]
     assert main(argv + ["--out", str(smoke), "--device", "cpu"]) == 0
     assert load_results(smoke).effective_length == before
 
