@@ -4,8 +4,7 @@
 :data:`BEGIN` and :data:`END` with :func:`study_markdown`: what the models were and how they
 were trained, the wall time and machine the study recorded, the claims checklist and the
 bits per byte under the last-token protocol.  Results of ``--experiment rope-base`` go between
-:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`), of ``--experiment effective-length``
-between :data:`EFFLEN_BEGIN` and :data:`EFFLEN_END` (:func:`effective_length_markdown`).  ``--check`` only
+:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`).  ``--check`` only
 compares (exit 1 when the README differs), as tests/test_readme_render.py does on the committed results.
 """
 
@@ -27,9 +26,10 @@ BEGIN = "<!-- study:begin: rendered from the committed results by python -m extr
 END = "<!-- study:end -->"
 ROPE_BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by python -m extrap.report.readme -->"
 ROPE_END = "<!-- rope-base:end -->"
+VERDICT_PROTOCOL = "last-token"
+# --experiment effective-length renders between these (effective_length_markdown)
 EFFLEN_BEGIN = "<!-- effective-length:begin: rendered from its study's results by python -m extrap.report.readme -->"
 EFFLEN_END = "<!-- effective-length:end -->"
-VERDICT_PROTOCOL = "last-token"
 
 
 def duration(seconds: float) -> str:
