@@ -53,9 +53,9 @@ class TrainConfig:
         if self.task is not None:
             from extrap.tasks import ALL_TASKS, check_ruler_task
 
-            if self.task not in ALL_TASKS:
+            for task in str(self.task).split(","):  # "a,b": a mix of tasks (extrap.tasks.TaskSampler)
                 try:
-                    check_ruler_task(self.task, ALL_TASKS)  # the message, with the closest names
+                    check_ruler_task(task, ALL_TASKS)  # the message, with the closest names
                 except ExtrapError as e:
                     raise ExtrapError(f"train: {e}") from None
         if not 0 <= self.task_mix < 1:

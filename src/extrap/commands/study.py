@@ -13,7 +13,8 @@ def register(sub) -> None:
         "study",
         help="theory, training, evaluation, receptive fields and a report",
         description="Run the extrapolation study (000), the ALiBi slope study (003 §4), the "
-        "attention alignment study (004 §5.2) or the RoPE base study (RoPE's theory against trained models).",
+        "attention alignment study (004 §5.2), the RoPE base study (RoPE's theory against trained models) or the "
+        "effective-length study (RULER-style effective length beside the TRF).",
     )
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument(
@@ -21,18 +22,19 @@ def register(sub) -> None:
         type=types.pes,
         help="comma-separated PEs (default: alibi,kerple-log,sandwich,type1,type2,example1,"
         "example2,sinusoidal,rope,nope; rope-base: rope:base=100 ... rope:base=1000000, rope:p=0.75, "
-        "rope:partial=0.5, nope)",
+        "rope:partial=0.5, nope; effective-length: alibi,kerple-log,type1,rope,nope)",
     )
     p.add_argument(
         "--experiment",
         default="extrapolation",
-        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base"),
-        help="extrapolation | alibi-slopes | alignment | rope-base",
+        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base", "effective-length"),
+        help="extrapolation | alibi-slopes | alignment | rope-base | effective-length",
     )
     p.add_argument(
         "--tasks",
         type=types.names,
-        help="alignment: comma-separated retrieval tasks, passkey,line,topic (default: the preset's; smoke: passkey)",
+        help="alignment: comma-separated retrieval tasks, passkey,line,topic (default: the preset's; smoke: passkey); "
+        "effective-length: RULER-style tasks that fit L_tr (default: the preset's; cpu: niah_single,qa1)",
     )
     p.add_argument("--out", default="study", help="output folder (default: ./study)")
     p.add_argument("--resume", action="store_true", help="continue a study in --out, reusing finished runs")
@@ -50,8 +52,8 @@ def run(args) -> int:
     from extrap.study import StudyExistsError, StudyMismatchError, run_study
 
     pes, tasks = args.pe, args.tasks
-    if tasks is not None and args.experiment != "alignment":
-        raise ExtrapError("--tasks is only for --experiment alignment")
+    if tasks is not None and args.experiment not in ("alignment", "effective-length"):
+        raise ExtrapError("--tasks is only for --experiment alignment or effective-length")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
         results = run_study(
             args.out,

@@ -19,6 +19,7 @@ EXTRAPOLATION_SECTIONS = (
 )
 ALIGNMENT_SECTIONS = (("runs", "Training runs"), ("alignment", "Attention alignment on retrieval"))
 ROPE_BASE_SECTIONS = (("runs", "Training runs"), ("rope-base", "RoPE base: theory against measurement"))
+EFFECTIVE_LENGTH_SECTIONS = (("runs", "Training runs"), ("effective-length", "Effective length beside the TRF"))
 
 # claim (compute_claims' names) -> the id of what decides it
 DECIDED_BY = {
@@ -34,7 +35,7 @@ SLOPE_CLAIM_GROUPS = {"Shifting": "shift", "One slope": "same-h", "Windowed": "w
 
 def has_timing(results: StudyResults) -> bool:
     """Only the extrapolation experiment times inference (000 Table 1); the others never do."""
-    return results.experiment not in ("alibi-slopes", "alignment")
+    return results.experiment not in ("alibi-slopes", "alignment", "effective-length")
 
 
 def contents(results: StudyResults, missing: bool, slopes: bool) -> list[tuple[str, str]]:
@@ -44,6 +45,8 @@ def contents(results: StudyResults, missing: bool, slopes: bool) -> list[tuple[s
         return head + list(ALIGNMENT_SECTIONS)
     if results.experiment == "rope-base":
         return head + list(ROPE_BASE_SECTIONS)
+    if results.experiment == "effective-length":
+        return head + list(EFFECTIVE_LENGTH_SECTIONS)
     body = [
         (i, t)
         for i, t in EXTRAPOLATION_SECTIONS
@@ -64,6 +67,8 @@ def claim_anchor(results: StudyResults, claim: Claim, figures: dict) -> tuple[st
         return "slopes", titles["slopes"]
     if results.experiment == "rope-base":
         return ("fig-rope_base", "rope-base figure") if "rope_base" in figures else ("rope-base", "RoPE base section")
+    if results.experiment == "effective-length":
+        return "effective-length", "Effective length beside the TRF"
     if results.experiment == "alignment":
         fig, title = ("alignment_tau", "τ figure") if "τ" in claim.claim else ("alignment_accuracy", "accuracy figure")
         return (f"fig-{fig}", title) if fig in figures else ("alignment", titles["alignment"])

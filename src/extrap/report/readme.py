@@ -32,6 +32,9 @@ ROPE_END = "<!-- rope-base:end -->"
 SURVEY_BEGIN = "<!-- survey:begin: rendered from a study of other encodings by python -m extrap.report.readme -->"
 SURVEY_END = "<!-- survey:end -->"
 VERDICT_PROTOCOL = "last-token"
+# --experiment effective-length renders between these (effective_length_markdown)
+EFFLEN_BEGIN = "<!-- effective-length:begin: rendered from its study's results by python -m extrap.report.readme -->"
+EFFLEN_END = "<!-- effective-length:end -->"
 
 
 def duration(seconds: float) -> str:
@@ -184,6 +187,19 @@ def rope_base_markdown(results: StudyResults) -> str:
     return "\n".join(parts) + "\n"
 
 
+def effective_length_markdown(results: StudyResults) -> str:
+    """The README's effective-length section: the models, the claims, the ranking beside the TRF."""
+    from extrap.report.effective_length import markdown_table
+
+    claims = compute_claims(results)
+    head = (
+        f"`extrap study --experiment effective-length --preset {results.preset}` ({models_text(results)}, "
+        f"{lengths_text(results)}; tasks {', '.join(results.tasks or [])}) {claims_text(claims)}:"
+    )
+    parts = [head, "", *claims_table(claims), "", timing_text(results), "", *markdown_table(results)]
+    return "\n".join(parts) + "\n"
+
+
 def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str = END) -> str:
     """``text`` with what lies between ``begin`` and ``end_mark`` (the study section's markers) replaced."""
     start, end = text.find(begin), text.find(end_mark)
@@ -201,6 +217,8 @@ def render(text: str, results: StudyResults, section: str | None = None) -> str:
         return replace_region(text, survey_markdown(results), SURVEY_BEGIN, SURVEY_END)
     if results.experiment == "rope-base":
         return replace_region(text, rope_base_markdown(results), ROPE_BEGIN, ROPE_END)
+    if results.experiment == "effective-length":
+        return replace_region(text, effective_length_markdown(results), EFFLEN_BEGIN, EFFLEN_END)
     return replace_region(text, study_markdown(results))
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results.alignment import AlignmentBlock, alignment_blocks
+from extrap.results.effective_length import EffectiveLengthBlock
 from extrap.results.evaluation import EvalReport
 from extrap.results.extrapolation import (
     Claim,
@@ -136,6 +137,7 @@ class StudyResults(Record):
     timing: Timing | None = one(Timing, omit=True)
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
     rope_base: RopeBaseBlock | None = one(RopeBaseBlock, omit=True)  # experiment rope-base
+    effective_length: EffectiveLengthBlock | None = one(EffectiveLengthBlock, omit=True)  # effective-length
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
     host: StudyHost | None = one(StudyHost, omit=True)  # None: an earlier extrap did not record it

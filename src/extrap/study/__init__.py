@@ -2,7 +2,8 @@
 
 Experiments (:data:`EXPERIMENTS`): ``extrapolation`` (000) and ``alibi-slopes`` (003 §4) in
 :mod:`.extrapolation`, ``alignment`` (004 §5.2) in :mod:`.alignment`, ``rope-base`` (RoPE's
-theory against trained models) in :mod:`.rope_base`.  Each builds an
+theory against trained models) in :mod:`.rope_base`, ``effective-length`` (RULER-style effective
+length beside the TRF) in :mod:`.effective_length`.  Each builds an
 :class:`~extrap.study.orchestrator.Experiment`; :func:`run_study` hands it to the one
 orchestrator (:mod:`.orchestrator`), which runs its jobs two at a time (one thread each:
 the machine this is built for has two cores), resumes an interrupted study where it
@@ -17,17 +18,20 @@ from pathlib import Path
 
 from extrap.errors import ExtrapError
 from extrap.results import StudyResults, slug
-from extrap.study import alignment, extrapolation, rope_base
+from extrap.study import alignment, effective_length, extrapolation, rope_base
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
     ALIGNMENT_DEFAULT_PES,
     ALIGNMENT_PRESETS,
     DEFAULT_PES,
+    EFFECTIVE_LENGTH_DEFAULT_PES,
+    EFFECTIVE_LENGTH_PRESETS,
     ROPE_BASE_DEFAULT_PES,
     ROPE_BASE_PRESETS,
     STUDY_PRESETS,
     AlignmentSettings,
+    EffectiveLengthSettings,
     RopeBaseSettings,
     SlopeVariants,
     StudySettings,
@@ -38,7 +42,9 @@ EXPERIMENTS = {
     "alibi-slopes": extrapolation.build,
     "alignment": alignment.build,
     "rope-base": rope_base.build,
+    "effective-length": effective_length.build,
 }
+TASK_EXPERIMENTS = ("alignment", "effective-length")  # the experiments that take tasks=
 
 
 def run_study(
@@ -62,8 +68,8 @@ def run_study(
         raise ExtrapError(f"unknown experiment {experiment!r} ({' | '.join(EXPERIMENTS)})")
     if jobs < 1:
         raise ExtrapError("jobs must be >= 1")
-    if tasks is not None and experiment != "alignment":
-        raise ExtrapError("retrieval tasks are only for the alignment experiment")
+    if tasks is not None and experiment not in TASK_EXPERIMENTS:
+        raise ExtrapError(f"tasks are only for the {' and '.join(TASK_EXPERIMENTS)} experiments")
     request = StudyRequest(
         out=Path(out),
         preset=preset,
@@ -98,18 +104,22 @@ __all__ = [
     "ALIGNMENT_DEFAULT_PES",
     "ALIGNMENT_PRESETS",
     "DEFAULT_PES",
+    "EFFECTIVE_LENGTH_DEFAULT_PES",
+    "EFFECTIVE_LENGTH_PRESETS",
     "EXPERIMENTS",
     "PROTOCOLS",
     "ROPE_BASE_DEFAULT_PES",
     "ROPE_BASE_PRESETS",
     "STUDY_PRESETS",
     "AlignmentSettings",
+    "EffectiveLengthSettings",
     "RopeBaseSettings",
     "SlopeVariants",
     "StudyExistsError",
     "StudyMismatchError",
     "StudyRequest",
     "StudySettings",
+    "TASK_EXPERIMENTS",
     "run_alignment_study",
     "run_jobs",
     "run_study",

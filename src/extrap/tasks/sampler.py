@@ -54,8 +54,9 @@ class TaskSampler:
         lm=None,
         mix: float = 0.0,
     ) -> None:
-        ruler = task in RULER_TASKS  # a RULER-style task (extrap.tasks.ruler) joins the same way
-        self.task = task if ruler else check_task(task)
+        # "a,b": a mix of tasks, example i of the (i mod count)-th; RULER-style ones (extrap.tasks.ruler) join too
+        self.tasks = tuple(t if t in RULER_TASKS else check_task(t) for t in str(task).split(","))
+        self.task = ",".join(self.tasks)
         if batch_size < 1 or length < 1:
             raise ExtrapError(f"batch size and length must be positive (got {batch_size}, {length})")
         if not 0 <= rank < world_size:
@@ -64,7 +65,21 @@ class TaskSampler:
             raise ExtrapError(f"task mix must be in [0, 1) (the fraction of LM batches), got {mix}")
         if mix > 0 and lm is None:
             raise ExtrapError("task mix > 0 needs a language-modelling sampler")
-        if ruler:
+        for task in self.tasks:
+            self.check_length(task, tokenizer, length, filler, split)
+        self.tokenizer = tokenizer
+        self.batch_size, self.length, self.seed = batch_size, length, int(seed)
+        self.rank, self.world_size = rank, world_size
+        ruler = any(t in RULER_TASKS or needs_filler(t) for t in self.tasks)
+        self.filler = get_filler(filler, split) if ruler else None
+        self.lm, self.mix = lm, float(mix)
+        pad = tokenizer.encode("\n")
+        self.pad_id = int(pad[0]) if pad else 0
+        self.step = 0
+
+    @staticmethod
+    def check_length(task: str, tokenizer, length: int, filler, split: str) -> None:
+        if task in RULER_TASKS:
             need = ruler_min_length(task, tokenizer, include_target=True, filler=filler, split=split)
         else:
             need = min_length(task, tokenizer, include_target=True)
@@ -73,14 +88,6 @@ class TaskSampler:
                 f"task {task} needs a training length of at least {need - 1} tokens with the "
                 f"{tokenizer.name} tokenizer (got {length}); raise the training length"
             )
-        self.tokenizer = tokenizer
-        self.batch_size, self.length, self.seed = batch_size, length, int(seed)
-        self.rank, self.world_size = rank, world_size
-        self.filler = get_filler(filler, split) if ruler or needs_filler(task) else None
-        self.lm, self.mix = lm, float(mix)
-        pad = tokenizer.encode("\n")
-        self.pad_id = int(pad[0]) if pad else 0
-        self.step = 0
 
     # ---- one batch ---------------------------------------------------------
     def is_lm_batch(self, step: int) -> bool:
@@ -88,9 +95,10 @@ class TaskSampler:
 
     def example(self, index: int) -> Example:
         """Training example number ``index`` (global over ranks and steps)."""
-        make = make_ruler_example if self.task in RULER_TASKS else make_example
+        task = self.tasks[index % len(self.tasks)]
+        make = make_ruler_example if task in RULER_TASKS else make_example
         return make(
-            self.task,
+            task,
             self.tokenizer,
             self.length + 1,
             seed_of("train", self.seed, index),
