@@ -217,3 +217,12 @@ def test_corpus_list_and_task_sample_csv_match_their_json(capsys, tmp_path):
     assert row["prompt"] == example["prompt"] and list(row)[-1] == "prompt"
     assert int(row["prompt_tokens"]) == example["prompt_tokens"]
     assert json.loads(row["candidates"]) == example["candidates"]
+
+
+def test_position_frequency_help_states_the_library_default():
+    from extrap.data.position_frequency import DEFAULT_FRACTION
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["corpus"]
+    pf = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices["position-frequency"]
+    frac = next(a for a in pf._actions if "--fraction" in a.option_strings)
+    assert f"default: {DEFAULT_FRACTION}" in frac.help  # the help is not imported from the library: torch-free startup

@@ -33,7 +33,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prep.set_defaults(func=cmd_prepare)
 
     from extrap.commands import args as types
-    from extrap.data.position_frequency import DEFAULT_FRACTION
 
     pf = sub.add_parser(
         "position-frequency",
@@ -45,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pf.add_argument(
         "--fraction",
         type=types.fraction,
-        default=DEFAULT_FRACTION,
-        help=f"report the smallest i with f(i) < FRACTION·f(0) (default {DEFAULT_FRACTION})",
+        default=None,
+        help="report the smallest i with f(i) < FRACTION·f(0) (default: 0.5, half of f(0))",
     )
     pf.add_argument("--cache", default=None, help="cache folder (default: $EXTRAP_CACHE or ~/.cache/extrap)")
     pf.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -119,11 +118,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def position_frequency(name: str, train_length: int, tokenizer_spec: str, fraction: float, cache: str | None):
+def position_frequency(name: str, train_length: int, tokenizer_spec: str, fraction: float | None, cache: str | None):
     """STRING's position frequency of the windows extrap's sampler draws from ``name``'s training split."""
     from extrap.data import get_tokenizer, load_corpus, token_stream
-    from extrap.data.position_frequency import check_fraction, check_length, packed_windows
+    from extrap.data.position_frequency import DEFAULT_FRACTION, check_fraction, check_length, packed_windows
 
+    fraction = DEFAULT_FRACTION if fraction is None else fraction  # the library's default (not imported at startup)
     check_length(train_length), check_fraction(fraction)  # before any corpus is read
     corpus = load_corpus(name, cache)
     tokens = int(token_stream(corpus, get_tokenizer(tokenizer_spec, corpus, cache), "train", cache).numel())
