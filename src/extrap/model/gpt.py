@@ -80,6 +80,8 @@ class ModelConfig:
 
 
 class Attention(nn.Module):
+    extend = None  # a training-free RoPE extension (extrap.extend): it rotates q and k itself
+
     def __init__(self, cfg: ModelConfig, scheme: positional.Scheme):
         super().__init__()
         self.cfg, self.scheme = cfg, scheme
@@ -136,7 +138,7 @@ class Attention(nn.Module):
         """
         B, L, _ = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
-        if self.scheme.rotates:
+        if self.scheme.rotates and self.extend is None:
             q, k = self.scheme.rotate(q, k, positions, seq_len=seq_len)
         return q, k, v
 
@@ -162,6 +164,10 @@ class Attention(nn.Module):
         """
         B, L, _ = x.shape
         q, k, v = self.heads(x, positions, seq_len)
+        if self.extend is not None:  # q and k unrotated; the extension attends (and caches keys so)
+            probe = return_probs or return_logits or rows is not None
+            y = self.extend(self, q, k, v, positions, cache=cache, seq_len=seq_len, window=window, probe=probe)
+            return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
         tables, own_tables = table_cache, False
         if cache is not None:
             if return_probs or return_logits or rows is not None:
@@ -206,6 +212,8 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     """The extrap LM; implements :class:`extrap.model.protocol.ExtrapLM`."""
+
+    extension = None  # a training-free RoPE extension (extrap.extend.extend_model)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -326,7 +334,8 @@ class GPT(nn.Module):
     def new_cache(self, window: int | None = None, seq_len: int | None = None) -> KVCache:
         if window is not None and window < 1:
             raise ExtrapError(f"cache window must be >= 1, got {window}")
-        return KVCache(window, seq_len=seq_len)
+        keep = self.extension.method.sinks_kept if self.extension is not None else 0  # attention sinks
+        return KVCache(window, seq_len=seq_len, keep_first=keep)
 
     @torch.no_grad()
     def step(self, idx: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:

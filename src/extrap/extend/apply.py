@@ -1,0 +1,95 @@
+"""Putting an extension method into a model: extrap runs trained with rope or xpos, and hf: Llama-family models.
+
+* GPT: every layer's :class:`~extrap.model.gpt.Attention` gets ``extend`` (a :class:`GptExtension`):
+  its queries and keys then come unrotated, and :func:`extended_attention` rotates them with the
+  scheme's own ``rotate`` at the method's positions.  A KV cache stores keys before rotation, so a
+  bounded method (sinks, lm-infinite) streams through a rolling cache that keeps its first keys too.
+* hf: the rotary module returns cos = 1, sin = 0 while the extension is on (q and k reach attention
+  unrotated, and the cache stores them so), and the attention implementation ``extrap_extend`` rotates
+  them with the module's own θ and attention factor (:func:`~extrap.positional.rotation.apply_rotary`,
+  HF's rotate-half).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+from extrap.errors import ExtrapError
+from extrap.extend.attention import extended_attention
+from extrap.extend.catalog import parse
+from extrap.extend.methods import Method
+from extrap.model.kernel import consecutive, softmax_attention
+
+
+@dataclass
+class GptExtension:
+    """The extension of one GPT: called by each layer's attention with its unrotated q, k, v."""
+
+    method: Method
+    streams: bool = True
+
+    @property
+    def window(self) -> int | None:
+        return self.method.bounded
+
+    def __call__(self, attn, q, k, v, positions, cache=None, seq_len=None, window=None, probe=False):
+        """q, k, v (B, H, L, Dh) unrotated, positions (L,) -> (B, H, L, Dh)."""
+        if probe or window is not None:
+            raise ExtrapError(f"{self.method.name}: attention probes and windows are not available with an extension")
+        if positions.dim() != 1 or positions.is_floating_point():
+            raise ExtrapError(f"{self.method.name}: an extension needs one integer position per token")
+        scheme, scale = attn.scheme, 1.0 / (math.sqrt(q.shape[-1]) * float(attn.temperature))
+        if cache is None and consecutive(positions) and self.method.no_op(positions.numel()):
+            q, k = scheme.rotate(q, k, positions, seq_len=seq_len)  # d = t everywhere: plain RoPE, bit for bit
+            return softmax_attention(q, k, v, None, scale)[0]
+        i = positions
+        if cache is not None:
+            k, v, positions = cache.extend(k, v, positions)
+        n = self.method.sinks_kept
+        origin = 0
+        if cache is not None and self.method.bounded and positions.numel() > n:
+            origin = int(positions[n]) - n  # the stream's in-cache positions: sinks 0..n-1, then the window
+        length = seq_len or int(positions.max()) + 1
+
+        def rotate(qb, kb, qpos, kpos):
+            return scheme.rotate(qb, kb, qpos, k_positions=kpos, seq_len=length)
+
+        return extended_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin, spans=cache is None)
+
+
+def extend_model(model, method: Method) -> Method:
+    """Run ``model`` (a GPT or an HFModel) with ``method`` from now on; returns the method."""
+    from extrap.model.gpt import GPT
+
+    if isinstance(model, GPT):
+        if not model.scheme.rotates:
+            raise ExtrapError(f"{method.name} extends a rotary model (rope, xpos); this one uses {model.cfg.pe}")
+        ext = GptExtension(method)
+        model.extension = ext
+        for blk in model.blocks:
+            blk.attn.extend = ext
+        return method
+    from extrap.extend.hf import extend_hf
+
+    extend_hf(model, method)
+    return method
+
+
+def extend_run(run, spec: str | Method) -> Method:
+    """Parse ``spec`` for the run's training length and put it into the run's model."""
+    method = spec if isinstance(spec, Method) else parse(spec, run.train_length)
+    return extend_model(run.model, method)
+
+
+def plain_rotate(scheme, seq_len: int | None = None):
+    """The ``rotate`` of :func:`extended_attention` for a registry scheme (tests, benchmarks)."""
+
+    def rotate(qb, kb, qpos, kpos):
+        return scheme.rotate(qb, kb, qpos, k_positions=kpos, seq_len=seq_len)
+
+    return rotate
+
+
+__all__ = ["GptExtension", "extend_model", "extend_run", "plain_rotate"]

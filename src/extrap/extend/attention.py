@@ -1,0 +1,91 @@
+"""Blockwise attention under an extension method: no (L, L) tensor, the run's own rotation.
+
+For a block of queries and a block of keys, each branch of the method that the block needs rotates
+the queries by q_b(i) and the keys by k_b(j) with the model's own rotary function, scores them, and
+the method's selection picks one score per pair (ReRoPE: two score blocks, merged by t < w).  Blocks
+are merged with the online softmax (running max and sum), so memory is O(block²) beyond q, k and v.
+
+Shapes: q (B, H, Lq, D) and k, v (B, H, Lk, D), unrotated; i (Lq,) and j (Lk,) absolute positions,
+j ascending.  ``rotate(q, k, qpos, kpos) -> (q', k')`` is the run's rotation (rope, xpos, an hf:
+model's rotary module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from extrap.extend.methods import MASKED, Method
+
+Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+BLOCK = 256  # queries (and keys) per block
+
+
+def _score_block(method: Method, rotate: Rotate, qb, kb, i, j, origin: int, scale: float):
+    """(B, H, Lq, Lk) float32 scores of one block, -inf where masked; None when every pair is masked."""
+    sel = method.select(i, j)
+    if not (sel != MASKED).any():
+        return None
+    s = None
+    for b, br in enumerate(method.branches()):
+        pick = sel == b
+        if not pick.any():
+            continue
+        shift = origin if br.relative else 0  # a relative branch may run on in-cache positions
+        qr, kr = rotate(qb, kb, br.q(i - shift), br.k(j - shift))
+        sb = (qr @ kr.transpose(-1, -2)).float() * scale
+        s = sb.masked_fill(~pick, -torch.inf) if s is None else torch.where(pick, sb, s)
+    return s
+
+
+def extended_attention(
+    method: Method,
+    rotate: Rotate,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    scale: float,
+    *,
+    origin: int = 0,
+    spans: bool = True,
+    block: int = BLOCK,
+) -> torch.Tensor:
+    """softmax over the method's scores, times v: (B, H, Lq, D) in q's dtype.
+
+    ``origin``: relative branches rotate by positions minus origin (the same distances, smaller angles:
+    a stream's in-cache positions).  ``spans``: k holds the whole sequence 0..Lk-1, so the method's
+    key spans skip the blocks it masks (bounded methods); False for a cache's gathered keys.
+    """
+    B, H, Lq, D = q.shape
+    outs = []
+    for q0 in range(0, Lq, block):
+        q1 = min(Lq, q0 + block)
+        qb, iq = q[:, :, q0:q1], i[q0:q1]
+        top = int(iq[-1])
+        m = torch.full((B, H, q1 - q0, 1), -torch.inf, device=q.device)
+        den = torch.zeros((B, H, q1 - q0, 1), device=q.device)
+        acc = torch.zeros((B, H, q1 - q0, v.shape[-1]), device=q.device)
+        ranges = method.key_spans(int(iq[0]), top + 1) if spans else [(0, k.shape[2])]
+        for r0, r1 in ranges:
+            for k0 in range(r0, r1, block):
+                k1 = min(r1, k0 + block)
+                if int(j[k0]) > top:
+                    break  # keys ascend: the rest are in the future of every query here
+                s = _score_block(method, rotate, qb, k[:, :, k0:k1], iq, j[k0:k1], origin, scale)
+                if s is None:
+                    continue
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                alive = torch.isfinite(m_new)
+                fix = torch.where(alive, torch.exp(m - m_new), torch.zeros_like(m))
+                p = torch.where(alive, torch.exp(s - m_new), torch.zeros_like(s))
+                den = den * fix + p.sum(-1, keepdim=True)
+                acc = acc * fix + p @ v[:, :, k0:k1].float()
+                m = m_new
+        outs.append((acc / den.clamp_min(1e-30)).to(q.dtype))
+    return torch.cat(outs, dim=2)
+
+
+__all__ = ["BLOCK", "MASKED", "Rotate", "extended_attention"]

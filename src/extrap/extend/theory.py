@@ -1,0 +1,80 @@
+"""What an extension method feeds RoPE, before anything runs: from the same distance maps attention uses.
+
+:func:`analyse_extension` walks the (L', L') pairs block by block (never the whole matrix) and reports
+the largest relative distance RoPE sees, whether every distance stays within training (d <= L_tr - 1),
+the length up to which that holds (the method's closed form), and the keys each query attends to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from extrap.errors import ExtrapError
+from extrap.extend.catalog import parse
+from extrap.extend.methods import Method
+
+BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class ExtensionTheory:
+    """The closed-form facts of one extension method at one length."""
+
+    method: str  # the full spec, defaults filled in
+    citation: str
+    train_length: int
+    length: int
+    max_distance: float  # the largest d(i, j) over attended pairs, i < length
+    in_distribution: bool  # max_distance <= train_length - 1
+    in_distribution_up_to: int | None  # the longest length that stays in distribution (None: any length)
+    keys_per_query_max: int
+    keys_per_query_mean: float
+    bounded: bool  # keys per query bounded whatever the length: the method streams through a rolling cache
+
+    def to_json(self) -> dict:
+        return {"extension": asdict(self)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ExtensionTheory:
+        return cls(**d["extension"])
+
+
+def scan(method: Method, length: int, block: int = BLOCK) -> tuple[float, torch.Tensor]:
+    """(largest distance, keys attended per query (length,)) over queries 0..length-1, block by block."""
+    top, counts = -math.inf, torch.zeros(length, dtype=torch.long)
+    for q0 in range(0, length, block):
+        q1 = min(length, q0 + block)
+        i = torch.arange(q0, q1)
+        for r0, r1 in method.key_spans(q0, q1):
+            for k0 in range(r0, r1, block):
+                j = torch.arange(k0, min(r1, k0 + block))
+                d = method.distance(i, j)
+                seen = ~torch.isnan(d)
+                counts[q0:q1] += seen.sum(1)
+                if seen.any():
+                    top = max(top, float(d[seen].max()))
+    return top, counts
+
+
+def analyse_extension(spec: str | Method, train_length: int, length: int) -> ExtensionTheory:
+    """The facts of ``spec`` (parsed for ``train_length``) at evaluation length ``length``."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ExtrapError(f"extension theory: the length must be a positive integer, got {length}")
+    method = spec if isinstance(spec, Method) else parse(spec, train_length)
+    top, counts = scan(method, length)
+    up_to = method.usable_length()
+    return ExtensionTheory(
+        method=method.spec,
+        citation=method.citation,
+        train_length=method.L,
+        length=length,
+        max_distance=top,
+        in_distribution=top <= method.L - 1,
+        in_distribution_up_to=None if math.isinf(up_to) else int(math.floor(up_to)),
+        keys_per_query_max=int(counts.max()),
+        keys_per_query_mean=float(counts.double().mean()),
+        bounded=method.bounded is not None,
+    )
