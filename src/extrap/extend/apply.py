@@ -13,11 +13,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
+from dataclasses import dataclass, replace
 
 from extrap.errors import ExtrapError
-from extrap.extend.attention import extended_attention
+from extrap.extend.attention import extended_attention, extended_probe
 from extrap.extend.catalog import parse
 from extrap.extend.methods import Method
 from extrap.model.kernel import consecutive, softmax_attention
@@ -34,16 +33,17 @@ class GptExtension:
     def window(self) -> int | None:
         return self.method.bounded
 
-    def __call__(self, attn, q, k, v, positions, cache=None, seq_len=None, window=None, probe=False):
-        """q, k, v (B, H, L, Dh) unrotated, positions (L,) -> (B, H, L, Dh)."""
-        if probe or window is not None:
-            raise ExtrapError(f"{self.method.name}: attention probes and windows are not available with an extension")
+    def __call__(self, attn, q, k, v, positions, cache=None, seq_len=None, window=None, record=None, rows=None):
+        """q, k, v (B, H, L, Dh) unrotated, positions (L,) -> (B, H, L, Dh) and the probe ``record``
+        ("probs" or "logits" blocks, whole sequences only) or None."""
+        if rows is not None or window is not None or (record and cache is not None):
+            raise ExtrapError(f"{self.method.name}: row probes, windows and cached probes are not available with it")
         if positions.dim() != 1 or positions.is_floating_point():
             raise ExtrapError(f"{self.method.name}: an extension needs one integer position per token")
         scheme, scale = attn.scheme, 1.0 / (math.sqrt(q.shape[-1]) * float(attn.temperature))
-        if cache is None and consecutive(positions) and self.method.no_op(positions.numel()):
+        if cache is None and not record and consecutive(positions) and self.method.no_op(positions.numel()):
             q, k = scheme.rotate(q, k, positions, seq_len=seq_len)  # d = t everywhere: plain RoPE, bit for bit
-            return softmax_attention(q, k, v, None, scale)[0]
+            return softmax_attention(q, k, v, None, scale)[0], None
         i = positions
         if cache is not None:
             k, v, positions = cache.extend(k, v, positions)
@@ -56,7 +56,10 @@ class GptExtension:
         def rotate(qb, kb, qpos, kpos):
             return scheme.rotate(qb, kb, qpos, k_positions=kpos, seq_len=length)
 
-        return extended_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin, spans=cache is None)
+        if record:
+            return extended_probe(self.method, rotate, q, k, v, i, positions, scale, record)
+        out = extended_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin, spans=cache is None)
+        return out, None
 
 
 def extend_model(model, method: Method) -> Method:
@@ -78,9 +81,20 @@ def extend_model(model, method: Method) -> Method:
 
 
 def extend_run(run, spec: str | Method) -> Method:
-    """Parse ``spec`` for the run's training length and put it into the run's model."""
+    """Parse ``spec`` for the run's training length and put it into the run's model.
+
+    The run's ``pe`` then reads ``PE+METHOD:options`` (every report names the extension): an hf: run's
+    config says so, and an extrap run records it where its load-time RoPE record goes (``rope``:
+    ``{"extend": spec, "trained_pe": ..., "pe": ...}``), which its provenance carries.
+    """
     method = spec if isinstance(spec, Method) else parse(spec, run.train_length)
-    return extend_model(run.model, method)
+    extend_model(run.model, method)
+    label = f"{run.pe}+{method.spec}"
+    if hasattr(run.config, "hf_path"):
+        run.config = replace(run.config, pe=label)
+    else:
+        run.rope = {"extend": method.spec, "trained_pe": run.pe, "pe": label}
+    return method
 
 
 def plain_rotate(scheme, seq_len: int | None = None):

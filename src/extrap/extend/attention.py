@@ -88,4 +88,26 @@ def extended_attention(
     return torch.cat(outs, dim=2)
 
 
-__all__ = ["BLOCK", "MASKED", "Rotate", "extended_attention"]
+def extended_probe(method: Method, rotate: Rotate, q, k, v, i, j, scale: float, record: str, block: int = BLOCK):
+    """:func:`extended_attention` of a whole sequence that also records, per block of queries, the
+    probabilities (``record`` "probs") or the logits ("logits", -inf where masked) over every key up to
+    the block: ``(out, [(0, (B, H, Lq_block, Lk_block))])``, as the model's probes return them (short L)."""
+    B, H, Lq, _ = q.shape
+    outs, kept = [], []
+    for q0 in range(0, Lq, block):
+        q1 = min(Lq, q0 + block)
+        iq, top = i[q0:q1], int(i[q1 - 1])
+        end = int((j <= top).sum())
+        parts = []
+        for k0 in range(0, end, block):
+            k1 = min(end, k0 + block)
+            s = _score_block(method, rotate, q[:, :, q0:q1], k[:, :, k0:k1], iq, j[k0:k1], 0, scale)
+            parts.append(s if s is not None else q.new_full((B, H, q1 - q0, k1 - k0), -torch.inf, dtype=torch.float32))
+        s = torch.cat(parts, dim=-1)
+        p = torch.softmax(s, dim=-1)
+        outs.append((p @ v[:, :, :end].float()).to(q.dtype))
+        kept.append((0, p if record == "probs" else s))
+    return torch.cat(outs, dim=2), kept
+
+
+__all__ = ["BLOCK", "MASKED", "Rotate", "extended_attention", "extended_probe"]

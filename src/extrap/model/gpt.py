@@ -165,9 +165,9 @@ class Attention(nn.Module):
         B, L, _ = x.shape
         q, k, v = self.heads(x, positions, seq_len)
         if self.extend is not None:  # q and k unrotated; the extension attends (and caches keys so)
-            probe = return_probs or return_logits or rows is not None
-            y = self.extend(self, q, k, v, positions, cache=cache, seq_len=seq_len, window=window, probe=probe)
-            return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
+            record = "probs" if return_probs else ("logits" if return_logits else None)
+            y, probe = self.extend(self, q, k, v, positions, cache, seq_len, window, record, rows)
+            return self.proj(y.transpose(1, 2).reshape(B, L, -1)), probe
         tables, own_tables = table_cache, False
         if cache is not None:
             if return_probs or return_logits or rows is not None:
