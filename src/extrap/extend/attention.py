@@ -30,12 +30,17 @@ def _score_block(method: Method, rotate: Rotate, qb, kb, i, j, origin: int, scal
     s = None
     for b, br in enumerate(method.branches()):
         pick = sel == b
-        if not pick.any():
+        cols = pick.any(0).nonzero().squeeze(1)  # only the keys this branch scores are rotated for it
+        if cols.numel() == 0:
             continue
         shift = origin if br.relative else 0  # a relative branch may run on in-cache positions
-        qr, kr = rotate(qb, kb, br.q(i - shift), br.k(j - shift))
-        sb = (qr @ kr.transpose(-1, -2)).float() * scale
-        s = sb.masked_fill(~pick, -torch.inf) if s is None else torch.where(pick, sb, s)
+        whole = cols.numel() == kb.shape[2]
+        kc, jc = (kb, j) if whole else (kb[:, :, cols], j[cols])
+        qr, kr = rotate(qb, kc, br.q(i - shift), br.k(jc - shift))
+        sc = (qr @ kr.transpose(-1, -2)).float() * scale
+        if not whole:
+            sc = sc.new_full(sc.shape[:-1] + (kb.shape[2],), -torch.inf).index_copy_(-1, cols, sc)
+        s = sc.masked_fill(~pick, -torch.inf) if s is None else torch.where(pick, sc, s)
     return s
 
 
