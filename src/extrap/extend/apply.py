@@ -47,10 +47,10 @@ class GptExtension:
         i = positions
         if cache is not None:
             k, v, positions = cache.extend(k, v, positions)
-        n = self.method.sinks_kept
+        n, W = self.method.sinks_kept, self.method.bounded
         origin = 0
-        if cache is not None and self.method.bounded and positions.numel() > n:
-            origin = int(positions[n]) - n  # the stream's in-cache positions: sinks 0..n-1, then the window
+        if cache is not None and W is not None:  # StreamingLLM's in-cache positions: sinks 0..n-1, then the
+            origin = max(0, int(i[0]) - W + 1 - n)  # first query's window from n on (relative branches only)
         length = seq_len or int(positions.max()) + 1
 
         def rotate(qb, kb, qpos, kpos):
