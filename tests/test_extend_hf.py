@@ -22,8 +22,8 @@ SPECS = ["sinks:n=2,window=8", "lm-infinite:global=2,local=8", "self-extend:grou
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, hf_tokenizer):
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16)  # fmt: skip
+    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+    cfg = transformers.LlamaConfig(vocab_size=300, num_key_value_heads=2, max_position_embeddings=16, **sizes)
     model = transformers.LlamaForCausalLM(cfg)
     with torch.no_grad():  # sharper attention than the random init's, so that positions matter
         for name, p in model.named_parameters():

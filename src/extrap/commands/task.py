@@ -155,8 +155,19 @@ def run_sample(args) -> int:
     return 0
 
 
-def run_score(args) -> int:
+def _load(args):
+    """The run with --rope or --extend (its conflicts refused before). T5: the prompt goes through the
+    encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)."""
     import extrap
+
+    run = extrap.load(
+        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
+    )
+    types.apply_extend(run, args)
+    return run
+
+
+def run_score(args) -> int:
     from extrap.tasks import TaskRun, TaskSettings, score_task
     from extrap.tasks.generators import check_length
 
@@ -164,11 +175,7 @@ def run_score(args) -> int:
     types.check_extend_flags(args, ("rope", "factor", "temperature"))
     for L in (args.lengths or []) if args.task else []:  # before the model is loaded
         check_length(args.task, L)
-    # T5: the prompt goes through the encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)
-    run = extrap.load(
-        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-    )
-    types.apply_extend(run, args)
+    run = _load(args)
     task = args.task or run.task
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")

@@ -89,14 +89,14 @@ def register(subparsers) -> None:
     )
     p.add_argument("--explain", action="store_true", help="print each verdict's explanation under the table")
     theory_rope.add_arguments(p)
-    p.add_argument(
-        "--extend",
-        type=types.extend_spec,
-        metavar="METHOD[:k=v,...]",
-        help="a training-free RoPE extension (extrap pe list --extend): its largest distance, whether it stays "
-        "in distribution and its keys per query at --length, for --train-length",
-    )
+    p.add_argument("--extend", type=types.extend_spec, metavar="METHOD[:k=v,...]", help=EXTEND_HELP)
     p.set_defaults(func=run)
+
+
+EXTEND_HELP = (
+    "a training-free RoPE extension (extrap pe list --extend): its largest distance, whether it stays in "
+    "distribution and its keys per query at --length, for --train-length"
+)
 
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import math
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.extend.methods import MASKED, Branch, Method, Option, _causal, _need, _pick, _plain, _zero
+from extrap.extend.methods import MASKED, Branch, Method, Option, causal, need, pick, plain, zero
 
 
 class Sinks(Method):
@@ -32,21 +32,21 @@ class Sinks(Method):
 
     def validate(self):
         n, W = self.opts["n"], self.opts["window"]
-        _need(n >= 0, f"sinks: n must be >= 0, got {n}")
-        _need(W >= 1, f"sinks: window must be >= 1, got {W}")
-        _need(n + W <= self.L, f"sinks: n + window = {n + W} must be <= the training length {self.L}")
+        need(n >= 0, f"sinks: n must be >= 0, got {n}")
+        need(W >= 1, f"sinks: window must be >= 1, got {W}")
+        need(n + W <= self.L, f"sinks: n + window = {n + W} must be <= the training length {self.L}")
         self.sinks_kept = n
 
     def branches(self):
         n, W = self.opts["n"], self.opts["window"]
         return (
-            Branch("window", _plain, _plain, True),
-            Branch("sink", lambda i: i.clamp(max=n + W - 1), _plain, False),
+            Branch("window", plain, plain, True),
+            Branch("sink", lambda i: i.clamp(max=n + W - 1), plain, False),
         )
 
     def select(self, i, j):
-        t, vis = _causal(i, j)
-        return _pick(t < self.opts["window"], vis, (j < self.opts["n"])[None, :].expand_as(t))
+        t, vis = causal(i, j)
+        return pick(t < self.opts["window"], vis, (j < self.opts["n"])[None, :].expand_as(t))
 
     def usable_length(self):
         return math.inf
@@ -85,18 +85,18 @@ class LMInfinite(Sinks):
 
     def validate(self):
         g, w = self.opts["global"], self.opts["local"]
-        _need(g >= 0, f"lm-infinite: global must be >= 0, got {g}")
-        _need(w >= 1, f"lm-infinite: local must be >= 1, got {w}")
-        _need(w <= self.L, f"lm-infinite: local = {w} must be <= the training length {self.L}")
+        need(g >= 0, f"lm-infinite: global must be >= 0, got {g}")
+        need(w >= 1, f"lm-infinite: local must be >= 1, got {w}")
+        need(w <= self.L, f"lm-infinite: local = {w} must be <= the training length {self.L}")
         self.sinks_kept = g
 
     def branches(self):
         w = self.opts["local"]
-        return (Branch("local", _plain, _plain, True), Branch("global", lambda i: torch.full_like(i, w), _zero, True))
+        return (Branch("local", plain, plain, True), Branch("global", lambda i: torch.full_like(i, w), zero, True))
 
     def select(self, i, j):
-        t, vis = _causal(i, j)
-        return _pick(t < self.opts["local"], vis, (j < self.opts["global"])[None, :].expand_as(t))
+        t, vis = causal(i, j)
+        return pick(t < self.opts["local"], vis, (j < self.opts["global"])[None, :].expand_as(t))
 
     def keys_per_query(self, i):
         g, w = self.opts["global"], self.opts["local"]
@@ -133,20 +133,20 @@ class SelfExtend(Method):
 
     def validate(self):
         G, W = self.opts["group"], self.opts["window"]
-        _need(G >= 1, f"self-extend: group must be >= 1, got {G}")
-        _need(1 <= W < self.L, f"self-extend: window must be in [1, {self.L}) (the training length), got {W}")
+        need(G >= 1, f"self-extend: group must be >= 1, got {G}")
+        need(1 <= W < self.L, f"self-extend: window must be in [1, {self.L}) (the training length), got {W}")
 
     def branches(self):
         G, W = self.opts["group"], self.opts["window"]
         return (
-            Branch("neighbour", _plain, _plain, True),
+            Branch("neighbour", plain, plain, True),
             Branch("group", lambda i: torch.div(i, G, rounding_mode="floor") + (W - W / G),
                    lambda j: torch.div(j, G, rounding_mode="floor"), False),
         )  # fmt: skip
 
     def select(self, i, j):
-        t, vis = _causal(i, j)
-        return _pick(t < self.opts["window"], vis)
+        t, vis = causal(i, j)
+        return pick(t < self.opts["window"], vis)
 
     def usable_length(self):
         G, W = self.opts["group"], self.opts["window"]
@@ -174,8 +174,8 @@ class DualChunk(Method):
 
     def validate(self):
         s, w = self.opts["chunk"], self.opts["local"]
-        _need(s < self.L, f"dca: chunk = {s} must be < the training length {self.L}")
-        _need(0 <= w < s, f"dca: local must be in [0, chunk = {s}), got {w}")
+        need(s < self.L, f"dca: chunk = {s} must be < the training length {self.L}")
+        need(0 <= w < s, f"dca: local must be in [0, chunk = {s}), got {w}")
 
     @property
     def c(self) -> int:
@@ -190,7 +190,7 @@ class DualChunk(Method):
         )
 
     def select(self, i, j):
-        t, vis = _causal(i, j)
+        t, vis = causal(i, j)
         gap = (i // self.c)[:, None] - (j // self.c)[None, :]
         sel = torch.where(gap == 0, 0, torch.where(gap == 1, 1, 2)).to(torch.int8)
         return torch.where(vis, sel, torch.full_like(sel, MASKED))
@@ -212,15 +212,15 @@ class ReRoPE(Method):
 
     def validate(self):
         w = self.opts["window"]
-        _need(1 <= w < self.L, f"{self.name}: window must be in [1, {self.L}) (the training length), got {w}")
+        need(1 <= w < self.L, f"{self.name}: window must be in [1, {self.L}) (the training length), got {w}")
 
     def branches(self):
         w = self.opts["window"]
-        return (Branch("near", _plain, _plain, True), Branch("far", lambda i: torch.full_like(i, w), _zero, True))
+        return (Branch("near", plain, plain, True), Branch("far", lambda i: torch.full_like(i, w), zero, True))
 
     def select(self, i, j):
-        t, vis = _causal(i, j)
-        return _pick(t < self.opts["window"], vis)
+        t, vis = causal(i, j)
+        return pick(t < self.opts["window"], vis)
 
     def usable_length(self):
         return math.inf
@@ -240,12 +240,12 @@ class LeakyReRoPE(ReRoPE):
 
     def validate(self):
         super().validate()
-        _need(self.opts["k"] > 0, f"leaky-rerope: k must be > 0, got {self.opts['k']}")
+        need(self.opts["k"] > 0, f"leaky-rerope: k must be > 0, got {self.opts['k']}")
 
     def branches(self):
         w, k = self.opts["window"], self.opts["k"]
         return (
-            Branch("near", _plain, _plain, True),
+            Branch("near", plain, plain, True),
             Branch("far", lambda i: i / k + (w - w / k), lambda j: j / k, True),
         )
 
@@ -273,16 +273,16 @@ class String(Method):
 
     def validate(self):
         S, W = self.opts["shift"], self.opts["local"]
-        _need(1 <= S < self.L, f"string: shift must be in [1, {self.L}) (the training length), got {S}")
-        _need(0 <= W <= S, f"string: local must be in [0, shift = {S}], got {W}")
+        need(1 <= S < self.L, f"string: shift must be in [1, {self.L}) (the training length), got {S}")
+        need(0 <= W <= S, f"string: local must be in [0, shift = {S}], got {W}")
 
     def branches(self):
         S, W = self.opts["shift"], self.opts["local"]
-        return (Branch("diagonal", _plain, _plain, True), Branch("shifted", lambda i: i - (S - W), _plain, True))
+        return (Branch("diagonal", plain, plain, True), Branch("shifted", lambda i: i - (S - W), plain, True))
 
     def select(self, i, j):
-        t, vis = _causal(i, j)
-        return _pick(t < self.opts["shift"], vis)
+        t, vis = causal(i, j)
+        return pick(t < self.opts["shift"], vis)
 
     def usable_length(self):
         return self.L + self.opts["shift"] - self.opts["local"]

@@ -42,11 +42,11 @@ class Option:
     doc: str
 
 
-def _plain(i: torch.Tensor) -> torch.Tensor:
+def plain(i: torch.Tensor) -> torch.Tensor:
     return i
 
 
-def _zero(i: torch.Tensor) -> torch.Tensor:
+def zero(i: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(i)
 
 
@@ -128,18 +128,18 @@ def _fmt(v) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def _causal(i, j):
+def causal(i, j):
     t = i[:, None] - j[None, :]
     return t, t >= 0
 
 
-def _pick(cond_first: torch.Tensor, visible: torch.Tensor, second: torch.Tensor | None = None) -> torch.Tensor:
+def pick(cond_first: torch.Tensor, visible: torch.Tensor, second: torch.Tensor | None = None) -> torch.Tensor:
     """Branch 0 where ``cond_first``, else branch 1 where ``second`` (all when None), MASKED where not visible."""
     other = torch.ones_like(cond_first) if second is None else second
     sel = torch.where(cond_first, 0, torch.where(other, 1, MASKED)).to(torch.int8)
     return torch.where(visible, sel, torch.full_like(sel, MASKED))
 
 
-def _need(cond: bool, what: str) -> None:
+def need(cond: bool, what: str) -> None:
     if not cond:
         raise ExtrapError(what)
