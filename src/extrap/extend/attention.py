@@ -25,23 +25,28 @@ BLOCK = 256  # queries (and keys) per block
 def _score_block(method: Method, rotate: Rotate, qb, kb, i, j, origin: int, scale: float):
     """(B, H, Lq, Lk) float32 scores of one block, -inf where masked; None when every pair is masked."""
     sel = method.select(i, j)
-    if not (sel != MASKED).any():
+    lo, hi = int(sel.min()), int(sel.max())
+    if hi == MASKED:
         return None
+    branches = method.branches()
     s = None
-    for b, br in enumerate(method.branches()):
-        pick = sel == b
-        cols = pick.any(0).nonzero().squeeze(1)  # only the keys this branch scores are rotated for it
-        if cols.numel() == 0:
+    for b in range(max(lo, 0), hi + 1):
+        br = branches[b]
+        pick = None if lo == hi else sel == b  # None: the whole block is this branch's
+        cols = None if pick is None else pick.any(0).nonzero().squeeze(1)  # rotate only the keys it scores
+        if cols is not None and cols.numel() == 0:
             continue
-        shift = origin if br.relative else 0  # a relative branch may run on in-cache positions
-        whole = cols.numel() == kb.shape[2]
+        whole = cols is None or cols.numel() == kb.shape[2]
         kc, jc = (kb, j) if whole else (kb[:, :, cols], j[cols])
+        shift = origin if br.relative else 0  # a relative branch may run on in-cache positions
         qr, kr = rotate(qb, kc, br.q(i - shift), br.k(jc - shift))
-        sc = (qr @ kr.transpose(-1, -2)).float() * scale
+        sc = (qr @ kr.transpose(-1, -2)).float().mul_(scale)
+        if pick is None:
+            return sc
         if not whole:
             sc = sc.new_full(sc.shape[:-1] + (kb.shape[2],), -torch.inf).index_copy_(-1, cols, sc)
-        s = sc.masked_fill(~pick, -torch.inf) if s is None else torch.where(pick, sc, s)
-    return s
+        s = sc.masked_fill_(~pick, -torch.inf) if s is None else torch.where(pick, sc, s)
+    return s  # pairs that no branch scores stay at -inf (the first branch's masked_fill)
 
 
 def extended_attention(
@@ -83,9 +88,9 @@ def extended_attention(
                 if s is None:
                     continue
                 m_new = torch.maximum(m, s.amax(-1, keepdim=True))
-                alive = torch.isfinite(m_new)
-                fix = torch.where(alive, torch.exp(m - m_new), torch.zeros_like(m))
-                p = torch.where(alive, torch.exp(s - m_new), torch.zeros_like(s))
+                m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))  # rows with no key yet
+                fix = torch.exp(m - m_safe)
+                p = s.sub_(m_safe).exp_()  # -inf (masked) -> 0
                 den = den * fix + p.sum(-1, keepdim=True)
                 acc = acc * fix + p @ v[:, :, k0:k1].float()
                 m = m_new
