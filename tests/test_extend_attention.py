@@ -147,3 +147,12 @@ def test_probes_under_an_extension_are_the_attention_it_runs():
     logits = model.layer_logits(x, 0)[0]
     torch.testing.assert_close(torch.softmax(logits, -1), p[..., : logits.shape[-1]], rtol=1e-5, atol=1e-6)
     assert not math.isfinite(float(logits[0, 0, 0, 1]))
+
+
+def test_a_rolling_cache_shorter_than_the_method_needs_is_refused():
+    from extrap.errors import ExtrapError
+
+    model = _gpt("rope")
+    extend_model(model, parse("self-extend:group=2,window=4", 12))
+    with pytest.raises(ExtrapError):
+        model.step(torch.zeros(1, 3, dtype=torch.long), 0, model.new_cache(8))

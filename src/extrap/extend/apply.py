@@ -45,6 +45,8 @@ class GptExtension:
             q, k = scheme.rotate(q, k, positions, seq_len=seq_len)  # d = t everywhere: plain RoPE, bit for bit
             return softmax_attention(q, k, v, None, scale)[0], None
         i = positions
+        if cache is not None and cache.window is not None and cache.window < (self.method.bounded or math.inf):
+            raise ExtrapError(f"{self.method.name}: a rolling cache of {cache.window} keys drops keys it attends to")
         if cache is not None:
             k, v, positions = cache.extend(k, v, positions)
         n, W = self.method.sinks_kept, self.method.bounded
