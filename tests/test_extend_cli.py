@@ -154,6 +154,10 @@ def test_pe_list_and_theory_cli(capsys, tmp_path):
                  "--length", "8192", "--json"]) == 0  # fmt: skip
     r = json.loads(capsys.readouterr().out)["extension"]
     assert r["max_distance"] == 8191 // 8 + 1024 - 128 and r["in_distribution"] and r["in_distribution_up_to"] == 25600
+    assert (
+        main(["theory", "--extend", "string", "--train-length", "4096", "--length", "16384", "--head-dim", "64"]) == 0
+    )
+    assert "turned past training's angles: 9" in capsys.readouterr().out
     csv = tmp_path / "t.csv"
     assert main(["theory", "--extend", "rerope", "--train-length", "64", "--length", "200", "--csv", str(csv)]) == 0
     assert "max_distance" in csv.read_text() and "in distribution" in capsys.readouterr().out

@@ -172,3 +172,14 @@ def test_bad_specs_are_refused(spec):
 def test_registry_lists_every_method_with_a_citation():
     assert set(METHODS) == {"sinks", "lm-infinite", "self-extend", "dca", "rerope", "leaky-rerope", "string"}
     assert all(cls.citation and cls.summary for cls in METHODS.values())
+
+
+def test_new_angle_pairs_by_hand():
+    # d = 64, base 10000: θ_i = 10000^(-i/32); training at L_tr = 4096 covered a full turn where 4095·θ_i >= 2π,
+    # i.e. θ_i >= 2π/4095, i.e. i <= 32·log10(4095/2π)/4 = 22.5...: pairs 23..31 had not; past 4095 they turn further
+    r = analyse_extension("string", 4096, 16384, head_dim=64)
+    want = sum(1 for i in range(32) if 4095 * 10000 ** (-i / 32) < 2 * math.pi)
+    assert want == 9 and r.new_angle_pairs == want and r.max_distance > 4095
+    assert analyse_extension("rerope", 4096, 16384, head_dim=64).new_angle_pairs == 0  # d <= w < L_tr
+    with pytest.raises(ExtrapError):
+        analyse_extension("rerope", 4096, 100, head_dim=7)

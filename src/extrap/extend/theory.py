@@ -36,6 +36,10 @@ class ExtensionTheory:
     keys_per_query_mean: float  # the closed form's mean over queries 0..length-1
     bounded: bool  # keys per query bounded whatever the length: the method streams through a rolling cache
     rows_scanned: int  # query rows the distance map was scanned on (the last ones)
+    head_dim: int | None = None  # with a head dimension: RoPE's pairs θ_i = base^(-2i/d) (Su et al. 2021, Eq. 15)
+    base: float | None = None
+    new_angle_pairs: int | None = None  # pairs turned past the angles training covered: d_max·θ_i > (L_tr - 1)·θ_i
+    # while (L_tr - 1)·θ_i < 2π (a pair that turned a full period in training has seen every angle)
 
     def to_json(self) -> dict:
         return {"extension": asdict(self)}
@@ -62,8 +66,20 @@ def scan(method: Method, length: int, first: int = 0, block: int = BLOCK) -> tup
     return top, counts
 
 
-def analyse_extension(spec: str | Method, train_length: int, length: int) -> ExtensionTheory:
-    """The facts of ``spec`` (parsed for ``train_length``) at evaluation length ``length``."""
+def new_angle_pairs(max_distance: float, train_length: int, head_dim: int, base: float) -> int:
+    """Pairs i whose largest angle max_distance·θ_i passes the (L_tr - 1)·θ_i of training, which was < 2π."""
+    from extrap.positional.rope_scaling import default_inv_freq
+
+    theta = default_inv_freq(head_dim, base, dtype=torch.float64)
+    trained = (train_length - 1) * theta
+    return int(((max_distance * theta > trained) & (trained < 2 * math.pi)).sum())
+
+
+def analyse_extension(
+    spec: str | Method, train_length: int, length: int, head_dim: int | None = None, base: float = 10000.0
+) -> ExtensionTheory:
+    """The facts of ``spec`` (parsed for ``train_length``) at evaluation length ``length``; with ``head_dim``,
+    also how many of RoPE's pairs (base ``base``) turn past the angles training covered."""
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ExtrapError(f"extension theory: the length must be a positive integer, got {length}")
     method = spec if isinstance(spec, Method) else parse(spec, train_length)
@@ -71,6 +87,9 @@ def analyse_extension(spec: str | Method, train_length: int, length: int) -> Ext
     top, counts = scan(method, length, first)
     up_to = method.usable_length()
     mean = sum(method.keys_per_query(i) for i in range(length)) / length
+    if head_dim is not None and (head_dim < 2 or head_dim % 2 or not base > 1):
+        raise ExtrapError(f"extension theory: head_dim must be even >= 2 and base > 1, got {head_dim}, {base}")
+    pairs = None if head_dim is None else new_angle_pairs(top, method.L, head_dim, base)
     return ExtensionTheory(
         method=method.spec,
         citation=method.citation,
@@ -83,4 +102,7 @@ def analyse_extension(spec: str | Method, train_length: int, length: int) -> Ext
         keys_per_query_mean=mean,
         bounded=method.bounded is not None,
         rows_scanned=length - first,
+        head_dim=head_dim,
+        base=None if head_dim is None else float(base),
+        new_angle_pairs=pairs,
     )
