@@ -44,6 +44,9 @@ def one(method: str, L: int, H: int, D: int, L_tr: int, repeats: int) -> dict:
 
     times = []
     with torch.no_grad():
+        small = q[:, :, :512], k[:, :, :512], v[:, :, :512]
+        extended_attention(parse("rerope", L_tr), plain_rotate(scheme, 512), *small, pos[:512], pos[:512], D**-0.5)
+        scheme.rotate(small[0], small[1], pos[:512])  # warm-up: threads and allocator, untimed
         for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
