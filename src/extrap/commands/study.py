@@ -26,8 +26,14 @@ def register(sub) -> None:
     p.add_argument(
         "--experiment",
         default="extrapolation",
-        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base"),
-        help="extrapolation | alibi-slopes | alignment | rope-base",
+        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base", "extension"),
+        help="extrapolation | alibi-slopes | alignment | rope-base | extension",
+    )
+    p.add_argument(
+        "--methods",
+        type=types.names,
+        help="extension: comma-separated methods, none,pi,ntk,dynamic,yarn,llama3,rerope,leaky-rerope,"
+        "self-extend,dca,lm-infinite,string,window,sinks (default: all)",
     )
     p.add_argument(
         "--tasks",
@@ -52,6 +58,8 @@ def run(args) -> int:
     pes, tasks = args.pe, args.tasks
     if tasks is not None and args.experiment != "alignment":
         raise ExtrapError("--tasks is only for --experiment alignment")
+    if args.methods is not None and args.experiment != "extension":
+        raise ExtrapError("--methods is only for --experiment extension")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
         results = run_study(
             args.out,
@@ -65,6 +73,7 @@ def run(args) -> int:
             corpus=args.corpus,
             tasks=tasks,
             device=types.loading_device(args),
+            methods=args.methods,
         )
     except StudyExistsError as e:
         raise ExtrapError(f"{e}; pass --resume to continue or choose another --out") from None

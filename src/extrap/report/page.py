@@ -11,6 +11,8 @@ from extrap.report.alignment import alignment_context
 from extrap.report.alignment import missing as alignment_missing
 from extrap.report.claims import compute_claims
 from extrap.report.contents import claim_anchor, contents, has_timing
+from extrap.report.extension import extension_missing
+from extrap.report.extension_view import extension_context
 from extrap.report.figures import write_figures
 from extrap.report.rope_base_page import rope_base_context, rope_base_missing
 from extrap.report.sections import extrapolation_context, learning_text, runs_table
@@ -44,6 +46,8 @@ def missing_summary(results: StudyResults) -> list[str]:
         return alignment_missing(results) + recorded_errors(results)
     if results.experiment == "rope-base":
         return rope_base_missing(results) + recorded_errors(results)
+    if results.experiment == "extension":
+        return extension_missing(results) + recorded_errors(results)
     out = []
     for section, what in (
         (results.theory, "theory verdicts"),
@@ -102,10 +106,13 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
     missing = missing_summary(results) + [f"figure {k[6:]}: {v}" for k, v in notes.items() if k.startswith("error:")]
     alignment = results.experiment == "alignment"  # 004 §5.2: no theory / perplexity / ERF sections
     rope = results.experiment == "rope-base"
+    extension = results.experiment == "extension"
     if alignment:
         body = alignment_context(results, figures, notes)
     elif rope:
         body = rope_base_context(results, figures, notes)
+    elif extension:
+        body = extension_context(results, figures, notes)
     else:
         body = extrapolation_context(results, figures, notes)
     return (
@@ -114,13 +121,14 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
         .render(
             title=results.experiment or "study",
             meta=header(results),
-            toc=contents(results, bool(missing), not (alignment or rope) and bool(body["slopes"])),
+            toc=contents(results, bool(missing), not (alignment or rope or extension) and bool(body["slopes"])),
             missing=missing,
             failures=sorted((results.failures or {}).items()),
             claims=[(status(c), c, claim_anchor(results, c, figures)) for c in claims],
             timing=has_timing(results),
             alignment=alignment,
             rope=rope,
+            extension=extension,
             runs=runs_table(results),
             learning=learning_text(results),
             body=body,

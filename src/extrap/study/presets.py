@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 DEFAULT_PES = (
     "alibi",
@@ -176,4 +176,28 @@ ROPE_BASE_PRESETS: dict[str, RopeBaseSettings] = {
         train_overrides={"n_layer": 3, "d_model": 64, "n_head": 4, "lr": 3e-3, "save_every": 500, "log_every": 50},
     ),
     "paper": RopeBaseSettings("paper", 512, 20000, (1, 2, 4, 8, 16), targets=256, passkey_n=100, task_mix=0.25),
+}
+
+
+# Experiment extension: one RoPE model, trained as rope-base trains it, read with each inference-time method.
+EXTENSION_METHODS = (
+    "none", "pi", "ntk", "dynamic", "yarn", "llama3", "rerope", "leaky-rerope",
+    "self-extend", "dca", "lm-infinite", "string", "window", "sinks",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExtensionSettings:
+    """Experiment ``extension``: the model (``model``: trained and measured as rope-base does) and its methods."""
+
+    pe: str  # the trained RoPE model's spec
+    model: RopeBaseSettings  # training, lengths, last-token targets and passkey examples
+
+
+EXTENSION_PRESETS: dict[str, ExtensionSettings] = {
+    "smoke": ExtensionSettings("rope", ROPE_BASE_PRESETS["smoke"]),
+    # cpu: rope-base's cpu model at base 10^4 (it retrieves every passkey at L_tr), measured by 14 methods at
+    # 5 lengths: 128 last-token targets and 24 passkey examples per length keep the study near 12 min on 2 cores.
+    "cpu": ExtensionSettings("rope", replace(ROPE_BASE_PRESETS["cpu"], targets=128, passkey_n=24)),
+    "paper": ExtensionSettings("rope", ROPE_BASE_PRESETS["paper"]),
 }
