@@ -3,6 +3,7 @@ records, its claims and bad input."""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -86,8 +87,8 @@ def test_a_tiny_hf_llama_is_measured_with_two_methods(tmp_path, hf_tokenizer):
     job = MethodJob("none", f"hf:{tmp_path}", 32, (32, 64, 128), targets=6, passkey_n=0, delta=0.02,
                     fall_fraction=0.5, device="cpu")  # fmt: skip
     none, report = measure_method(job)
-    rerope, _ = measure_method(MethodJob("rerope", **{**job.__dict__, "name": "rerope"}))
-    pi, _ = measure_method(MethodJob("pi", **{**job.__dict__, "name": "pi"}))
+    rerope, _ = measure_method(replace(job, name="rerope"))
+    pi, _ = measure_method(replace(job, name="pi"))
     assert [r.length for r in none.ppl] == [32, 64, 128] and all(r.ppl > 1 for r in none.ppl)
     assert report.result_at(32).nll.numel() == 6  # the per-token losses the paired ratios used
     assert rerope.spec == "rerope:window=4" and rerope.in_distribution == (True, True, True)
@@ -174,6 +175,8 @@ def test_passkey_falloff_and_predicted_length():
     assert predicted_length(job, [True, False, False]) == 128
     se = MethodJob("self-extend", "x", 128, LENGTHS, 8, 0, 0.02, 0.5)
     assert predicted_length(se, [True, True, True]) == (128 - 32) * 8 + 32  # (L - W)·G + W, Jin et al. 2024
+    lm = MethodJob("lm-infinite", "x", 128, LENGTHS, 8, 0, 0.02, 0.5)  # global keys at d = L_tr: one past
+    assert predicted_length(lm, [True, False, False]) == 128
 
 
 # ---------------------------------------------------------------------------

@@ -52,12 +52,13 @@ def passkey_falloff(passkey: tuple[PasskeyLength, ...], train_length: int, fract
 
 
 def predicted_length(job: MethodJob, flags: list[bool | None]) -> int | None:
-    """The closed form where the method has one, else the last measured length before the first one out."""
-    method = study_method(job.name)
-    if method.kind in ("none", "extend"):
-        return closed_form(method, job.train_length)
+    """The longest length in distribution: the last measured length before the first one the theory puts
+    out, or the method's closed form where it has one and it is shorter (None: no bound found)."""
     out = next((i for i, ok in enumerate(flags) if ok is False), None)
-    return None if out is None else (job.lengths[out - 1] if out else job.train_length)
+    measured = None if out is None else (job.lengths[out - 1] if out else job.train_length)
+    method = study_method(job.name)
+    closed = closed_form(method, job.train_length) if method.kind in ("none", "extend") else None
+    return min((x for x in (measured, closed) if x is not None), default=None)
 
 
 def at_length(job: MethodJob, stream, length: int) -> tuple[LengthResult, PasskeyLength, bool | None, str]:
@@ -81,6 +82,17 @@ def at_length(job: MethodJob, stream, length: int) -> tuple[LengthResult, Passke
     return result, passkey, inside, basis
 
 
+def as_run(method, train_length: int) -> str | None:
+    """What ran, in words: the extend spec with its defaults, the scaling and its factor, the window."""
+    from extrap.extend import parse
+
+    if method.kind == "extend":
+        return parse(method.spec, train_length).spec
+    if method.kind == "scaling":
+        return f"{method.spec}, factor " + ("1 (θ set by n / L_tr)" if method.spec == "dynamic" else "L / L_tr")
+    return f"window={train_length}" if method.kind == "window" else None
+
+
 def measure_method(job: MethodJob) -> tuple[ExtensionMethod, EvalReport]:
     """Every length of ``job``'s method: its record and its last-token report (the per-token losses kept)."""
     import torch
@@ -97,12 +109,8 @@ def measure_method(job: MethodJob) -> tuple[ExtensionMethod, EvalReport]:
     passkey = tuple(p for _, p, _, _ in rows)
     flags = [f for _, _, f, _ in rows]
     ppl = measure.length_rows(results, job.train_length, job.delta)
+    spec = as_run(study_method(job.name), job.train_length)
     method = study_method(job.name)
-    spec = method.spec
-    if method.kind == "extend":
-        from extrap.extend import parse
-
-        spec = parse(method.spec, job.train_length).spec
     record = ExtensionMethod(
         name=job.name,
         kind=method.kind,
