@@ -13,7 +13,7 @@ from extrap.results import StudyResults
 from extrap.theory.plots import curve_style
 
 CAPTION = (
-    "Left: last-token perplexity against evaluation length (log₂ axis), one curve per method, bands one "
+    "Left: last-token perplexity against evaluation length (log₂ axis), one curve per method, bars one "
     "standard error, exp(loss ± se); the perplexity axis is logarithmic when the curves span a factor of 10; "
     "▲ the measured break (first length with |Δppl|/ppl > δ beyond its noise); dashed: L_tr. Right: passkey "
     "exact match (greedy) against length."
@@ -28,10 +28,15 @@ def ppl_panel(ax, results: StudyResults) -> None:
         if not pts:
             continue
         xs, ys = [r.length for r in pts], [r.ppl for r in pts]
-        ax.plot(xs, ys, marker="o", ms=3, color=style.color, ls=style.ls, label=name)
-        if all(r.stderr is not None for r in pts):
-            lo, hi = [r.ppl * math.exp(-r.stderr) for r in pts], [r.ppl * math.exp(r.stderr) for r in pts]
-            ax.fill_between(xs, lo, hi, color=style.color, alpha=0.12, lw=0)
+        err = None
+        if all(r.stderr is not None for r in pts):  # exp(loss ± se) as bars: 14 bands would hide each other
+            err = [
+                [y - y * math.exp(-r.stderr) for y, r in zip(ys, pts)],
+                [y * math.exp(r.stderr) - y for y, r in zip(ys, pts)],
+            ]
+        ax.errorbar(
+            xs, ys, yerr=err, marker="o", ms=3, color=style.color, ls=style.ls, lw=1, elinewidth=0.7, label=name
+        )
         every += ys
         hit = next((r for r in pts if r.length == m.measured_break), None)
         if hit is not None:
