@@ -179,6 +179,21 @@ def test_passkey_falloff_and_predicted_length():
     assert predicted_length(lm, [True, False, False]) == 128
 
 
+def test_scalings_are_judged_by_angles_at_each_lengths_factor():
+    """PI with s = L / L_tr puts position L - 1 at L_tr - 1/s: in distribution up to s·(L_tr - 1) + 1 = 255."""
+    from types import SimpleNamespace
+
+    from extrap.study.extension_methods import in_distribution, study_method
+
+    pi = study_method("pi")
+    assert pi.factor(128, 128) is None and pi.factor(256, 128) == 2.0 and study_method("dynamic").factor(512, 128) == 1
+    run = SimpleNamespace(pe="rope:scaling=linear,factor=2,original_max_position=128")
+    run.model = SimpleNamespace(shape=SimpleNamespace(head_dim=16))
+    assert in_distribution(pi, run, 255, 128) == (True, "angles")
+    assert in_distribution(pi, run, 256, 128) == (False, "angles")
+    assert in_distribution(study_method("window"), run, 4096, 128) == (True, "distance")
+
+
 # ---------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------

@@ -13,7 +13,8 @@ def register(sub) -> None:
         "study",
         help="theory, training, evaluation, receptive fields and a report",
         description="Run the extrapolation study (000), the ALiBi slope study (003 §4), the "
-        "attention alignment study (004 §5.2) or the RoPE base study (RoPE's theory against trained models).",
+        "attention alignment study (004 §5.2), the RoPE base study (RoPE's theory against trained models) or the "
+        "extension study (training-free RoPE extension methods on one model).",
     )
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument(

@@ -16,7 +16,10 @@ Predicted in-distribution length, with the extend theory's definition (every rel
 is at most L_tr − 1; :func:`extrap.extend.analyse_extension`): ``none`` L_tr, ``window`` any length (its
 largest distance is W − 1), an extension its closed form.  A frequency scaling changes the angles rather
 than the distances, so its lengths are judged by ``extrap theory rope``'s definition (every pair turns only
-angles training saw, :func:`extrap.theory.rope.analyse_rope`) on the scaled scheme of each length.
+angles training saw, :func:`extrap.theory.rope.analyse_rope`) on the scaled scheme of each length.  With
+s = L / L_tr, linear interpolation puts the last position at (L − 1)/s = L_tr − 1/s, past L_tr − 1: PI, and
+YaRN and llama3 through their interpolated low frequencies, stay in distribution only up to s·(L_tr − 1) + 1,
+so the definition puts them just out at every L > L_tr (NTK and dynamic further out); it is reported as is.
 """
 
 from __future__ import annotations
