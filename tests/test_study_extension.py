@@ -56,6 +56,18 @@ def test_smoke_study_end_to_end(smoke):
     assert (smoke / "figures" / "extension.png").is_file()
 
 
+def test_a_resumed_study_neither_trains_nor_measures_again(smoke, monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr("extrap.train.train", refuse)
+    monkeypatch.setattr("extrap.study.extension.measure_method", refuse)
+    before = load_results(smoke).extension
+    argv = ["study", "--experiment", "extension", "--preset", "smoke", "--methods", METHODS, "--jobs", "1"]
+    assert main(argv + ["--out", str(smoke), "--resume", "--device", "cpu", "--steps", "6"]) == 0
+    assert load_results(smoke).extension == before
+
+
 def test_the_readme_renders_the_extension_block(smoke, tmp_path):
     md = tmp_path / "README.md"
     md.write_text(f"x\n{readme.EXTENSION_BEGIN}\nold\n{readme.EXTENSION_END}\ny\n")
