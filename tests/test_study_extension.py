@@ -191,6 +191,21 @@ def test_passkey_falloff_and_predicted_length():
     assert predicted_length(lm, [True, False, False]) == 128
 
 
+def test_lengths_evaluated_apart_score_the_targets_of_the_longest():
+    """evaluate(longest=...): a length alone scores the same targets, to the bit, as with the longest beside it."""
+    from extrap.evaluate.protocols import evaluate
+    from extrap.model import GPT, ModelConfig
+
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocab_size=50, n_layer=1, d_model=32, n_head=2, pe="rope"))
+    stream = torch.randint(0, 50, (300,), generator=torch.Generator().manual_seed(0))
+    together = evaluate(model, stream, [16, 64], "last-token", targets=5)
+    (alone,) = evaluate(model, stream, [16], "last-token", targets=5, longest=64)
+    assert torch.equal(alone.nll, together[0].nll)
+    (short,) = evaluate(model, stream, [16], "last-token", targets=5)  # other targets without it
+    assert not torch.equal(short.nll, together[0].nll)
+
+
 def test_scalings_are_judged_by_angles_at_each_lengths_factor():
     """PI with s = L / L_tr puts position L - 1 at L_tr - 1/s: in distribution up to s·(L_tr - 1) + 1 = 255."""
     from types import SimpleNamespace
