@@ -62,6 +62,7 @@ def register(sub) -> None:
     p.add_argument("--out", help="also write the JSON report to this file (atomically)")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
     types.add_rope_arguments(p)
+    types.add_extend_argument(p)
     types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -77,11 +78,15 @@ def run(args) -> int:
     if args.per_layer and args.mode not in SEARCH_MODES:
         raise ExtrapError(f"--per-layer needs --mode pmax or entropy, not {args.mode}")
     types.check_outputs(args, runs=[args.run])
+    types.check_extend_flags(args, ("rope", "factor"))
+    if args.extend is not None and str(args.run).startswith("hf:"):
+        raise ExtrapError("--extend with align: extrap runs only (hf: models probe attention with eager attention)")
     grid = check_grid(args.grid) if args.grid else list(DEFAULT_GRID)
     lengths = args.lengths
 
     # T5: the encoder is aligned (004)
     run_ = extrap.load(args.run, device=types.loading_device(args), dtype=args.dtype, **types.rope_options(args))
+    types.apply_extend(run_, args)
     if args.corpus:
         run_.use_corpus(args.corpus)
     L_tr = args.train_length or run_.train_length

@@ -15,6 +15,7 @@ def _tau_text(t) -> str:
 
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
+EXTEND_REFUSES = ("rope", "factor", "temperature", "window", "cache_window")  # flags --extend is not combined with
 
 
 def register(sub) -> None:
@@ -68,6 +69,7 @@ def register(sub) -> None:
         help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)",
     )
     types.add_hf_arguments(p)
+    types.add_extend_argument(p)
     types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--out", help="also write the JSON result to this file (atomically)")
     p.add_argument(
@@ -115,6 +117,7 @@ def _check(args) -> None:
             f"--window {args.window} and --cache-window {args.cache_window} ask for different windows: give one"
         )
     types.check_outputs(args, runs=[args.run, args.evaluator], inputs=[("--file", args.file)])
+    types.check_extend_flags(args, EXTEND_REFUSES)
 
 
 def _window(args) -> str:
@@ -128,6 +131,7 @@ def _load(args):
 
     run = extrap.load(args.run, device=types.loading_device(args), **types.hf_options(args))
     types.require_causal(run, "eval")
+    types.apply_extend(run, args)
     return run
 
 

@@ -24,6 +24,7 @@ def register(sub) -> None:
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     p.add_argument("--seed", type=types.seed, default=0, help="random seed of --sample (default 0)")
     types.add_rope_arguments(p)
+    types.add_extend_argument(p)
     types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
     p.add_argument("--json", action="store_true")
     p.add_argument("--csv", metavar="PATH", help="also write the result as one CSV row to PATH (atomically)")
@@ -43,8 +44,10 @@ def run(args) -> int:
     except UnicodeEncodeError:  # undecodable bytes on the command line arrive as surrogates
         raise ExtrapError("--prompt is not valid UTF-8 text") from None
     types.check_outputs(args, runs=[args.run])
+    types.check_extend_flags(args, ("rope", "factor", "cache_window"))
     run = extrap.load(args.run, device=types.loading_device(args), **types.rope_options(args))
     types.require_causal(run, "generate")
+    types.apply_extend(run, args)
     model, tok = run.model, run.tokenizer
     ids = tok.encode(args.prompt)
     if not ids:

@@ -13,8 +13,9 @@ def register(sub) -> None:
         "study",
         help="theory, training, evaluation, receptive fields and a report",
         description="Run the extrapolation study (000), the ALiBi slope study (003 §4), the "
-        "attention alignment study (004 §5.2), the RoPE base study (RoPE's theory against trained models) or the "
-        "effective-length study (RULER-style effective length beside the TRF).",
+        "attention alignment study (004 §5.2), the RoPE base study (RoPE's theory against trained models), the "
+        "effective-length study (RULER-style effective length beside the TRF) or the "
+        "extension study (training-free RoPE extension methods on one model).",
     )
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
     p.add_argument(
@@ -27,8 +28,14 @@ def register(sub) -> None:
     p.add_argument(
         "--experiment",
         default="extrapolation",
-        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base", "effective-length"),
-        help="extrapolation | alibi-slopes | alignment | rope-base | effective-length",
+        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base", "effective-length", "extension"),
+        help="extrapolation | alibi-slopes | alignment | rope-base | effective-length | extension",
+    )
+    p.add_argument(
+        "--methods",
+        type=types.names,
+        help="extension: comma-separated methods, none,pi,ntk,dynamic,yarn,llama3,rerope,leaky-rerope,"
+        "self-extend,dca,lm-infinite,string,window,sinks (default: all)",
     )
     p.add_argument(
         "--tasks",
@@ -54,6 +61,8 @@ def run(args) -> int:
     pes, tasks = args.pe, args.tasks
     if tasks is not None and args.experiment not in ("alignment", "effective-length"):
         raise ExtrapError("--tasks is only for --experiment alignment or effective-length")
+    if args.methods is not None and args.experiment != "extension":
+        raise ExtrapError("--methods is only for --experiment extension")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
         results = run_study(
             args.out,
@@ -67,6 +76,7 @@ def run(args) -> int:
             corpus=args.corpus,
             tasks=tasks,
             device=types.loading_device(args),
+            methods=args.methods,
         )
     except StudyExistsError as e:
         raise ExtrapError(f"{e}; pass --resume to continue or choose another --out") from None

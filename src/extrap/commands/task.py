@@ -93,6 +93,7 @@ def _register_score(tsub) -> None:
     c.add_argument("--buckets", type=types.positive_int, default=5, help="depth buckets (default 5)")
     c.add_argument("--seed", type=types.seed, default=0)
     types.add_rope_arguments(c)
+    types.add_extend_argument(c)
     c.add_argument("--corpus", help="filler text (default: the run's corpus)")
     c.add_argument(
         "--split", default="validation", choices=types.SPLITS, help="corpus split for the filler (default validation)"
@@ -164,6 +165,18 @@ def run_sample(args) -> int:
     return 0
 
 
+def _load(args):
+    """The run with --rope or --extend (its conflicts refused before). T5: the prompt goes through the
+    encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)."""
+    import extrap
+
+    run = extrap.load(
+        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
+    )
+    types.apply_extend(run, args)
+    return run
+
+
 def run_score(args) -> int:
     if task_ruler.wants_ruler(args):  # --suite ruler, a RULER-style --task, or a run trained on one
         return task_ruler.run_ruler_score(args)
@@ -172,17 +185,14 @@ def run_score(args) -> int:
 
 
 def _score_task(args) -> int:
-    import extrap
     from extrap.tasks import TaskRun, TaskSettings, score_task
     from extrap.tasks.generators import check_length
 
     types.check_outputs(args, runs=[args.run])
+    types.check_extend_flags(args, ("rope", "factor", "temperature"))
     for L in (args.lengths or []) if args.task else []:  # before the model is loaded
         check_length(args.task, L)
-    # T5: the prompt goes through the encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)
-    run = extrap.load(
-        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-    )
+    run = _load(args)
     task = args.task or run.task
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")

@@ -89,7 +89,14 @@ def register(subparsers) -> None:
     )
     p.add_argument("--explain", action="store_true", help="print each verdict's explanation under the table")
     theory_rope.add_arguments(p)
+    p.add_argument("--extend", type=types.extend_spec, metavar="METHOD[:k=v,...]", help=EXTEND_HELP)
     p.set_defaults(func=run)
+
+
+EXTEND_HELP = (
+    "a training-free RoPE extension (extrap pe list --extend): its largest distance, whether it stays in "
+    "distribution and its keys per query at --length, for --train-length"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -136,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
     eps = args.eps
     lengths = args.lengths
     types.check_outputs(args, runs=[args.checkpoint], flags=("csv",))
+    if args.extend is not None:
+        from extrap.commands.theory_extend import run_extend
+
+        return run_extend(args)
     types.check_folder_output("--plot", args.plot)
     if args.checkpoint:
         if args.pe:

@@ -131,8 +131,12 @@ def evaluate(
     temperature_for: Callable[[int], float | list | None] | None = None,
     exact_check_max: int = 0,
     progress: Callable[[int, int], Any] | None = None,
+    longest: int | None = None,
 ) -> list[LengthResult]:
     """Evaluate at every length; a length that fails is recorded and the rest are kept.
+
+    ``longest``: the last-token targets are those of this longest length (default: the longest of
+    ``lengths``), so that lengths evaluated in separate calls score the same targets.
 
     ``temperature_for(L)``: softmax τ (one, or one per layer) set with ``model.set_temperature``
     while evaluating L (None: leave it); the model's previous τ is restored at the end.
@@ -143,12 +147,13 @@ def evaluate(
     check_settings(lengths, protocol, tokens, stride, targets)
     lengths = sorted(set(lengths))
     tokens = tokens or max(lengths)
-    need = tokens + 1 if protocol != "last-token" else max(lengths) + targets
+    longest = max(longest or 0, *lengths)
+    need = tokens + 1 if protocol != "last-token" else longest + targets
     if stream.numel() < need:
         raise ExtrapError(
             f"the evaluation stream has {stream.numel():,} tokens; {protocol} at these settings needs {need:,}"
         )
-    plan = Plan(model, stream, protocol, tokens, stride, targets, batch, max(lengths))
+    plan = Plan(model, stream, protocol, tokens, stride, targets, batch, longest)
     results = []
     model.eval()
     with temperature(model):  # every length may set its own τ; the model's τ is restored afterwards

@@ -60,6 +60,9 @@ def token_nll(
     ``window`` None: one whole forward pass with exact attention.  A window W: the rows are
     streamed (:func:`stream_nll`).  ``on_tokens(n)`` is told how many tokens were just processed.
     """
+    ext = getattr(model, "extension", None)
+    if window is None and getattr(ext, "streams", False) and ext.window is not None:
+        window = ext.window  # a bounded extension (extrap.extend) streams through its rolling cache
     if window is None:
         x, y = x.to(model_device(model)), y.to(model_device(model))  # token ids come from a cpu stream
         out = model(x, window=None, last=score_last)
@@ -90,6 +93,8 @@ def stream_nll(
     x, y = x.to(model_device(model)), y.to(model_device(model))  # token ids come from a cpu stream
     first = T - (score_last if score_last is not None else T)
     start = max(0, first - cone(model.shape.n_layer, window))
+    if getattr(model, "extension", None) is not None:
+        start = 0  # an extension's keys at the start (attention sinks) reach every position
     step = chunk_size(B, model.shape.vocab_size, chunk)
     cache = model.new_cache(window, seq_len=T)
     scores = []

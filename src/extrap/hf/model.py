@@ -81,6 +81,7 @@ class HFModel(nn.Module):
     """A transformers causal LM as an :class:`extrap.model.protocol.ExtrapLM`."""
 
     scheme = None  # HF positions are the family's own code, not a registry scheme
+    extension = None  # a training-free RoPE extension (extrap.extend.hf)
 
     def __init__(self, hf_model, family: str, pe: str):
         super().__init__()
@@ -175,6 +176,8 @@ class HFModel(nn.Module):
         embeds: torch.Tensor | None = None,
     ) -> Output:
         B, L = idx.shape
+        if self.extension is not None and (window is not None or return_probs):
+            raise ExtrapError(f"{self.extension.name}: windows and attention probabilities are not available with it")
         custom = positions is not None and not _default_positions(positions)
         if custom and not self._pos_ids:
             raise ExtrapError(f"{self.family}: custom position ids are not supported")
@@ -227,6 +230,8 @@ class HFModel(nn.Module):
         if window is not None:
             if int(window) < 1:
                 raise ExtrapError(f"cache window must be >= 1, got {window}")
+            if self.extension is not None:
+                raise ExtrapError(f"{self.extension.name}: a rolling KV cache is not available with it on hf: models")
             if self.family in EAGER_FAMILIES:
                 raise ExtrapError(f"a rolling KV cache is not available for {self.family} (hand-written attention)")
             transformers = require_transformers()

@@ -39,6 +39,8 @@ from extrap.positional.content import ContentBias
 
 
 class Attention(nn.Module):
+    extend = None  # a training-free RoPE extension (extrap.extend): it rotates q and k itself
+
     def __init__(self, cfg: ModelConfig, scheme: positional.Scheme):
         super().__init__()
         self.cfg, self.scheme = cfg, scheme
@@ -100,7 +102,7 @@ class Attention(nn.Module):
         B, L, _ = x.shape
         qkv = self.qkv(x) if qkv_bias is None else self.qkv(x) + qkv_bias
         q, k, v = qkv.view(B, L, 3, self.cfg.n_head, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
-        if self.scheme.rotates:
+        if self.scheme.rotates and self.extend is None:
             q, k = self.scheme.rotate(q, k, positions, seq_len=seq_len)
         return q, k, v
 
@@ -129,6 +131,10 @@ class Attention(nn.Module):
         """
         B, L, _ = x.shape
         q, k, v = self.heads(x, positions if segments is None else segments, seq_len, qkv_bias)
+        if self.extend is not None:  # q and k unrotated; the extension attends (and caches keys so)
+            record = "probs" if return_probs else ("logits" if return_logits else None)
+            y, probe = self.extend(self, q, k, v, positions, cache, seq_len, window, record, rows)
+            return self.proj(y.transpose(1, 2).reshape(B, L, -1)), probe
         tables, own_tables = table_cache, False
         if cache is not None:
             if return_probs or return_logits or rows is not None:
@@ -168,6 +174,8 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     """The extrap LM; implements :class:`extrap.model.protocol.ExtrapLM`."""
+
+    extension = None  # a training-free RoPE extension (extrap.extend.extend_model)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -295,7 +303,8 @@ class GPT(nn.Module):
             raise ExtrapError(f"cache window must be >= 1, got {window}")
         if getattr(self.scheme, "no_stream", None):
             raise ExtrapError(self.scheme.no_stream)
-        return KVCache(window, seq_len=seq_len)
+        keep = self.extension.method.sinks_kept if self.extension is not None else 0  # attention sinks
+        return KVCache(window, seq_len=seq_len, keep_first=keep)
 
     @torch.no_grad()
     def step(self, idx: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:

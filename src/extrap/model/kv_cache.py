@@ -23,6 +23,7 @@ class LayerCache:
     values: torch.Tensor | None = None
     positions: torch.Tensor | None = None  # (C,)
     tables: dict = field(default_factory=dict)  # r(t) tables of this layer, reused while the cache lives
+    keep_first: int = 0  # with a window: also keep the first tokens (attention sinks, extrap.extend)
 
     def extend(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
         """Keys, values and key positions that the new tokens attend to: the cached ones, then theirs.
@@ -32,10 +33,16 @@ class LayerCache:
         if self.keys is not None:
             k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
             positions = torch.cat([self.positions, positions])
-        W = self.window
-        self.keys, self.values, self.positions = (
-            (k, v, positions) if W is None else (k[:, :, -W:], v[:, :, -W:], positions[-W:])
-        )
+        W, n = self.window, self.keep_first
+        if W is None:
+            self.keys, self.values, self.positions = k, v, positions
+        elif n and positions.numel() > n + W:  # the first n (attention sinks) and the last W
+            self.keys, self.values = (torch.cat([x[:, :, :n], x[:, :, -W:]], dim=2) for x in (k, v))
+            self.positions = torch.cat([positions[:n], positions[-W:]])
+        elif n:
+            self.keys, self.values, self.positions = k, v, positions
+        else:
+            self.keys, self.values, self.positions = k[:, :, -W:], v[:, :, -W:], positions[-W:]
         return k, v, positions
 
     def expand(self, n: int) -> None:
@@ -57,6 +64,7 @@ class KVCache:
     window: int | None = None
     layers: list[LayerCache] = field(default_factory=list)
     seq_len: int | None = None
+    keep_first: int = 0  # with a window: the first tokens every layer keeps too (attention sinks)
 
     def fix_seq_len(self, end: int) -> int:
         """The cache's sequence length: as given, else ``end`` (the first step's last position + 1), once."""
@@ -66,7 +74,7 @@ class KVCache:
 
     def layer(self, i: int) -> LayerCache:
         while len(self.layers) <= i:
-            self.layers.append(LayerCache(self.window))
+            self.layers.append(LayerCache(self.window, keep_first=self.keep_first))
         return self.layers[i]
 
     def expand(self, n: int) -> None:

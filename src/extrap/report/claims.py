@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from extrap.report.alignment.claims import alignment_claims
 from extrap.report.effective_length import effective_length_claims
+from extrap.report.extension import extension_claims
 from extrap.report.gate import left_out_note, not_tested
 from extrap.report.gate import split as gate_split
 from extrap.report.lookup import eps_keys, num_heads, pe_verdict, widest_head_trf
@@ -215,6 +216,8 @@ def compute_claims(results: StudyResults) -> list[Claim]:
         return rope_base_claims(results)
     if results.experiment == "effective-length":
         return effective_length_claims(results)
+    if results.experiment == "extension":
+        return extension_claims(results)
     if results.experiment == "alibi-slopes":
         return slope_claims(results) + [claim_spearman(results)]
     return [

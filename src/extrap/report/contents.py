@@ -20,6 +20,7 @@ EXTRAPOLATION_SECTIONS = (
 ALIGNMENT_SECTIONS = (("runs", "Training runs"), ("alignment", "Attention alignment on retrieval"))
 ROPE_BASE_SECTIONS = (("runs", "Training runs"), ("rope-base", "RoPE base: theory against measurement"))
 EFFECTIVE_LENGTH_SECTIONS = (("runs", "Training runs"), ("effective-length", "Effective length beside the TRF"))
+EXTENSION_SECTIONS = (("runs", "Training runs"), ("extension", "Training-free extension of a RoPE model"))
 
 # claim (compute_claims' names) -> the id of what decides it
 DECIDED_BY = {
@@ -47,6 +48,8 @@ def contents(results: StudyResults, missing: bool, slopes: bool) -> list[tuple[s
         return head + list(ROPE_BASE_SECTIONS)
     if results.experiment == "effective-length":
         return head + list(EFFECTIVE_LENGTH_SECTIONS)
+    if results.experiment == "extension":
+        return head + list(EXTENSION_SECTIONS)
     body = [
         (i, t)
         for i, t in EXTRAPOLATION_SECTIONS
@@ -69,6 +72,8 @@ def claim_anchor(results: StudyResults, claim: Claim, figures: dict) -> tuple[st
         return ("fig-rope_base", "rope-base figure") if "rope_base" in figures else ("rope-base", "RoPE base section")
     if results.experiment == "effective-length":
         return "effective-length", "Effective length beside the TRF"
+    if results.experiment == "extension":
+        return ("fig-extension", "extension figure") if "extension" in figures else ("extension", "extension section")
     if results.experiment == "alignment":
         fig, title = ("alignment_tau", "τ figure") if "τ" in claim.claim else ("alignment_accuracy", "accuracy figure")
         return (f"fig-{fig}", title) if fig in figures else ("alignment", titles["alignment"])

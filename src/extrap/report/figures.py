@@ -13,6 +13,7 @@ from typing import Any
 from extrap.plotting import new_figure, save_figure
 from extrap.report.alignment.figures import alignment_figure_plan
 from extrap.report.effective_length_figures import effective_length_plan
+from extrap.report.extension_view import extension_figure
 from extrap.report.lookup import erf_table, slope_groups, slopes_protocol
 from extrap.report.rope_base_figures import rope_base_figure
 from extrap.report.shapes import heatmaps_figure, trf_curves_figure
@@ -220,6 +221,8 @@ def figure_plan(results: StudyResults, notes: dict, out_dir: Path) -> list[tuple
         return [("rope_base", lambda: rope_base_figure(results))]
     if results.experiment == "effective-length":
         return effective_length_plan(results, notes)
+    if results.experiment == "extension":
+        return [("extension", lambda: extension_figure(results))]
     plan = [(f"ppl_{p}", (lambda p=p: ppl_figure(results, p))) for p in PROTOCOLS]
     plan += [
         ("heatmaps", lambda: heatmaps_figure(results, notes, out_dir)),

@@ -12,6 +12,8 @@ from extrap.report.alignment import missing as alignment_missing
 from extrap.report.claims import compute_claims
 from extrap.report.contents import claim_anchor, contents, has_timing
 from extrap.report.effective_length_page import effective_length_context, effective_length_missing
+from extrap.report.extension import extension_missing
+from extrap.report.extension_view import extension_context
 from extrap.report.figures import write_figures
 from extrap.report.rope_base_page import rope_base_context, rope_base_missing
 from extrap.report.sections import extrapolation_context, learning_text, runs_table
@@ -47,6 +49,8 @@ def missing_summary(results: StudyResults) -> list[str]:
         return rope_base_missing(results) + recorded_errors(results)
     if results.experiment == "effective-length":
         return effective_length_missing(results) + recorded_errors(results)
+    if results.experiment == "extension":
+        return extension_missing(results) + recorded_errors(results)
     out = []
     for section, what in (
         (results.theory, "theory verdicts"),
@@ -106,12 +110,15 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
     alignment = results.experiment == "alignment"  # 004 §5.2: no theory / perplexity / ERF sections
     rope = results.experiment == "rope-base"
     efflen = results.experiment == "effective-length"
+    extension = results.experiment == "extension"
     if alignment:
         body = alignment_context(results, figures, notes)
     elif rope:
         body = rope_base_context(results, figures, notes)
     elif efflen:
         body = effective_length_context(results, figures, notes)
+    elif extension:
+        body = extension_context(results, figures, notes)
     else:
         body = extrapolation_context(results, figures, notes)
     return (
@@ -120,7 +127,9 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
         .render(
             title=results.experiment or "study",
             meta=header(results),
-            toc=contents(results, bool(missing), not (alignment or rope or efflen) and bool(body["slopes"])),
+            toc=contents(
+                results, bool(missing), not (alignment or rope or efflen or extension) and bool(body["slopes"])
+            ),
             missing=missing,
             failures=sorted((results.failures or {}).items()),
             claims=[(status(c), c, claim_anchor(results, c, figures)) for c in claims],
@@ -128,6 +137,7 @@ def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes
             alignment=alignment,
             rope=rope,
             efflen=efflen,
+            extension=extension,
             runs=runs_table(results),
             learning=learning_text(results),
             body=body,

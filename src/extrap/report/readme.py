@@ -4,7 +4,9 @@
 :data:`BEGIN` and :data:`END` with :func:`study_markdown`: what the models were and how they
 were trained, the wall time and machine the study recorded, the claims checklist and the
 bits per byte under the last-token protocol.  Results of ``--experiment rope-base`` go between
-:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`); ``--section survey`` puts a
+:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`), those of ``--experiment
+extension`` between :data:`EXTENSION_BEGIN` and :data:`EXTENSION_END` (:func:`extension_markdown`);
+``--section survey`` puts a
 study of other encodings between :data:`SURVEY_BEGIN` and :data:`SURVEY_END` (:func:`survey_markdown`).
 ``--check`` only compares (exit 1 when the README differs), as tests/test_readme_render.py does on the
 committed results.
@@ -29,6 +31,10 @@ BEGIN = "<!-- study:begin: rendered from the committed results by python -m extr
 END = "<!-- study:end -->"
 ROPE_BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by python -m extrap.report.readme -->"
 ROPE_END = "<!-- rope-base:end -->"
+EXTENSION_BEGIN = (
+    "<!-- extension:begin: rendered from an extension study's results by python -m extrap.report.readme -->"  # noqa: E501
+)
+EXTENSION_END = "<!-- extension:end -->"
 SURVEY_BEGIN = "<!-- survey:begin: rendered from a study of other encodings by python -m extrap.report.readme -->"
 SURVEY_END = "<!-- survey:end -->"
 VERDICT_PROTOCOL = "last-token"
@@ -200,6 +206,20 @@ def effective_length_markdown(results: StudyResults) -> str:
     return "\n".join(parts) + "\n"
 
 
+def extension_markdown(results: StudyResults) -> str:
+    """The README's extension section: the model, the two claims, the goal line and the methods × lengths table."""
+    from extrap.report.extension import goal_line, markdown_table
+
+    claims = compute_claims(results)
+    head = (
+        f"`extrap study --experiment extension --preset {results.preset}` ({models_text(results)}, "
+        f"{lengths_text(results)}) {claims_text(claims)}:"
+    )
+    body = [*claims_table(claims), "", goal_line(results) + ".", "", timing_text(results), ""]
+    note = "Cells: last-token perplexity ± its standard error / passkey accuracy."
+    return "\n".join([head, "", *body, note, "", *markdown_table(results)]) + "\n"
+
+
 def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str = END) -> str:
     """``text`` with what lies between ``begin`` and ``end_mark`` (the study section's markers) replaced."""
     start, end = text.find(begin), text.find(end_mark)
@@ -219,6 +239,8 @@ def render(text: str, results: StudyResults, section: str | None = None) -> str:
         return replace_region(text, rope_base_markdown(results), ROPE_BEGIN, ROPE_END)
     if results.experiment == "effective-length":
         return replace_region(text, effective_length_markdown(results), EFFLEN_BEGIN, EFFLEN_END)
+    if results.experiment == "extension":
+        return replace_region(text, extension_markdown(results), EXTENSION_BEGIN, EXTENSION_END)
     return replace_region(text, study_markdown(results))
 
 

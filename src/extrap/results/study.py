@@ -14,6 +14,7 @@ from extrap.io import atomic_write_json
 from extrap.results.alignment import AlignmentBlock, alignment_blocks
 from extrap.results.effective_length import EffectiveLengthBlock
 from extrap.results.evaluation import EvalReport
+from extrap.results.extension import ExtensionBlock
 from extrap.results.extrapolation import (
     Claim,
     ErfEntry,
@@ -138,6 +139,7 @@ class StudyResults(Record):
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
     rope_base: RopeBaseBlock | None = one(RopeBaseBlock, omit=True)  # experiment rope-base
     effective_length: EffectiveLengthBlock | None = one(EffectiveLengthBlock, omit=True)  # effective-length
+    extension: ExtensionBlock | None = one(ExtensionBlock, omit=True)  # experiment extension
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
     host: StudyHost | None = one(StudyHost, omit=True)  # None: an earlier extrap did not record it

@@ -3,7 +3,8 @@
 Experiments (:data:`EXPERIMENTS`): ``extrapolation`` (000) and ``alibi-slopes`` (003 §4) in
 :mod:`.extrapolation`, ``alignment`` (004 §5.2) in :mod:`.alignment`, ``rope-base`` (RoPE's
 theory against trained models) in :mod:`.rope_base`, ``effective-length`` (RULER-style effective
-length beside the TRF) in :mod:`.effective_length`.  Each builds an
+length beside the TRF) in :mod:`.effective_length`, ``extension`` (training-free RoPE extension
+methods on one model) in :mod:`.extension`.  Each builds an
 :class:`~extrap.study.orchestrator.Experiment`; :func:`run_study` hands it to the one
 orchestrator (:mod:`.orchestrator`), which runs its jobs two at a time (one thread each:
 the machine this is built for has two cores), resumes an interrupted study where it
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from extrap.errors import ExtrapError
 from extrap.results import StudyResults, slug
-from extrap.study import alignment, effective_length, extrapolation, rope_base
+from extrap.study import alignment, effective_length, extension, extrapolation, rope_base
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
@@ -27,6 +28,8 @@ from extrap.study.presets import (
     DEFAULT_PES,
     EFFECTIVE_LENGTH_DEFAULT_PES,
     EFFECTIVE_LENGTH_PRESETS,
+    EXTENSION_METHODS,
+    EXTENSION_PRESETS,
     ROPE_BASE_DEFAULT_PES,
     ROPE_BASE_PRESETS,
     STUDY_PRESETS,
@@ -43,6 +46,7 @@ EXPERIMENTS = {
     "alignment": alignment.build,
     "rope-base": rope_base.build,
     "effective-length": effective_length.build,
+    "extension": extension.build,
 }
 TASK_EXPERIMENTS = ("alignment", "effective-length")  # the experiments that take tasks=
 
@@ -59,17 +63,20 @@ def run_study(
     corpus: str | None = None,
     tasks: list[str] | None = None,
     device: str | None = None,
+    methods: list[str] | None = None,
 ) -> StudyResults:
     """Run (or resume) one experiment in folder ``out``; returns its results, also in ``out/results.json``.
 
     ``device`` (cpu, cuda, cuda:N): where every job trains and measures; None: training on cuda when
-    available, evaluation on cpu."""
+    available, evaluation on cpu.  ``methods``: the extension experiment's methods (None: all)."""
     if experiment not in EXPERIMENTS:
         raise ExtrapError(f"unknown experiment {experiment!r} ({' | '.join(EXPERIMENTS)})")
     if jobs < 1:
         raise ExtrapError("jobs must be >= 1")
     if tasks is not None and experiment not in TASK_EXPERIMENTS:
         raise ExtrapError(f"tasks are only for the {' and '.join(TASK_EXPERIMENTS)} experiments")
+    if methods is not None and experiment != "extension":
+        raise ExtrapError("extension methods are only for the extension experiment")
     request = StudyRequest(
         out=Path(out),
         preset=preset,
@@ -82,6 +89,7 @@ def run_study(
         corpus=corpus,
         tasks=tasks,
         device=device,
+        methods=methods,
     )
     return run_experiment(EXPERIMENTS[experiment](request), request)
 
@@ -106,6 +114,8 @@ __all__ = [
     "DEFAULT_PES",
     "EFFECTIVE_LENGTH_DEFAULT_PES",
     "EFFECTIVE_LENGTH_PRESETS",
+    "EXTENSION_METHODS",
+    "EXTENSION_PRESETS",
     "EXPERIMENTS",
     "PROTOCOLS",
     "ROPE_BASE_DEFAULT_PES",

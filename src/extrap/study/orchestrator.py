@@ -61,6 +61,7 @@ class StudyRequest:
     corpus: str | None = None
     tasks: list[str] | None = None
     device: str | None = None  # every job trains and measures there (None: train on cuda if any, measure on cpu)
+    methods: list[str] | None = None  # experiment extension: the methods read with (None: all)
 
     @property
     def threads(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 DEFAULT_PES = (
     "alibi",
@@ -253,4 +253,30 @@ EFFECTIVE_LENGTH_PRESETS: dict[str, EffectiveLengthSettings] = {
         eval_tokens=65536,
         task_mix=0.25,
     ),
+}
+
+
+# Experiment extension: one RoPE model, trained as rope-base trains it, read with each inference-time method.
+EXTENSION_METHODS = (
+    "none", "pi", "ntk", "dynamic", "yarn", "llama3", "rerope", "leaky-rerope",
+    "self-extend", "dca", "lm-infinite", "string", "window", "sinks",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExtensionSettings:
+    """Experiment ``extension``: the model (``model``: trained and measured as rope-base does) and its methods."""
+
+    pe: str  # the trained RoPE model's spec
+    model: RopeBaseSettings  # training, lengths, last-token targets and passkey examples
+
+
+EXTENSION_PRESETS: dict[str, ExtensionSettings] = {
+    "smoke": ExtensionSettings("rope", ROPE_BASE_PRESETS["smoke"]),
+    # cpu: rope-base's cpu model at base 10^4 (it retrieves every passkey at L_tr), read with 14 methods at 5
+    # lengths.  Measured CPU time on one thread (16 targets, 4 passkey examples, all 5 lengths): 31 s of last-token
+    # and 8 s of passkey over the 14 methods, so 128 targets and 40 examples cost ~330 core-s, ~3 min on 2 cores,
+    # beside ~2 min of training: ~6 min on 2 idle cores, ~10 if shared ones double the CPU time.
+    "cpu": ExtensionSettings("rope", replace(ROPE_BASE_PRESETS["cpu"], targets=128, passkey_n=40)),
+    "paper": ExtensionSettings("rope", ROPE_BASE_PRESETS["paper"]),
 }

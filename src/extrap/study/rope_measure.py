@@ -28,10 +28,15 @@ def ppl_rows(report: EvalReport, train_length: int, delta: float) -> tuple[PplLe
     The report's results must still hold their per-token losses (``nll``) for the paired standard error;
     without them the verdict falls back to the two lengths' own standard errors, as it does for any report.
     """
-    v = verdict(list(report.results), train_length, delta, independent=True)
+    return length_rows(report.results, train_length, delta)
+
+
+def length_rows(results, train_length: int, delta: float) -> tuple[PplLength, ...]:
+    """:func:`ppl_rows` of last-token :class:`~extrap.results.LengthResult` s, however they were evaluated."""
+    v = verdict(list(results), train_length, delta, independent=True)
     by_length = {c.length: c for c in v.comparisons}
     rows = []
-    for r in report.results:
+    for r in results:
         c = by_length.get(r.length)
         noisy = c.noisy(delta) if c is not None else None
         above = None if c is None or noisy is None else (c.ratio > delta and not noisy)

@@ -1,0 +1,109 @@
+"""--extend on a tiny random hf: Llama (built here): q and k reach attention unrotated, are rotated with the
+model's own θ at the method's positions, and the cache keeps them so."""
+
+import json
+import math
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import extrap  # noqa: E402
+from extrap.cli import main  # noqa: E402
+from extrap.errors import ExtrapError  # noqa: E402
+from extrap.extend import extend_run, parse  # noqa: E402
+from extrap.positional.rotation import apply_rotary  # noqa: E402
+
+SPECS = ["sinks:n=2,window=8", "lm-infinite:global=2,local=8", "self-extend:group=2,window=4", "dca",
+         "rerope:window=4", "leaky-rerope:window=4,k=4", "string"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, hf_tokenizer):
+    torch.manual_seed(0)
+    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+    cfg = transformers.LlamaConfig(vocab_size=300, num_key_value_heads=2, max_position_embeddings=16, **sizes)
+    model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():  # sharper attention than the random init's, so that positions matter
+        for name, p in model.named_parameters():
+            if "q_proj" in name or "k_proj" in name:
+                p.mul_(8)
+    path = tmp_path_factory.mktemp("llama")
+    model.save_pretrained(path)
+    hf_tokenizer.save_pretrained(path)
+    return path
+
+
+def _reference(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Dense: softmax((R(d_ij) q_i)·k_j) v row by row, d from the method's map, θ from the rotary module."""
+    method, rot = module._extrap_extend, module._extrap_rotary
+    rep = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
+    B, H, N, D = query.shape
+    d = method.distance(torch.arange(N), torch.arange(N))
+    out = torch.zeros_like(query)
+    for r in range(N):
+        seen = ~d[r].isnan()
+        qr = apply_rotary(query[:, :, r : r + 1].expand(B, H, int(seen.sum()), D), d[r][seen], rot.inv_freq)
+        s = (qr * key[:, :, seen]).sum(-1) * scaling
+        out[:, :, r] = torch.softmax(s, -1).unsqueeze(-2).matmul(value[:, :, seen]).squeeze(-2)
+    return out.transpose(1, 2).contiguous(), None
+
+
+IDS = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_hf_extension_equals_a_dense_reference(folder, spec):
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    plain = run.model(IDS).logits
+    extend_run(run, spec)
+    assert run.pe.endswith("+" + parse(spec, 16).spec)
+    with torch.no_grad():
+        got = run.model(IDS).logits
+        transformers.AttentionInterface.register("extend_reference", _reference)
+        for m in run.model.hf.modules():
+            if hasattr(getattr(m, "config", None), "_attn_implementation"):
+                m.config._attn_implementation = "extend_reference"
+        want = run.model(IDS).logits
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, plain, atol=1e-3)  # 40 > 16 = L_tr: the map differs from plain RoPE
+
+
+def test_hf_no_op_window_is_plain_rope(folder):
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    plain = run.model(IDS).logits
+    extend_run(run, parse("rerope:window=15", 16))
+    with torch.no_grad():
+        torch.testing.assert_close(run.model(IDS[:, :15]).logits, plain[:, :15], rtol=1e-5, atol=1e-5)
+
+
+def test_hf_cached_generation_equals_full_passes(folder):
+    from extrap.model.generate import generate
+
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    extend_run(run, "self-extend:group=2,window=4")
+    prompt = IDS[:1, :10]
+    out = generate(run.model, prompt, 20, greedy=True)
+    x = prompt
+    with torch.no_grad():
+        for _ in range(20):
+            x = torch.cat([x, run.model(x).logits[:, -1:].argmax(-1)], 1)
+    assert torch.equal(out, x)
+
+
+def test_hf_eval_cli_and_refusals(folder, tiny_text, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EXTRAP_CACHE", str(tmp_path / "cache"))
+    base = ["eval", f"hf:{folder}", "--corpus", tiny_text, "--lengths", "16,48", "--tokens", "96", "--dtype", "float32"]
+    assert main([*base, "--extend", "self-extend:group=2,window=4", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["pe"].endswith("+self-extend:group=2,window=4") and all(math.isfinite(r["ppl"]) for r in rep["results"])
+    out = tmp_path / "o.json"
+    assert main([*base, "--extend", "rerope", "--window", "8", "--out", str(out)]) == 2
+    assert not out.exists() and capsys.readouterr().err.count("\n") == 1
+    assert main(["align", f"hf:{folder}", "--extend", "rerope", "--lengths", "32"]) == 2
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    extend_run(run, "rerope")
+    with pytest.raises(ExtrapError):
+        run.model.new_cache(8)
