@@ -31,7 +31,11 @@ def register(sub) -> None:
     p.add_argument("--seed", type=types.seed)
     p.add_argument("--save-every", type=int, dest="save_every")
     p.add_argument("--positions", help="contiguous | randomized:max=N | pose:target=N,chunks=K")
-    p.add_argument("--task", help="passkey | line | topic: train on retrieval examples, loss on the answer tokens")
+    p.add_argument(
+        "--task",
+        help="passkey | line | topic | a RULER-style task (niah_single, vt, qa1, ...; `extrap task sample`), or a "
+        "comma-separated mix: train on their examples, loss on the answer tokens",
+    )
     p.add_argument(
         "--task-mix",
         type=float,
