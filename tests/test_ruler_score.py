@@ -165,6 +165,18 @@ def test_cli_suite_json_csv_heatmaps(niah_run, corpus_spec, tmp_path, capsys):
     assert "niah_single" in text and "threshold=rel:0.85" in text and "     256     512" in text
 
 
+def test_a_run_trained_on_a_mix_is_scored_on_each_of_its_tasks(tmp_path, corpus_spec, capsys):
+    from extrap.train import build_configs, train
+
+    over = dict(steps=2, train_length=256, corpus=corpus_spec, task="niah_single,vt", save_every=2, batch_size=2)
+    run = tmp_path / "mix"
+    train(run, *build_configs("alibi", "smoke", overrides=over), progress=False)
+    argv = ["task", "score", str(run), "--lengths", "256", "--n", "2", "--corpus", corpus_spec, "--json"]
+    assert cli.main(argv) == 0
+    rep = RulerRun.from_json(json.loads(capsys.readouterr().out))
+    assert [t.task for t in rep.report.tasks] == ["niah_single", "vt"] and rep.trained_on == "niah_single,vt"
+
+
 # ---------------------------------------------------------------------------
 # a tiny random hf Llama, scored by greedy generation
 # ---------------------------------------------------------------------------

@@ -71,9 +71,10 @@ def wants_ruler(args) -> bool:
     from extrap.run import RunDir
 
     try:
-        return RunDir(args.run).read_config().train.task in RULER_TASKS
+        task = RunDir(args.run).read_config().train.task
     except (ExtrapError, OSError, ValueError):  # not a run: the plain path says why
         return False
+    return bool(task) and all(t in RULER_TASKS for t in task.split(","))  # one task or a mix of them
 
 
 def check_plain(args) -> None:
@@ -170,7 +171,7 @@ def run_ruler_score(args) -> int:
     )
     if args.train_length is None:
         types.state_assumed_length(run)
-    tasks = tasks or ([run.task] if run.task and not args.suite else [])
+    tasks = tasks or (run.task.split(",") if run.task and not args.suite else [])  # a mix: each of its tasks
     scored = RulerRun(
         run=str(run.path),
         pe=run.pe,
