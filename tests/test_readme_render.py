@@ -186,3 +186,15 @@ def test_the_readme_rope_base_block_is_the_rendering_of_the_committed_results():
     assert text == readme.render(text, readme.load_results(ROPE_BASE)), (
         "README.md differs from its rendering: python -m extrap.report.readme docs/study_rope_base/results.json"
     )
+
+
+EFFECTIVE_LENGTH = ROOT / "docs" / "study_effective_length" / "results.json"  # the effective-length cpu study
+
+
+def test_the_readme_effective_length_block_is_the_rendering_of_the_committed_results():
+    if not EFFECTIVE_LENGTH.is_file():
+        pytest.skip(f"no committed effective-length results at {EFFECTIVE_LENGTH.relative_to(ROOT)}")
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == readme.render(text, readme.load_results(EFFECTIVE_LENGTH)), (
+        "README.md differs from its rendering: python -m extrap.report.readme docs/study_effective_length/results.json"
+    )
