@@ -156,3 +156,25 @@ def test_a_rolling_cache_shorter_than_the_method_needs_is_refused():
     extend_model(model, parse("self-extend:group=2,window=4", 12))
     with pytest.raises(ExtrapError):
         model.step(torch.zeros(1, 3, dtype=torch.long), 0, model.new_cache(8))
+
+
+@pytest.mark.parametrize("spec", ["sinks:n=3,window=9", "sinks:n=0,window=12", "lm-infinite:global=2,local=10"])
+@pytest.mark.parametrize("pe", ["rope", "xpos"])
+@pytest.mark.parametrize("band", [1, 4, 0])
+def test_streamed_bands_equal_the_blockwise_kernel_on_a_rolling_cache(spec, pe, band):
+    """New queries against a cache of sinks + window (a gap in j), in bands: the same as extended_attention."""
+    from extrap.extend import streamed_attention
+
+    method, scheme = parse(spec, 12), positional.get(pe)
+    n, W, start, C = method.sinks_kept, method.bounded, 50, 11
+    i = torch.arange(start, start + C)
+    j = torch.cat([torch.arange(n), torch.arange(start - W, start + C)])  # sinks, the last W cached, the new keys
+    g = torch.Generator().manual_seed(8)
+    q = torch.randn(2, 2, C, 8, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(2, 2, j.numel(), 8, generator=g, dtype=torch.float64) for _ in range(2))
+    rot, origin = plain_rotate(scheme, 64), start - W + 1 - n
+    want = extended_attention(method, rot, q, k, v, i, j, 0.3, origin=origin, spans=False, block=5)
+    got = streamed_attention(method, rot, q, k, v, i, j, 0.3, origin=origin, band=band)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)  # scores in float32, as the kernel
+    whole = extended_attention(method, rot, q, k, v, i, j, 0.3, origin=0, spans=False)  # absolute angles
+    torch.testing.assert_close(got, whole, rtol=1e-5, atol=1e-6)  # scores in float32, as the kernel

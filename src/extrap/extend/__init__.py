@@ -9,7 +9,7 @@ Chunk Attention, ReRoPE / Leaky ReRoPE and STRING as one registry of distance ma
 """
 
 from extrap.extend.apply import GptExtension, extend_model, extend_run, plain_rotate
-from extrap.extend.attention import extended_attention
+from extrap.extend.attention import extended_attention, streamed_attention
 from extrap.extend.catalog import METHODS, parse, split_spec
 from extrap.extend.methods import MASKED, Branch, Method
 from extrap.extend.theory import ExtensionTheory, analyse_extension
@@ -28,4 +28,5 @@ __all__ = [
     "parse",
     "plain_rotate",
     "split_spec",
+    "streamed_attention",
 ]

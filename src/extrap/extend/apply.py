@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from extrap.errors import ExtrapError
-from extrap.extend.attention import extended_attention, extended_probe
+from extrap.extend.attention import extended_attention, extended_probe, streamed_attention
 from extrap.extend.catalog import parse
 from extrap.extend.methods import Method
 from extrap.model.kernel import consecutive, softmax_attention
@@ -60,6 +60,8 @@ class GptExtension:
 
         if record:
             return extended_probe(self.method, rotate, q, k, v, i, positions, scale, record)
+        if cache is not None and W is not None:  # a rolling cache: one pass per chunk over its sinks and window
+            return streamed_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin), None
         out = extended_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin, spans=cache is None)
         return out, None
 

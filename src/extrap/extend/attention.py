@@ -98,6 +98,31 @@ def extended_attention(
     return torch.cat(outs, dim=2)
 
 
+def _cache_columns(method: Method, j: torch.Tensor, q0: int, q1: int) -> torch.Tensor:
+    """Indices into the cached key positions j (ascending) of the keys that queries q0..q1-1 can see."""
+    spans = torch.tensor(method.key_spans(q0, q1), device=j.device)  # (S, 2) position ranges
+    ends = torch.searchsorted(j, spans.flatten()).tolist()  # the same ranges as indices into j
+    return torch.cat([torch.arange(c0, c1, device=j.device) for c0, c1 in zip(ends[::2], ends[1::2])])
+
+
+def streamed_attention(method: Method, rotate: Rotate, q, k, v, i, j, scale: float, *, origin: int = 0, band: int = 0):
+    """:func:`extended_attention` of a bounded method's new queries against its rolling cache, in bands.
+
+    Each band of queries (``band``, default max(128, W)) scores only the keys the method's key spans
+    give it (its sinks and its window: O(band + W + n), however long the chunk or the stream), in one
+    block with one softmax.  k, v hold the cached keys then the new ones at positions j, ascending.
+    """
+    step = band or max(128, method.bounded or 0)
+    outs = []
+    for a in range(0, q.shape[2], step):
+        e = min(q.shape[2], a + step)
+        cols = _cache_columns(method, j, int(i[a]), int(i[e - 1]) + 1)
+        s = _score_block(method, rotate, q[:, :, a:e], k[:, :, cols], i[a:e], j[cols], origin, scale)
+        p = torch.softmax(s, dim=-1)  # every query sees itself: t = 0 is in a bounded method's window
+        outs.append((p @ v[:, :, cols].float()).to(q.dtype))
+    return torch.cat(outs, dim=2)
+
+
 def extended_probe(method: Method, rotate: Rotate, q, k, v, i, j, scale: float, record: str, block: int = BLOCK):
     """:func:`extended_attention` of a whole sequence that also records, per block of queries, the
     probabilities (``record`` "probs") or the logits ("logits", -inf where masked) over every key up to
@@ -120,4 +145,4 @@ def extended_probe(method: Method, rotate: Rotate, q, k, v, i, j, scale: float, 
     return torch.cat(outs, dim=2), kept
 
 
-__all__ = ["BLOCK", "MASKED", "Rotate", "extended_attention", "extended_probe"]
+__all__ = ["BLOCK", "MASKED", "Rotate", "extended_attention", "extended_probe", "streamed_attention"]
