@@ -198,3 +198,15 @@ def test_the_readme_effective_length_block_is_the_rendering_of_the_committed_res
     assert text == readme.render(text, readme.load_results(EFFECTIVE_LENGTH)), (
         "README.md differs from its rendering: python -m extrap.report.readme docs/study_effective_length/results.json"
     )
+
+
+EXTENSION = ROOT / "docs" / "study_extension" / "results.json"  # the extension cpu study
+
+
+def test_the_readme_extension_block_is_the_rendering_of_the_committed_results():
+    if not EXTENSION.is_file():
+        pytest.skip(f"no committed extension results at {EXTENSION.relative_to(ROOT)}")
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == readme.render(text, readme.load_results(EXTENSION)), (
+        "README.md differs from its rendering: python -m extrap.report.readme docs/study_extension/results.json"
+    )

@@ -191,6 +191,11 @@ def test_passkey_falloff_and_predicted_length():
     assert predicted_length(lm, [True, False, False]) == 128
 
 
+def test_a_method_that_does_not_retrieve_at_l_tr_is_not_said_to_keep_retrieving():
+    rows = ext.prediction_rows(study([method("rerope", acc=(0.0, 0.0, 0.0)), method("window", acc=(1.0, 1.0, 0.8))]))[1]
+    assert [r[-1] for r in rows] == ["no retrieval at L_tr", "none"]
+
+
 def test_lengths_evaluated_apart_score_the_targets_of_the_longest():
     """evaluate(longest=...): a length alone scores the same targets, to the bit, as with the longest beside it."""
     from extrap.evaluate.protocols import evaluate

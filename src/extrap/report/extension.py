@@ -134,11 +134,12 @@ def passkey_table(results: StudyResults):
 def prediction_rows(results: StudyResults) -> tuple[list[str], list[list]]:
     """Per method: the predicted in-distribution length beside the measured break and passkey fall-off."""
     headers = ["method", "as run", "in distribution up to", "measured break", "passkey falls at"]
-    rows = []
-    for name, m in block(results).methods.items():
+    rows, b = [], block(results)
+    for name, m in b.methods.items():
         up_to = "any length" if m.predicted_length is None else m.predicted_length
-        rows.append([name, m.spec or "–", f"{up_to} ({m.basis})", m.measured_break or "none",
-                     m.passkey_falloff or "none"])  # fmt: skip
+        retrieves = bool(m.passkey_at(b.train_length))  # no fall-off can be read from 0 at L_tr
+        falls = m.passkey_falloff or ("none" if retrieves else "no retrieval at L_tr")
+        rows.append([name, m.spec or "–", f"{up_to} ({m.basis})", m.measured_break or "none", falls])
     return headers, rows
 
 
