@@ -107,3 +107,48 @@ def test_hf_eval_cli_and_refusals(folder, tiny_text, tmp_path, monkeypatch, caps
     extend_run(run, "rerope")
     with pytest.raises(ExtrapError):
         run.model.new_cache(8)
+
+
+FAMILIES = {  # the other Llama-family architectures --extend accepts: (config class, model class)
+    "mistral": ("MistralConfig", "MistralForCausalLM"),  # without its own sliding window (refused: below)
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_other_families_equal_the_dense_reference(family, tmp_path, hf_tokenizer):
+    config_cls, model_cls = (getattr(transformers, n) for n in FAMILIES[family])
+    torch.manual_seed(0)
+    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+    cfg = config_cls(vocab_size=300, num_key_value_heads=2, max_position_embeddings=16, head_dim=8, **sizes)
+    cfg.sliding_window = None
+    model = model_cls(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "q_proj" in name or "k_proj" in name:
+                p.mul_(8)
+    model.save_pretrained(tmp_path)
+    hf_tokenizer.save_pretrained(tmp_path)
+    run = extrap.load(f"hf:{tmp_path}", device="cpu", dtype="float32")
+    plain = run.model(IDS).logits
+    extend_run(run, "self-extend:group=2,window=4")
+    with torch.no_grad():
+        got = run.model(IDS).logits
+        transformers.AttentionInterface.register("extend_reference", _reference)
+        for m in run.model.hf.modules():
+            if hasattr(getattr(m, "config", None), "_attn_implementation"):
+                m.config._attn_implementation = "extend_reference"
+        want = run.model(IDS).logits
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, plain, atol=1e-3)
+
+
+def test_a_model_with_its_own_sliding_window_is_refused(tmp_path, hf_tokenizer):
+    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
+    cfg = transformers.MistralConfig(vocab_size=300, num_key_value_heads=2, sliding_window=8, head_dim=8, **sizes)
+    transformers.MistralForCausalLM(cfg).save_pretrained(tmp_path)
+    hf_tokenizer.save_pretrained(tmp_path)
+    run = extrap.load(f"hf:{tmp_path}", device="cpu", dtype="float32")
+    with pytest.raises(ExtrapError, match="sliding window"):
+        extend_run(run, "rerope")
