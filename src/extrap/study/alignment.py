@@ -48,6 +48,7 @@ from extrap.study.alignment_records import AlignJob, AlignJobResult, LengthRecor
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, provenance, run_summary
 from extrap.study.presets import ALIGNMENT_DEFAULT_PES, ALIGNMENT_PRESETS, AlignmentSettings
 from extrap.study.probing import PromptProber, find_taus, length_record, merge_stats
+from extrap.study.task_training import TaskTraining, trained_task_run
 from extrap.tasks.records import DepthBucket
 
 log = logging.getLogger(__name__)
@@ -81,27 +82,13 @@ def length_line(name: str, rec: LengthRecord) -> str:
 
 def trained_run(job: AlignJob) -> RunDir:
     """The (task, PE) run folder, trained (or its training finished) first if needed."""
-    from extrap import train as training
-
     rd, s, task = RunDir(job.run_dir), job.settings, job.task
     trained_on = rd.read_config().train.task if rd.exists() else task
     if trained_on != task:
         raise ExtrapError(f"{rd.path} was trained on {trained_on!r}, not {task!r}")
-    if not rd.is_finished():
-        over = {
-            **s.train_overrides,
-            "task": task,
-            "task_mix": s.task_mix,
-            "train_length": job.train_length,
-            "steps": s.steps,
-            **({"corpus": job.corpus} if job.corpus else {}),
-            **({"device": job.device} if job.device else {}),
-            "threads": job.threads,
-        }
-        m, t = training.build_configs(job.pe, s.train_preset, overrides=over)
-        log.info("  %s/%s: training %d steps at L_tr=%d", task, job.pe, t.steps, t.train_length)
-        training.train(rd.path, m, t, resume=rd.exists(), progress=False)
-    return rd
+    plan = TaskTraining(job.run_dir, job.pe, s.train_preset, task, s.task_mix, job.train_length, s.steps,
+                        s.train_overrides, job.corpus, job.device, job.threads)  # fmt: skip
+    return trained_task_run(plan, f"{task}/{job.pe}")
 
 
 def alignment_job(job: AlignJob) -> AlignJobResult:

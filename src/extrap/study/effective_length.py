@@ -16,7 +16,6 @@ a finished result is not computed again.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
@@ -37,31 +36,17 @@ from extrap.study.orchestrator import (
     saved_record,
 )
 from extrap.study.presets import EFFECTIVE_LENGTH_DEFAULT_PES, EFFECTIVE_LENGTH_PRESETS, EffectiveLengthSettings
+from extrap.study.task_training import TaskTraining, trained_task_run
 
-log = logging.getLogger(__name__)
 RESULT = "effective-length"
 
 
 def trained_run(job: EffectiveLengthJob) -> RunDir:
     """The model's run folder, trained (or its training finished) first if needed."""
-    from extrap import train as training
-
-    rd, s = RunDir(job.run_dir), job.settings
-    if not rd.is_finished():
-        over = {
-            **s.train_overrides,
-            "task": ",".join(s.tasks),
-            "task_mix": s.task_mix,
-            "train_length": s.train_length,
-            "steps": s.steps,
-            **({"corpus": job.corpus} if job.corpus else {}),
-            **({"device": job.device} if job.device else {}),
-            "threads": job.threads,
-        }
-        m, t = training.build_configs(job.pe, s.train_preset, overrides=over)
-        log.info("  %s: training %d steps at L_tr=%d on %s", job.pe, t.steps, t.train_length, t.task)
-        training.train(rd.path, m, t, resume=rd.exists(), progress=False)
-    return rd
+    s = job.settings
+    plan = TaskTraining(job.run_dir, job.pe, s.train_preset, ",".join(s.tasks), s.task_mix, s.train_length,
+                        s.steps, s.train_overrides, job.corpus, job.device, job.threads)  # fmt: skip
+    return trained_task_run(plan, job.pe)
 
 
 def effective_length_job(job: EffectiveLengthJob) -> EffectiveLengthOutput:

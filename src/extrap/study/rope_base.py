@@ -18,7 +18,6 @@ a finished result is not computed again.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
@@ -39,31 +38,17 @@ from extrap.study.orchestrator import (
 )
 from extrap.study.presets import ROPE_BASE_DEFAULT_PES, ROPE_BASE_PRESETS, RopeBaseSettings
 from extrap.study.rope_base_records import RopeBaseJob, RopeBaseOutput
+from extrap.study.task_training import TaskTraining, trained_task_run
 
-log = logging.getLogger(__name__)
 PROTOCOL = "last-token"
 
 
 def trained_run(job: RopeBaseJob) -> RunDir:
     """The model's run folder, trained (or its training finished) first if needed."""
-    from extrap import train as training
-
-    rd, s = RunDir(job.run_dir), job.settings
-    if not rd.is_finished():
-        over = {
-            **s.train_overrides,
-            "task": "passkey",
-            "task_mix": s.task_mix,
-            "train_length": s.train_length,
-            "steps": s.steps,
-            **({"corpus": job.corpus} if job.corpus else {}),
-            **({"device": job.device} if job.device else {}),
-            "threads": job.threads,
-        }
-        m, t = training.build_configs(job.pe, s.train_preset, overrides=over)
-        log.info("  %s: training %d steps at L_tr=%d", job.pe, t.steps, t.train_length)
-        training.train(rd.path, m, t, resume=rd.exists(), progress=False)
-    return rd
+    s = job.settings
+    plan = TaskTraining(job.run_dir, job.pe, s.train_preset, "passkey", s.task_mix, s.train_length, s.steps,
+                        s.train_overrides, job.corpus, job.device, job.threads)  # fmt: skip
+    return trained_task_run(plan, job.pe)
 
 
 def measure_model(run, job: RopeBaseJob, report: EvalReport) -> RopeBaseModel:
