@@ -180,44 +180,39 @@ def study_markdown(results: StudyResults) -> str:
     return "\n".join(parts) + "\n"
 
 
+def experiment_markdown(results: StudyResults, what: str, middle: list[str], table: list[str]) -> str:
+    """An experiment's README section: its command and models (``what``: extra words), the claims as this
+    version judges them, ``middle`` lines, the wall time, and the experiment's own ``table``."""
+    claims = compute_claims(results)
+    head = (
+        f"`extrap study --experiment {results.experiment} --preset {results.preset}` ({models_text(results)}, "
+        f"{lengths_text(results)}{what}) {claims_text(claims)}:"
+    )
+    return "\n".join([head, "", *claims_table(claims), "", *middle, timing_text(results), "", *table]) + "\n"
+
+
 def rope_base_markdown(results: StudyResults) -> str:
     """The README's rope-base section: the models, the two claims, the predictions beside the measurements."""
     from extrap.report.rope_base import markdown_table
 
-    claims = compute_claims(results)
-    head = (
-        f"`extrap study --experiment rope-base --preset {results.preset}` ({models_text(results)}, "
-        f"{lengths_text(results)}) {claims_text(claims)}:"
-    )
-    parts = [head, "", *claims_table(claims), "", timing_text(results), "", *markdown_table(results)]
-    return "\n".join(parts) + "\n"
+    return experiment_markdown(results, "", [], markdown_table(results))
 
 
 def effective_length_markdown(results: StudyResults) -> str:
     """The README's effective-length section: the models, the claims, the ranking beside the TRF."""
     from extrap.report.effective_length import markdown_table
 
-    claims = compute_claims(results)
-    head = (
-        f"`extrap study --experiment effective-length --preset {results.preset}` ({models_text(results)}, "
-        f"{lengths_text(results)}; tasks {', '.join(results.tasks or [])}) {claims_text(claims)}:"
-    )
-    parts = [head, "", *claims_table(claims), "", timing_text(results), "", *markdown_table(results)]
-    return "\n".join(parts) + "\n"
+    tasks = f"; tasks {', '.join(results.tasks or [])}"
+    return experiment_markdown(results, tasks, [], markdown_table(results))
 
 
 def extension_markdown(results: StudyResults) -> str:
     """The README's extension section: the model, the two claims, the goal line and the methods × lengths table."""
     from extrap.report.extension import goal_line, markdown_table
 
-    claims = compute_claims(results)
-    head = (
-        f"`extrap study --experiment extension --preset {results.preset}` ({models_text(results)}, "
-        f"{lengths_text(results)}) {claims_text(claims)}:"
-    )
-    body = [*claims_table(claims), "", goal_line(results) + ".", "", timing_text(results), ""]
     note = "Cells: last-token perplexity ± its standard error / passkey accuracy."
-    return "\n".join([head, "", *body, note, "", *markdown_table(results)]) + "\n"
+    table = [note, "", *markdown_table(results)]
+    return experiment_markdown(results, "", [goal_line(results) + ".", ""], table)
 
 
 def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str = END) -> str:
