@@ -15,9 +15,10 @@ an ABSOLUTE error R32 l (l ~ 4 nats here), which every quantity derived from los
 =========================  ==============================================  ==================================
 class (keys)               tolerance                                       why
 =========================  ==============================================  ==================================
-float64: the ``theory``    relative R64 = 1e-9                             float64 engine (u = 1.1e-16), one
-commands                                                                   thread; sums of <= 1e6 terms give
-                                                                           K u = 1e-10; libm differs by 1 ulp
+float64: the ``theory``    relative R64 = 1e-12, as                        float64 engine (u = 1.1e-16) on
+commands                   tests/test_theory_reference.py                  one thread, its sums bounded in
+                                                                           mpmath: a CPU changes only libm's
+                                                                           or SLEEF's last ulp
 loss-difference:           absolute D = 2 R32 l, l = the largest loss of   |e^(l1-l2) - 1| ~ |l1 - l2|: near
 ``*_diff``, ``*ratio*``,   the command's golden record (10 nats if none)   zero, its error is the two losses'
 ``*stderr*``                                                               absolute errors, not relative to
@@ -189,7 +190,7 @@ def normalise(obj, paths: dict[str, str]):
 U32 = 2.0**-24  # float32 unit roundoff
 K32 = 300  # the longest float32 reduction in the golden models (T5's 300-token vocabulary)
 R32 = 4 * math.sqrt(K32) * U32  # 4.1e-6: relative tolerance of one float32 statistic
-R64 = 1e-9  # relative tolerance of the float64 theory engine
+R64 = 1e-12  # relative tolerance of the float64 theory engine (as tests/test_theory_reference.py)
 LOSS_SCALE = 10.0  # nats, for a record with no loss (ln 22026: above any vocabulary here)
 FLOAT64_COMMANDS = {"theory", "theory-checkpoint"}  # float64 math on exact inputs (ALiBi's slopes are fixed 2^-k)
 DIFF_KEYS = ("*_diff", "*ratio*", "*stderr*")  # differences of two losses, their ratios and standard errors

@@ -24,6 +24,7 @@ from extrap.evaluate import (
 from extrap.model.protocol import ModelShape
 from extrap.results import WindowInfo
 from extrap.theory.receptive import WINDOW_AUTO_TRF
+from golden import R32  # tests/golden.py: a float32 statistic's relative rounding
 
 
 def test_last_token_scores_the_same_targets_at_every_length():
@@ -50,8 +51,8 @@ def test_protocols_on_a_model_that_only_sees_the_current_token(tiny_runs):
     res = {
         p: evaluate(model, stream, [16, 64, 256], p, tokens=1024, targets=32) for p in ("nonoverlapping", "last-token")
     }
-    for p, rs in res.items():
-        assert max(r.loss for r in rs) - min(r.loss for r in rs) < 1e-5, p
+    for p, rs in res.items():  # the same losses in other batch shapes: float32 rounding, 2 R32 l (tests/golden.py)
+        assert max(r.loss for r in rs) - min(r.loss for r in rs) <= 2 * R32 * max(r.loss for r in rs), p
 
 
 def test_sliding_with_stride_l_equals_nonoverlapping_and_scores_each_token_once(tiny_runs):
