@@ -129,3 +129,40 @@ def test_cli_hangs_of_issue_28_answer_at_once(capsys):
     assert main(["theory", "--extend", "dca", "--train-length", "4096", "--length", str(2**64), "--json"]) == 0
     assert time.perf_counter() - t < 3.0
     assert "any length" in capsys.readouterr().out
+
+
+SCALED = [  # the authors'-code options: spec, the factor on query i at sequence length N written here
+    ("rerope:window=3,log=1", lambda i, N: max(1.0, math.log(i + 1) / math.log(12))),  # bojone/rerope
+    ("leaky-rerope:window=3,k=2,log=1", lambda i, N: max(1.0, math.log(i + 1) / math.log(12))),
+    ("self-extend:group=2,window=4,log=5", lambda i, N: max(1.0, math.log(i + 1) / math.log(5))),  # scale_base
+    ("dca:chunk=7,local=2,mscale=1", lambda i, N: (0.05 * math.log(N / 12) + 1) ** 2 if N > 12 else 1.0),
+]
+
+
+@pytest.mark.parametrize("spec,factor", SCALED, ids=[s for s, _ in SCALED])
+def test_log_length_query_scalings_multiply_each_row_of_scores(spec, factor):
+    from extrap import positional
+    from extrap.extend import extended_attention, plain_rotate
+    from extrap.extend.methods import scale_queries
+    from extrap.positional.rotation import apply_rotary
+
+    g = torch.Generator().manual_seed(4)
+    B, H, N, D = 1, 2, 30, 8
+    q, k, v = (torch.randn(B, H, N, D, generator=g, dtype=torch.float64) for _ in range(3))
+    method, scheme = parse(spec, 12), positional.get("rope")
+    inv, _ = scheme.frequencies(D, dtype=torch.float64)
+    f = torch.tensor([factor(i, N) for i in range(N)], dtype=torch.float64)
+    d = method.distance(torch.arange(N), torch.arange(N))
+    want = torch.zeros_like(q)
+    for r in range(N):  # dense: softmax(f_r · (R(d_rj) q_r)·k_j · scale) v
+        seen = ~d[r].isnan()
+        qr = apply_rotary(q[:, :, r : r + 1].expand(B, H, int(seen.sum()), D), d[r][seen], inv)
+        s = (qr * k[:, :, :N][:, :, seen]).sum(-1) * 0.3 * f[r]
+        want[:, :, r] = torch.softmax(s, -1).unsqueeze(-2).matmul(v[:, :, seen]).squeeze(-2)
+    i = torch.arange(N)
+    got = extended_attention(method, plain_rotate(scheme, N), scale_queries(method, q, i, N), k, v, i, i, 0.3, block=7)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not method.no_op(N)
+    base = parse(spec.rsplit(",", 1)[0], 12)  # the same method without the option: the default spec hides it
+    assert base.spec == parse(base.spec, 12).spec and "log" not in base.spec and "mscale" not in base.spec
+    assert spec.rsplit(",", 1)[1] in method.spec.split(":")[1].split(",")

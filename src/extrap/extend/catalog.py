@@ -77,7 +77,7 @@ class SelfExtend(Method):
         return log_scale(i, self.opts["log"])
 
     def no_op(self, length):
-        return self.opts["window"] >= length
+        return self.opts["window"] >= length and not (self.opts["log"] and length > self.opts["log"])
 
 
 class DualChunk(Method):

@@ -158,6 +158,12 @@ def sum_min(m: int, k: int) -> int:
     return k * (k + 1) // 2 + (m - k) * k
 
 
+def scale_queries(method: Method, q: torch.Tensor, i: torch.Tensor, length: int) -> torch.Tensor:
+    """q (B, H, Lq, D) times the method's per-query factor at positions i (:meth:`Method.query_scale`)."""
+    f = method.query_scale(i, length)
+    return q if f is None else q * f.to(device=q.device, dtype=q.dtype)[:, None]
+
+
 def log_scale(i: torch.Tensor, base: float) -> torch.Tensor | None:
     """max(1, ln(i + 1)/ln(base)) per position (bojone/rerope, LongLM's scale_base); None when base is 0 (off)."""
     if not base:
