@@ -68,3 +68,17 @@ def test_rope_analysis_reports_the_exact_base_and_falls_back_to_the_grid_where_n
     assert agg.first_negative(theta[0], 512) is None and agg.first_negative(theta[1], 512) is not None
     yarn = analyse_rope("rope:scaling=yarn,factor=4,original_max_position=256", 32, 256, 512)
     assert "grid" in yarn.men.min_base_grid  # not a power law in the base: the grid, said so
+
+
+def test_theory_rope_huge_inputs_are_one_line_and_exit_2(capsys):
+    from extrap.cli import main
+
+    big = str(10**400)
+    for args in (["--length", big], ["--train-length", big]):
+        assert main(["theory", "rope", "--head-dim", "16", "--train-length", "4096", *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "2^64" in err[0] and len(err[0]) < 120
+    spec = "rope:scaling=yarn,factor=1e308,original_max_position=4096"
+    assert main(["theory", spec, "--head-dim", "16", "--train-length", "4096"]) == 2
+    assert "2^64" in capsys.readouterr().err
+    assert main(["theory", "rope", "--head-dim", "16", "--train-length", "4096", "--length", str(2**64), "--json"]) == 0

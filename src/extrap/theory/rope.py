@@ -43,6 +43,7 @@ from extrap.theory.rope_records import Aggregation, FrequencyPair, LiuBounds, Ro
 from extrap.theory.rope_text import explain
 
 TWO_PI = 2 * math.pi
+MAX_LENGTH = 2**64  # the longest length analysed
 EXACT_MAX_LENGTH = 2**14  # up to this L' the least base is found exactly (4 s at d = 128, L' = 2^14); beyond: a grid
 MEN_TABLE = {128: {1024: 4.3e3, 8192: 8.4e4}}  # Men et al. 2024, table of the least base (d = 128; 1k, 8k)
 REGIMES = {
@@ -125,7 +126,10 @@ def default_length(scheme: Scheme, train_length: int) -> int:
     o = scheme.opts
     if o["scaling"] == "none":
         return train_length
-    return max(train_length, math.ceil(o["factor"] * (o["original_max_position"] or train_length)))
+    target = o["factor"] * (o["original_max_position"] or train_length)
+    if not math.isfinite(target) or target > MAX_LENGTH:
+        raise ExtrapError(f"RoPE analysis: factor x original length = {target:g} is past 2^64; give --length")
+    return max(train_length, math.ceil(target))
 
 
 def _liu(scheme, d: int, theta: torch.Tensor, beta0: float, train_length: int, tune: int | None) -> LiuBounds:
@@ -298,6 +302,12 @@ def _paper_note(scheme: Scheme, d: int, length: int, best: float | None, paper: 
 
 
 def _check(name: str, value, low: float, kind=int):
+    if kind is int and isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_LENGTH:
+        raise ExtrapError(
+            f"RoPE analysis: {name} must be at most 2^64, got {len(str(int(value)))} digits"
+            if isinstance(value, int)
+            else f"RoPE analysis: {name} must be at most 2^64, got {value:g}"
+        )
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > low
     if not ok or (kind is int and int(value) != value):
         what = "an integer" if kind is int else "a number"
