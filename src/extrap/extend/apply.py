@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from extrap.errors import ExtrapError
 from extrap.extend.attention import extended_attention, extended_probe, streamed_attention
 from extrap.extend.catalog import parse
-from extrap.extend.methods import Method
+from extrap.extend.methods import Method, scale_queries
 from extrap.model.kernel import consecutive, softmax_attention
 
 
@@ -54,6 +54,7 @@ class GptExtension:
         if cache is not None and W is not None:  # StreamingLLM's in-cache positions: sinks 0..n-1, then the
             origin = max(0, int(i[0]) - W + 1 - n)  # first query's window from n on (relative branches only)
         length = seq_len or int(positions.max()) + 1
+        q = scale_queries(self.method, q, i, length)  # the authors' log-length scalings (ReRoPE log=1, ...)
 
         def rotate(qb, kb, qpos, kpos):
             return scheme.rotate(qb, kb, qpos, k_positions=kpos, seq_len=length)

@@ -1,4 +1,4 @@
-"""The six extension methods and their registry (``name:key=value,...`` specs).
+"""The extension methods that remap distances, and the registry of all seven (``name:key=value,...`` specs).
 
 Each rule was checked against its paper and the authors' code; where the code differs from the
 paper's one-line rule, the code is followed and the comment says so.
@@ -7,120 +7,23 @@ paper's one-line rule, the code is followed and the comment says so.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.extend.methods import MASKED, Branch, Method, Option, causal, need, pick, plain, zero
-
-
-class Sinks(Method):
-    """StreamingLLM: n attention sinks plus the last W tokens; positions re-indexed inside the cache.
-
-    The cache holds sinks 0..n-1 then the W most recent tokens (the query included), numbered n, n+1, ...
-    (mit-han-lab/streaming-llm: keys cached before rotation, start_size + recent_size).  A window key is
-    seen at d = t; a sink at d = min(i, n + W - 1) - j, the query's in-cache position minus the sink's.
-    """
-
-    name = "sinks"
-    summary = "StreamingLLM: n attention sinks + the last W tokens, positions re-indexed within the cache"
-    citation = "Xiao et al., ICLR 2024 (Efficient Streaming Language Models with Attention Sinks)"
-    OPTIONS = (
-        Option("n", int, lambda L: 4, "attention sinks kept at the start"),
-        Option("window", int, lambda L: L - 4, "most recent tokens kept, the query included (default L_tr - n)"),
-    )
-
-    def validate(self):
-        n, W = self.opts["n"], self.opts["window"]
-        need(n >= 0, f"sinks: n must be >= 0, got {n}")
-        need(W >= 1, f"sinks: window must be >= 1, got {W}")
-        need(n + W <= self.L, f"sinks: n + window = {n + W} must be <= the training length {self.L}")
-        self.sinks_kept = n
-
-    def branches(self):
-        n, W = self.opts["n"], self.opts["window"]
-        return (
-            Branch("window", plain, plain, True),
-            Branch("sink", lambda i: i.clamp(max=n + W - 1), plain, False),
-        )
-
-    def select(self, i, j):
-        t, vis = causal(i, j)
-        return pick(t < self.opts["window"], vis, (j < self.opts["n"])[None, :].expand_as(t))
-
-    def usable_length(self):
-        return math.inf
-
-    def keys_per_query(self, i):
-        return min(i + 1, self.opts["n"] + self.opts["window"])
-
-    @property
-    def bounded(self):
-        return self.opts["window"]
-
-    def key_spans(self, q0, q1):
-        n, W = self.opts["n"], self.opts["window"]
-        lo = max(0, q0 - W + 1)
-        return [(0, q1)] if lo <= n else [(0, n), (lo, q1)]
-
-    def no_op(self, length):
-        return self.opts["window"] >= length
-
-
-class LMInfinite(Sinks):
-    """LM-Infinite's Λ-shaped mask: keys with t < n_local, and the first n_global keys at distance n_local.
-
-    Glaciohound/LM-Infinite (models/llama.py, lambda_attention.py): the global branch multiplies an
-    unrotated key by the query rotated at limit_distance = local_branch, so d = n_local there (the paper's
-    "distance L" with n_local = L_tr, one past the largest trained distance L_tr - 1).
-    """
-
-    name = "lm-infinite"
-    summary = "LM-Infinite: Λ-mask, t < n_local or j < n_global; global keys beyond it seen at distance n_local"
-    citation = "Han et al., NAACL 2024 (LM-Infinite: Zero-Shot Extreme Length Generalization)"
-    OPTIONS = (
-        Option("global", int, lambda L: 10, "first keys every query sees (n_global)"),
-        Option("local", int, lambda L: L, "most recent keys seen at their distance (n_local, default L_tr)"),
-    )
-
-    def validate(self):
-        g, w = self.opts["global"], self.opts["local"]
-        need(g >= 0, f"lm-infinite: global must be >= 0, got {g}")
-        need(w >= 1, f"lm-infinite: local must be >= 1, got {w}")
-        need(w <= self.L, f"lm-infinite: local = {w} must be <= the training length {self.L}")
-        self.sinks_kept = g
-
-    def branches(self):
-        w = self.opts["local"]
-        return (Branch("local", plain, plain, True), Branch("global", lambda i: torch.full_like(i, w), zero, True))
-
-    def select(self, i, j):
-        t, vis = causal(i, j)
-        return pick(t < self.opts["local"], vis, (j < self.opts["global"])[None, :].expand_as(t))
-
-    def keys_per_query(self, i):
-        g, w = self.opts["global"], self.opts["local"]
-        return min(i + 1, w) + min(g, max(0, i + 1 - w))
-
-    @property
-    def bounded(self):
-        return self.opts["local"]
-
-    def key_spans(self, q0, q1):
-        g, w = self.opts["global"], self.opts["local"]
-        lo = max(0, q0 - w + 1)
-        return [(0, q1)] if lo <= g else [(0, g), (lo, q1)]
-
-    def no_op(self, length):
-        return self.opts["local"] >= length
+from extrap.extend.bounded import LMInfinite, Sinks
+from extrap.extend.methods import MASKED, Branch, Method, Option, causal, log_scale, need, pick, plain, zero
 
 
 class SelfExtend(Method):
     """Self-Extend: neighbour attention (d = t) for t < W, grouped attention beyond.
 
-    Grouped: q(i) = ⌊i/G⌋ + W - W/G, k(j) = ⌊j/G⌋.  datamllab/LongLM (self_extend_patch/Llama.py, the
-    eager and prefill path) shifts by W - W/G with true division; its flash decoding path uses
-    W - ⌊W/G⌋.  The two agree when G divides W (the defaults); the prefill path is followed here.
+    Grouped: q(i) = ⌊i/G⌋ + s, k(j) = ⌊j/G⌋.  datamllab/LongLM shifts by s = W - W/G with true division
+    on its prefill paths (self_extend_patch/Llama.py, Llama_4_40.py's flash prefill), the default here;
+    ``floor=1`` takes s = W - ⌊W/G⌋, as Llama_4_40.py's eager path and the flash decoding path do.  The two
+    agree when G divides W (the defaults) and share the in-distribution bound G·(L_tr - W + ⌊W/G⌋).
+    ``log=B`` (LongLM's scale_base, off by default) multiplies the query at i by max(1, ln(i + 1)/ln B).
     """
 
     name = "self-extend"
@@ -129,18 +32,28 @@ class SelfExtend(Method):
     OPTIONS = (
         Option("group", int, lambda L: 8, "group size G (LongLM's group_size_1)"),
         Option("window", int, lambda L: L // 4, "neighbour window W (group_size_2, default L_tr/4)"),
+        Option("floor", int, lambda L: 0, "1: shift by W - ⌊W/G⌋ (Llama_4_40.py's eager path), 0: W - W/G", False),
+        Option("log", float, lambda L: 0.0, "B > 1: query × max(1, ln(i+1)/ln B) (LongLM's scale_base; 0: off)", False),
     )
 
     def validate(self):
         G, W = self.opts["group"], self.opts["window"]
         need(G >= 1, f"self-extend: group must be >= 1, got {G}")
         need(1 <= W < self.L, f"self-extend: window must be in [1, {self.L}) (the training length), got {W}")
+        need(self.opts["floor"] in (0, 1), f"self-extend: floor must be 0 or 1, got {self.opts['floor']}")
+        log = self.opts["log"]
+        need(log == 0 or log > 1, f"self-extend: log must be 0 (off) or > 1, got {log}")
+
+    @property
+    def shift(self) -> float:
+        G, W = self.opts["group"], self.opts["window"]
+        return W - W // G if self.opts["floor"] else W - W / G
 
     def branches(self):
-        G, W = self.opts["group"], self.opts["window"]
+        G, s = self.opts["group"], self.shift
         return (
             Branch("neighbour", plain, plain, True),
-            Branch("group", lambda i: torch.div(i, G, rounding_mode="floor") + (W - W / G),
+            Branch("group", lambda i: torch.div(i, G, rounding_mode="floor") + s,
                    lambda j: torch.div(j, G, rounding_mode="floor"), False),
         )  # fmt: skip
 
@@ -149,11 +62,22 @@ class SelfExtend(Method):
         return pick(t < self.opts["window"], vis)
 
     def usable_length(self):
+        """Grouped pairs peak at (L' - 1, 0): ⌊(L' - 1)/G⌋ + s <= L_tr - 1 iff ⌊(L' - 1)/G⌋ <= L_tr - 1 - W + ⌊W/G⌋
+        (either shift), i.e. L' <= G·(L_tr - W + ⌊W/G⌋); Jin et al. 2024, §3's (L - w_n)·G + w_n when G divides W."""
         G, W = self.opts["group"], self.opts["window"]
-        return (self.L - W) * G + W  # Jin et al. 2024, §3: (L - w_n)·G + w_n
+        return G * (self.L - W + W // G)
+
+    def max_distance(self, length):
+        G, W = self.opts["group"], self.opts["window"]
+        if length - 1 < W:
+            return float(length - 1)
+        return max(float(W - 1), (float((length - 1) // G) + self.shift) - 0.0)
+
+    def query_scale(self, i, length):
+        return log_scale(i, self.opts["log"])
 
     def no_op(self, length):
-        return self.opts["window"] >= length
+        return self.opts["window"] >= length and not (self.opts["log"] and length > self.opts["log"])
 
 
 class DualChunk(Method):
@@ -161,7 +85,8 @@ class DualChunk(Method):
 
     Same chunk: q = i mod c; previous chunk: min(i mod c + c, s); older chunks: HKUNLP/ChunkLlama
     (chunkllama_attn_replace.py) reads the successive table at c - 1, min(2c - 1, s), which is the
-    paper's s whenever c > w (the defaults).
+    paper's s whenever c > w (the defaults).  ``mscale=1``: ChunkLlama's current code multiplies q's and k's
+    cos and sin by m = 0.05·ln(L'/L_tr) + 1 once the sequence is longer than L_tr (scores × m²); off by default.
     """
 
     name = "dca"
@@ -170,12 +95,14 @@ class DualChunk(Method):
     OPTIONS = (
         Option("chunk", int, lambda L: 3 * L // 4, "chunk size s (default 3 L_tr / 4)"),
         Option("local", int, lambda L: L // 16, "local window w (default L_tr / 16); c = s - w"),
+        Option("mscale", int, lambda L: 0, "1: scores × (0.05 ln(L'/L_tr) + 1)² beyond L_tr (ChunkLlama)", False),
     )
 
     def validate(self):
         s, w = self.opts["chunk"], self.opts["local"]
         need(s < self.L, f"dca: chunk = {s} must be < the training length {self.L}")
         need(0 <= w < s, f"dca: local must be in [0, chunk = {s}), got {w}")
+        need(self.opts["mscale"] in (0, 1), f"dca: mscale must be 0 or 1, got {self.opts['mscale']}")
 
     @property
     def c(self) -> int:
@@ -196,23 +123,41 @@ class DualChunk(Method):
         return torch.where(vis, sel, torch.full_like(sel, MASKED))
 
     def usable_length(self):
-        return math.inf
+        return math.inf  # every distance <= s <= L_tr - 1
+
+    def max_distance(self, length):
+        """Same chunk: i mod c - j mod c <= c - 1; previous chunk: min(i mod c + c, s) at j mod c = 0, which
+        reaches min(L' - 1, 2c - 1, s); older chunks: min(2c - 1, s).  Together min(L' - 1, 2c - 1, s)."""
+        return float(min(length - 1, 2 * self.c - 1, self.opts["chunk"]))
+
+    def query_scale(self, i, length):
+        if not self.opts["mscale"] or length <= self.L:
+            return None
+        return torch.full(i.shape, (0.05 * math.log(length / self.L) + 1) ** 2, dtype=torch.float64)
 
     def no_op(self, length):
-        return self.c >= length
+        return self.c >= length and not (self.opts["mscale"] and length > self.L)
 
 
 class ReRoPE(Method):
-    """ReRoPE: d = t below w, d = w beyond (the query at w, the key at 0).  bojone/rerope."""
+    """ReRoPE: d = t below w, d = w beyond (the query at w, the key at 0).  bojone/rerope.
+
+    bojone/rerope (rerope_patch.py, leaky_rerope_patch.py) always multiplies the query at i by
+    max(1, ln(i + 1)/ln L_tr); here ``log=1`` turns that on (off by default: the distance map alone).
+    """
 
     name = "rerope"
     summary = "ReRoPE: d = min(t, w)"
     citation = "Su 2023 (Rectified Rotary Position Embeddings, kexue.fm/archives/9708)"
-    OPTIONS = (Option("window", int, lambda L: L // 8, "w (default L_tr / 8)"),)
+    OPTIONS = (
+        Option("window", int, lambda L: L // 8, "w (default L_tr / 8)"),
+        Option("log", int, lambda L: 0, "1: query × max(1, ln(i+1)/ln L_tr), as bojone/rerope always does", False),
+    )
 
     def validate(self):
         w = self.opts["window"]
         need(1 <= w < self.L, f"{self.name}: window must be in [1, {self.L}) (the training length), got {w}")
+        need(self.opts["log"] in (0, 1), f"{self.name}: log must be 0 or 1, got {self.opts['log']}")
 
     def branches(self):
         w = self.opts["window"]
@@ -223,10 +168,16 @@ class ReRoPE(Method):
         return pick(t < self.opts["window"], vis)
 
     def usable_length(self):
-        return math.inf
+        return math.inf  # d <= w < L_tr
+
+    def max_distance(self, length):
+        return float(min(length - 1, self.opts["window"]))
+
+    def query_scale(self, i, length):
+        return log_scale(i, self.L if self.opts["log"] else 0)
 
     def no_op(self, length):
-        return self.opts["window"] >= length
+        return self.opts["window"] >= length and not (self.opts["log"] and length > self.L)
 
 
 class LeakyReRoPE(ReRoPE):
@@ -251,7 +202,13 @@ class LeakyReRoPE(ReRoPE):
 
     def usable_length(self):
         w, k = self.opts["window"], self.opts["k"]
-        return (self.L - 1 - w) * k + w + 1  # w + (L' - 1 - w)/k <= L_tr - 1
+        return math.floor((self.L - 1 - w) * Fraction(k)) + w + 1  # w + (L' - 1 - w)/k <= L_tr - 1, exactly
+
+    def max_distance(self, length):
+        w, k = self.opts["window"], self.opts["k"]
+        if length - 1 < w:
+            return float(length - 1)
+        return ((length - 1) / k + (w - w / k)) - 0 / k  # the far branch at (L' - 1, 0), as the map computes it
 
 
 class String(Method):
@@ -285,7 +242,11 @@ class String(Method):
         return pick(t < self.opts["shift"], vis)
 
     def usable_length(self):
-        return self.L + self.opts["shift"] - self.opts["local"]
+        return self.L + self.opts["shift"] - self.opts["local"]  # t - S + W <= L_tr - 1 at t = L' - 1
+
+    def max_distance(self, length):
+        S, W = self.opts["shift"], self.opts["local"]
+        return float(length - 1 if length - 1 < S else max(S - 1, length - 1 - S + W))
 
     def no_op(self, length):
         return self.opts["shift"] >= length

@@ -6,7 +6,7 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.extend.attention import extended_attention
-from extrap.extend.methods import Method
+from extrap.extend.methods import Method, scale_queries
 from extrap.positional.rotation import apply_rotary
 
 EXTEND_IMPL = "extrap_extend"
@@ -36,6 +36,7 @@ def hf_extended_attention(module, query, key, value, attention_mask, scaling=Non
         inv = rot.inv_freq
         return apply_rotary(qb, qpos, inv, af), apply_rotary(kb, kpos, inv, af)
 
+    query = scale_queries(method, query, i, Lk)  # the authors' log-length scalings (ReRoPE log=1, ...)
     out = extended_attention(method, rotate, query, key, value, i, j, float(scaling))
     return out.transpose(1, 2).contiguous(), None
 

@@ -22,6 +22,7 @@ import torch
 from extrap.errors import ExtrapError
 
 MASKED = -1
+MAX_LENGTH = 2**64  # the longest training or analysed length: its closed forms stay exact in float64's range
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Option:
     kind: type  # int or float
     default: Callable[[int], float]  # of L_tr
     doc: str
+    always: bool = True  # named in the spec even at its default (False: an authors'-code option, off by default)
 
 
 def plain(i: torch.Tensor) -> torch.Tensor:
@@ -61,8 +63,8 @@ class Method:
 
     def __init__(self, train_length: int, **opts):
         self.L = int(train_length)
-        if self.L < 2:
-            raise ExtrapError(f"{self.name}: the training length must be >= 2, got {train_length}")
+        if not 2 <= self.L <= MAX_LENGTH:
+            raise ExtrapError(f"{self.name}: the training length must be in [2, 2^64], got {short(train_length)}")
         known = {o.name: o for o in self.OPTIONS}
         unknown = sorted(set(opts) - set(known))
         if unknown:
@@ -85,12 +87,30 @@ class Method:
         raise NotImplementedError
 
     def usable_length(self) -> float:
-        """The longest L' whose distances all stay below L_tr (math.inf: any length)."""
+        """The longest L' whose distances all stay <= L_tr - 1 (math.inf: any length), in exact arithmetic."""
+        raise NotImplementedError
+
+    def max_distance(self, length: int) -> float:
+        """The largest d(i, j) over attended pairs with j <= i < length (closed form, Python numbers, any length).
+
+        Every branch has q increasing in i and k increasing in j, so the maximum sits at the largest i and
+        the smallest j a branch scores; it is evaluated with the branch's own operations, in the same order,
+        so it equals the float64 distance map's maximum bit for bit (tests: every length against the map).
+        """
         raise NotImplementedError
 
     def keys_per_query(self, i: int) -> int:
-        """How many keys the query at position i attends to (closed form)."""
+        """How many keys the query at position i attends to (closed form, non-decreasing in i)."""
         return i + 1
+
+    def keys_total(self, length: int) -> int:
+        """Σ_{i < length} keys_per_query(i), exactly (closed form)."""
+        return length * (length + 1) // 2
+
+    def query_scale(self, i: torch.Tensor, length: int) -> torch.Tensor | None:
+        """(Lq,) float64 factors on the query at positions i of a sequence of ``length`` (the log-length
+        scalings the authors' code ships; None: 1).  Rotation is linear, so it multiplies every score of row i."""
+        return None
 
     @property
     def bounded(self) -> int | None:
@@ -104,7 +124,8 @@ class Method:
     # ---- derived, the same for every method ---------------------------------------
     @property
     def spec(self) -> str:
-        return f"{self.name}:" + ",".join(f"{k}={_fmt(v)}" for k, v in self.opts.items())
+        hidden = {o.name for o in self.OPTIONS if not o.always and self.opts[o.name] == o.kind(o.default(self.L))}
+        return f"{self.name}:" + ",".join(f"{k}={_fmt(v)}" for k, v in self.opts.items() if k not in hidden)
 
     def distance(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
         """(Lq, Lk) float64 distance d(i, j) = q_b(i) - k_b(j) of the selected branch; NaN where masked."""
@@ -122,6 +143,32 @@ class Method:
     def no_op(self, length: int) -> bool:
         """Whether the map is d = t with the causal mask for every pair of a sequence of ``length``."""
         return False
+
+
+def short(x) -> str:
+    """A number as text, at most ~40 characters (a 400-digit length in one line)."""
+    text = str(x)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+
+
+def sum_min(m: int, k: int) -> int:
+    """Σ_{x=1}^{m} min(x, k) for m, k >= 0, exactly."""
+    if m <= k:
+        return m * (m + 1) // 2
+    return k * (k + 1) // 2 + (m - k) * k
+
+
+def scale_queries(method: Method, q: torch.Tensor, i: torch.Tensor, length: int) -> torch.Tensor:
+    """q (B, H, Lq, D) times the method's per-query factor at positions i (:meth:`Method.query_scale`)."""
+    f = method.query_scale(i, length)
+    return q if f is None else q * f.to(device=q.device, dtype=q.dtype)[:, None]
+
+
+def log_scale(i: torch.Tensor, base: float) -> torch.Tensor | None:
+    """max(1, ln(i + 1)/ln(base)) per position (bojone/rerope, LongLM's scale_base); None when base is 0 (off)."""
+    if not base:
+        return None
+    return (torch.log1p(i.double()) / math.log(base)).clamp(min=1.0)
 
 
 def _fmt(v) -> str:

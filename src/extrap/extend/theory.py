@@ -1,8 +1,10 @@
-"""What an extension method feeds RoPE, before anything runs: from the same distance maps attention uses.
+"""What an extension method feeds RoPE, before anything runs: closed forms of the same distance maps attention uses.
 
-:func:`analyse_extension` walks the (L', L') pairs block by block (never the whole matrix) and reports
-the largest relative distance RoPE sees, whether every distance stays within training (d <= L_tr - 1),
-the length up to which that holds (the method's closed form), and the keys each query attends to.
+:func:`analyse_extension` reports the largest relative distance RoPE sees (:meth:`Method.max_distance`),
+whether every distance stays within training (d <= L_tr - 1), the longest length for which that holds
+(:meth:`Method.usable_length`, checked against ``max_distance`` at its edge so the two never disagree), and
+the keys each query attends to (:meth:`Method.keys_total`): O(1) at any length up to 2^64.  :func:`scan`
+walks the map itself block by block; the tests hold every closed form to it, length by length.
 """
 
 from __future__ import annotations
@@ -14,11 +16,9 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.extend.catalog import parse
-from extrap.extend.methods import Method
+from extrap.extend.methods import MAX_LENGTH, Method, short
 
 BLOCK = 1024
-FULL_SCAN = 8192  # up to this length every query row is scanned; beyond, the last TAIL_ROWS
-TAIL_ROWS = 2048  # every method's largest distance per row does not decrease with i (tests: == the full scan)
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,6 @@ class ExtensionTheory:
     keys_per_query_max: int
     keys_per_query_mean: float  # the closed form's mean over queries 0..length-1
     bounded: bool  # keys per query bounded whatever the length: the method streams through a rolling cache
-    rows_scanned: int  # query rows the distance map was scanned on (the last ones)
     head_dim: int | None = None  # with a head dimension: RoPE's pairs θ_i = base^(-2i/d) (Su et al. 2021, Eq. 15)
     base: float | None = None
     new_angle_pairs: int | None = None  # pairs turned past the angles training covered: d_max·θ_i > (L_tr - 1)·θ_i
@@ -80,15 +79,12 @@ def analyse_extension(
 ) -> ExtensionTheory:
     """The facts of ``spec`` (parsed for ``train_length``) at evaluation length ``length``; with ``head_dim``,
     also how many of RoPE's pairs (base ``base``) turn past the angles training covered."""
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ExtrapError(f"extension theory: the length must be a positive integer, got {length}")
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_LENGTH:
+        raise ExtrapError(f"extension theory: the length must be an integer in [1, 2^64], got {short(length)}")
     method = spec if isinstance(spec, Method) else parse(spec, train_length)
-    first = 0 if length <= FULL_SCAN else length - TAIL_ROWS
-    top, counts = scan(method, length, first)
-    up_to = method.usable_length()
-    mean = sum(method.keys_per_query(i) for i in range(length)) / length
-    if head_dim is not None and (head_dim < 2 or head_dim % 2 or not base > 1):
+    if head_dim is not None and (head_dim < 2 or head_dim % 2 or not 1 < base < math.inf):
         raise ExtrapError(f"extension theory: head_dim must be even >= 2 and base > 1, got {head_dim}, {base}")
+    top = method.max_distance(length)
     pairs = None if head_dim is None else new_angle_pairs(top, method.L, head_dim, base)
     return ExtensionTheory(
         method=method.spec,
@@ -97,12 +93,34 @@ def analyse_extension(
         length=length,
         max_distance=top,
         in_distribution=top <= method.L - 1,
-        in_distribution_up_to=None if math.isinf(up_to) else int(math.floor(up_to)),
-        keys_per_query_max=int(counts.max()),
-        keys_per_query_mean=mean,
+        in_distribution_up_to=usable_length(method),
+        keys_per_query_max=method.keys_per_query(length - 1),
+        keys_per_query_mean=method.keys_total(length) / length,
         bounded=method.bounded is not None,
-        rows_scanned=length - first,
         head_dim=head_dim,
         base=None if head_dim is None else float(base),
         new_angle_pairs=pairs,
     )
+
+
+def usable_length(method: Method) -> int | None:
+    """The longest L' with max_distance(L') <= L_tr - 1 (None: any length), from the method's closed form.
+
+    max_distance is non-decreasing in L', so the edge is where it passes L_tr - 1; the closed form is
+    exact in integers, and a float64 branch (Leaky ReRoPE's slope 1/k, Self-Extend's W - W/G) is checked at
+    the edge so the bound and the reported ``in_distribution`` agree bit for bit.
+    """
+    up_to = method.usable_length()
+    if math.isinf(up_to):
+        return None
+    top, edge = method.L - 1, int(up_to)
+    if edge > MAX_LENGTH:  # past any length analysed: nothing to disagree with
+        return edge
+    for _ in range(64):  # float64 rounding moves the edge by an ulp's worth of lengths at most
+        if edge >= 1 and method.max_distance(edge) > top:
+            edge -= 1
+        elif method.max_distance(edge + 1) <= top:
+            edge += 1
+        else:
+            return edge
+    raise ExtrapError(f"{method.spec}: the closed-form bound {up_to} disagrees with the distance map")

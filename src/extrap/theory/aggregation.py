@@ -6,9 +6,10 @@ Long-range aggregation needs B(m) >= 0 at every distance m < L, which bounds the
 
 * :func:`first_negative`: the first distance where B(m) < 0, searched exactly over [start, stop).
 * :func:`min_base_for_length`: the smallest base on a stated log grid whose B(m) >= 0 for every
-  m < L.  The condition is not monotone in the base (a larger base can fail where a smaller one
-  passes), so every grid base is checked, in increasing order, until the first that passes:
-  no bisection.
+  m < L.  It can miss passing islands narrower than the grid step; :mod:`extrap.theory.least_base` finds
+  the least base exactly where θ is a power law in the base, and the RoPE analysis uses it there.
+  The condition is not monotone in the base (a larger base can fail where a smaller one passes), so
+  every grid base is checked, in increasing order, until the first that passes: no bisection.
 
 Exactness.  B is evaluated in float64 blockwise as one matrix product: with m = m0 + j,
 cos((m0 + j)θ) = cos(m0 θ)cos(jθ) - sin(m0 θ)sin(jθ), so J x nb distances cost a (J, 2K) @ (2K, nb)

@@ -38,10 +38,13 @@ from extrap.positional.rope_variants import rotary_dim
 from extrap.positional.rotary_options import ONLY_FOR
 from extrap.positional.rotation import xpos_scale
 from extrap.theory import aggregation as agg
+from extrap.theory.least_base import FLOOR, least_base, power_law
 from extrap.theory.rope_records import Aggregation, FrequencyPair, LiuBounds, RopeTheory
 from extrap.theory.rope_text import explain
 
 TWO_PI = 2 * math.pi
+MAX_LENGTH = 2**64  # the longest length analysed
+EXACT_MAX_LENGTH = 2**14  # up to this L' the least base is found exactly (4 s at d = 128, L' = 2^14); beyond: a grid
 MEN_TABLE = {128: {1024: 4.3e3, 8192: 8.4e4}}  # Men et al. 2024, table of the least base (d = 128; 1k, 8k)
 REGIMES = {
     "above-critical": "β >= the critical base: the bound 2π·β^(d_extra/d) reaches past T_tune (Eq. 16a-b)",
@@ -123,7 +126,10 @@ def default_length(scheme: Scheme, train_length: int) -> int:
     o = scheme.opts
     if o["scaling"] == "none":
         return train_length
-    return max(train_length, math.ceil(o["factor"] * (o["original_max_position"] or train_length)))
+    target = o["factor"] * (o["original_max_position"] or train_length)
+    if not math.isfinite(target) or target > MAX_LENGTH:
+        raise ExtrapError(f"RoPE analysis: factor x original length = {target:g} is past 2^64; give --length")
+    return max(train_length, math.ceil(target))
 
 
 def _liu(scheme, d: int, theta: torch.Tensor, beta0: float, train_length: int, tune: int | None) -> LiuBounds:
@@ -256,16 +262,24 @@ def _men(scheme: Scheme, d: int, theta: torch.Tensor, length: int, cap: int, min
         f"every distance m < {cap} in float64 blockwise (cos((m0 + j)θ) from cos(m0 θ), cos(jθ)); values within "
         f"{agg.tolerance(theta, cap):.1e} of zero recomputed with mpmath at 40 digits"
     )
+    law = _grid_frequencies(scheme, d, length)
+    law = power_law(law) if length <= EXACT_MAX_LENGTH else None
     grid = (
-        f"bases 10^(k/{agg.STEPS_PER_DECADE}) up to {agg.MIN_BASE_TOP:.0e} (relative step "
-        f"{10 ** (1 / agg.STEPS_PER_DECADE) - 1:.2%}), each checked at every m < L', smallest passing base; "
-        "the scheme with only its base changed"
+        f"exact: proven steps in the base (Lipschitz bounds on B(m; β)) from {10 ** (1 / agg.STEPS_PER_DECADE):.4g} "
+        f"up to {agg.MIN_BASE_TOP:.0e}, every m < L' checked; within a relative {FLOOR:g} above the least base"
+        if law is not None
+        else f"bases 10^(k/{agg.STEPS_PER_DECADE}) up to {agg.MIN_BASE_TOP:.0e} (relative step "
+        f"{10 ** (1 / agg.STEPS_PER_DECADE) - 1:.2%}), each checked at every m < L', smallest passing base (a grid: "
+        "passing islands between grid points are missed); the scheme with only its base changed"
     )
     best, note, paper, paper_note = None, None, None, None
     if length > min_base_cap:
-        note = f"not searched: L' = {length} > {min_base_cap} (each grid base is checked at every m < L')"
+        note = f"not searched: L' = {length} > {min_base_cap} (each base is checked at every m < L')"
     else:
-        best = agg.min_base_for_length(_grid_frequencies(scheme, d, length), length, decay=decay)
+        if law is not None:
+            best = least_base(*law, length, decay=decay)
+        else:
+            best = agg.min_base_for_length(_grid_frequencies(scheme, d, length), length, decay=decay)
         if best is None:
             note = f"no base up to {agg.MIN_BASE_TOP:.0e} keeps B(m) >= 0 for every m < {length}"
         paper = MEN_TABLE.get(d, {}).get(length) if is_plain(scheme) and decay is None else None
@@ -282,13 +296,18 @@ def _paper_note(scheme: Scheme, d: int, length: int, best: float | None, paper: 
     same = best is not None and f"{best:.1e}" == f"{paper:.1e}"
     how = "agrees with the table to its two significant digits" if same else "differs from the table"
     return (
-        f"{how}: Men et al. searched bases on a grid at limited resolution and report two digits; here every "
-        f"m < {length} is checked exactly on a {10 ** (1 / agg.STEPS_PER_DECADE) - 1:.2%} grid, and the table's "
-        f"base {paper:g} {check} that check"
+        f"{how}: Men et al. report two digits; here every m < {length} is checked (min_base_grid says how the "
+        f"bases were searched), and the table's base {paper:g} {check} that check"
     )
 
 
 def _check(name: str, value, low: float, kind=int):
+    if kind is int and isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_LENGTH:
+        raise ExtrapError(
+            f"RoPE analysis: {name} must be at most 2^64, got {len(str(int(value)))} digits"
+            if isinstance(value, int)
+            else f"RoPE analysis: {name} must be at most 2^64, got {value:g}"
+        )
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > low
     if not ok or (kind is int and int(value) != value):
         what = "an integer" if kind is int else "a number"
