@@ -18,7 +18,7 @@ from extrap.errors import DiskFullError, ExtrapError
 FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system (or the user's quota) has no room left
 
 
-STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/(self|\d+)/fd)/(\d+)")
 LINK = (
     "is a symbolic link: extrap writes only regular files or new paths, never through a link "
