@@ -222,6 +222,94 @@ def dict_signatures(packages=TYPED_PACKAGES) -> list[str]:
     return bad
 
 
+# Writing APIs that only the checked writer (extrap/io.py) may call: every other module writes through it.
+WRITER = "extrap/io.py"
+RAW_FUNCTIONS = {
+    "os": {"open", "write", "replace", "rename", "renames", "mkdir", "makedirs", "symlink", "link", "truncate",
+           "ftruncate", "mkfifo", "mknod", "fdopen"},
+    "shutil": {"copy", "copy2", "copyfile", "copyfileobj", "copytree", "move"},
+    "tempfile": {"mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile"},
+    "json": {"dump"},
+    "pickle": {"dump"},
+    "torch": {"save"},
+    "np": {"save", "savez", "savez_compressed", "savetxt"},
+    "numpy": {"save", "savez", "savez_compressed", "savetxt"},
+    "safetensors.torch": {"save_file"},
+}  # fmt: skip
+RAW_METHODS = {"write_text", "write_bytes", "mkdir", "touch", "symlink_to", "hardlink_to", "to_csv", "tofile",
+               "save_pretrained", "savefig"}  # fmt: skip
+TEXT_METHODS = {"to_csv"}  # without a destination, these return the text instead of writing it
+# Serialisers that may write into memory (an io.BytesIO), whose bytes then go to the writer: (argument, keyword).
+IN_MEMORY = {"savefig": (0, "fname"), "torch.save": (1, "f"), "np.save": (0, "file"), "numpy.save": (0, "file")}
+
+
+def _write_mode(call: ast.Call, position: int) -> bool:
+    """Whether an ``open``'s mode (argument ``position`` or ``mode=``) may write: not a constant read-only mode.
+
+    A method's first argument counts as its mode only as a string (``path.open("w")``): ``gzip.open(path)`` reads.
+    """
+    mode = call.args[position] if len(call.args) > position else None
+    if position == 0 and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)):
+        mode = None
+    mode = next((k.value for k in call.keywords if k.arg == "mode"), mode)
+    if mode is None:
+        return False  # open's default mode reads
+    return not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and not set("wax+") & set(mode.value))
+
+
+def _memory_names(tree: ast.AST) -> set[str]:
+    """Names bound to an ``io.BytesIO()`` anywhere in the module."""
+    return {
+        t.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func) in ("io.BytesIO", "BytesIO")
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }  # fmt: skip
+
+
+def _raw_write(node: ast.AST, memory: set[str]) -> str | None:
+    """The raw writing API that ``node`` uses (a call, or an import of a writing function), else None."""
+    if isinstance(node, ast.ImportFrom) and node.module in RAW_FUNCTIONS:
+        hits = [a.name for a in node.names if a.name in RAW_FUNCTIONS[node.module]]
+        return f"from {node.module} import {', '.join(hits)}" if hits else None
+    if not isinstance(node, ast.Call):
+        return None
+    dotted = ast.unparse(node.func)
+    module, _, name = dotted.rpartition(".")
+    if dotted == "open" and _write_mode(node, 1) or name == "open" and module != "os" and _write_mode(node, 0):
+        return f"{dotted} for writing"
+    if not (name in RAW_METHODS or name in RAW_FUNCTIONS.get(module, ())):
+        return None
+    if name in TEXT_METHODS and not node.args and not node.keywords:
+        return None  # returns the text (extrap's Table.to_csv); it writes nothing
+    key = "savefig" if name == "savefig" else dotted
+    if key in IN_MEMORY:
+        position, keyword = IN_MEMORY[key]
+        dest = node.args[position] if len(node.args) > position else None
+        dest = next((k.value for k in node.keywords if k.arg == keyword), dest)
+        if isinstance(dest, ast.Name) and dest.id in memory:
+            return None  # serialised into memory; the bytes go to the writer
+    return dotted
+
+
+def raw_writes() -> list[str]:
+    """Every call of a raw writing API (or import of one) outside extrap/io.py, the one checked writer."""
+    bad = []
+    for path in modules().values():
+        rel = path.relative_to(SRC).as_posix()
+        if rel == WRITER:
+            continue
+        tree = ast.parse(path.read_text())
+        memory = _memory_names(tree)
+        for node in ast.walk(tree):
+            what = _raw_write(node, memory)
+            if what:
+                bad.append(f"{rel}:{node.lineno}: {what}")
+    return bad
+
+
 if __name__ == "__main__":
     prefix = sys.argv[1] if len(sys.argv) > 1 else ""
     keep = (lambda s: prefix.replace(".", "/") in s) if prefix else (lambda s: True)
@@ -232,5 +320,6 @@ if __name__ == "__main__":
         ("long functions", long_functions()),
         ("long files", long_files()),
         ("dict signatures", dict_signatures()),
+        ("raw writes", raw_writes()),
     ):
         print(f"{title}:", *[s for s in items if keep(s)], sep="\n  ")

@@ -54,3 +54,46 @@ def test_checker_finds_a_cycle_and_a_private_import(tmp_path, monkeypatch):
     assert structure.cycles() == [["extrap.a", "extrap.b"]]
     assert structure.private_imports() == ["extrap/a.py:1: _hidden from extrap.b"]
     assert structure.long_functions() == ["extrap/b.py:1: _hidden has 72 lines"]
+
+
+def test_every_write_goes_through_the_checked_writer():
+    assert structure.raw_writes() == [], "write through extrap.io (atomic_write_bytes, write_output, make_folder)"
+
+
+def test_raw_write_rule_fires_and_spares_reads_and_memory(tmp_path, monkeypatch):
+    """The rule itself: each raw write in a fake module is found; reads and serialising into memory are not."""
+    pkg = tmp_path / "extrap"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "io.py").write_text("import os\nos.replace('a', 'b')\n")  # the writer itself may
+    (pkg / "m.py").write_text(
+        "import io, os, shutil, torch\n"
+        "from safetensors.torch import save_file\n"
+        "fig.savefig('x.svg')\n"
+        "path.write_text('x')\n"
+        "open(p, 'w')\n"
+        "p.open('a')\n"
+        "os.replace(a, b)\n"
+        "shutil.copy(a, b)\n"
+        "torch.save(obj, 'w.pt')\n"
+        "out.mkdir(parents=True)\n"
+        "buf = io.BytesIO()\n"
+        "fig.savefig(buf, format='png')\n"
+        "torch.save(obj, buf)\n"
+        "open(p)\n"
+        "open(p, 'rb')\n"
+        "gzip.open(p)\n"
+        "table.to_csv()\n"
+    )
+    monkeypatch.setattr(structure, "SRC", tmp_path)
+    assert structure.raw_writes() == [
+        "extrap/m.py:2: from safetensors.torch import save_file",
+        "extrap/m.py:3: fig.savefig",
+        "extrap/m.py:4: path.write_text",
+        "extrap/m.py:5: open for writing",
+        "extrap/m.py:6: p.open for writing",
+        "extrap/m.py:7: os.replace",
+        "extrap/m.py:8: shutil.copy",
+        "extrap/m.py:9: torch.save",
+        "extrap/m.py:10: out.mkdir",
+    ]

@@ -78,44 +78,167 @@ def _commands(run, tmp_path):
 
 
 @pytest.mark.parametrize("index", range(10))
-def test_a_fifo_is_never_replaced(index, run, tmp_path, capsys):
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
+def test_a_link_is_refused_before_any_work(index, run, tmp_path, capsys):
+    """A symbolic link at --csv or --out could point at a run's own file: refused before anything runs."""
+    target, link = tmp_path / "kept.csv", tmp_path / "link.csv"
+    target.write_text("kept\n")
+    link.symlink_to(target)
     argv = _commands(run, tmp_path)[index]
-    refused(capsys, [*argv, "--csv", fifo], "--csv", "FIFO", "regular file")
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    refused(capsys, [*argv, "--csv", link], "--csv", "symbolic link")
     if argv[0] in ("eval", "align") or argv[:2] == ["task", "score"]:
-        refused(capsys, [*argv, "--out", fifo], "--out", "FIFO")
+        refused(capsys, [*argv, "--out", link], "--out", "symbolic link")
+    assert link.is_symlink() and target.read_text() == "kept\n"
     assert not (tmp_path / "new").exists()  # train stopped before it made its run
 
 
-def test_a_device_is_refused_before_anything_is_written():
-    from extrap.io import output_target
+def _read_fifo(fifo, into):
+    import threading
 
-    with pytest.raises(ExtrapError, match="character device, not a regular file"):
-        output_target("/dev/null")
+    thread = threading.Thread(target=lambda: into.append(fifo.read_bytes()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_fifo_or_a_device_is_written_in_place_never_replaced(run, tmp_path, capsys):
+    fifo, got = tmp_path / "pipe", []
+    os.mkfifo(fifo)
+    reader = _read_fifo(fifo, got)
+    assert cli(capsys, ["pe", "list", "--csv", fifo])[0] == 0
+    reader.join(30)
+    assert got[0].startswith(b"extrap_version,name,") and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    reader = _read_fifo(fifo, got)
+    assert cli(capsys, ["eval", run, "--lengths", "32", "--tokens", "64", "--out", fifo])[0] == 0
+    reader.join(30)
+    assert strict(got[1].decode())["train_length"] == 32 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert cli(capsys, ["pe", "list", "--csv", "/dev/null"])[0] == 0
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
-def test_a_symlink_is_followed_and_kept(tmp_path, capsys):
+def test_a_folder_or_a_socket_is_refused_before_anything_is_written(tmp_path):
+    import socket
+
+    from extrap.io import output_target
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    with pytest.raises(ExtrapError, match="a socket, not a regular file"):
+        output_target(tmp_path / "sock")
+    with pytest.raises(ExtrapError, match="is a directory"):
+        output_target(tmp_path)
+    sock.close()
+
+
+def test_a_link_is_refused_and_its_target_kept(tmp_path, capsys):
     target, link, dangling = tmp_path / "table.csv", tmp_path / "link.csv", tmp_path / "dangling.csv"
+    target.write_text("mine\n")
     link.symlink_to(target)
     dangling.symlink_to(tmp_path / "made.csv")
-    assert cli(capsys, ["pe", "list", "--csv", link])[0] == 0
-    assert link.is_symlink() and target.read_text().startswith("extrap_version,")
-    assert cli(capsys, ["pe", "list", "--csv", dangling])[0] == 0
-    assert dangling.is_symlink() and (tmp_path / "made.csv").is_file()
+    refused(capsys, ["pe", "list", "--csv", link], "symbolic link")
+    refused(capsys, ["pe", "list", "--csv", dangling], "symbolic link")
+    assert target.read_text() == "mine\n" and not (tmp_path / "made.csv").exists()
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "to_pipe").symlink_to(tmp_path / "pipe")
-    refused(capsys, ["pe", "list", "--csv", tmp_path / "to_pipe"], "FIFO")
+    refused(capsys, ["pe", "list", "--csv", tmp_path / "to_pipe"], "symbolic link")
     refused(capsys, ["pe", "list", "--csv", tmp_path], "is a directory")
+    folder = tmp_path / "real"
+    folder.mkdir()
+    (tmp_path / "linked").symlink_to(folder)  # a folder on the path may be a link: the user chose it
+    assert cli(capsys, ["pe", "list", "--csv", tmp_path / "linked" / "pe.csv"])[0] == 0
+    assert (folder / "pe.csv").read_text().startswith("extrap_version,")
+
+
+def test_the_writers_refuse_a_link_themselves(tmp_path):
+    """Past the up-front checks (a link made meanwhile): the writer, the log append and the lock refuse it."""
+    from extrap.io import append_line, atomic_write_bytes, open_lock_file
+    from extrap.plotting import new_figure, save_figure
+
+    target = tmp_path / "config.json"
+    target.write_text("{}\n")
+    for name in ("fig.svg", "metrics.jsonl", ".lock", "out.json"):
+        (tmp_path / name).symlink_to(target)
+    fig = new_figure()
+    fig.add_subplot().plot([1, 2])
+    for write in (
+        lambda: save_figure(fig, tmp_path, "fig"),
+        lambda: append_line(tmp_path / "metrics.jsonl", "{}"),
+        lambda: open_lock_file(tmp_path / ".lock"),
+        lambda: atomic_write_bytes(tmp_path / "out.json", b"x"),
+    ):
+        with pytest.raises(ExtrapError, match="symbolic link"):
+            write()
+    assert target.read_text() == "{}\n" and not (tmp_path / "fig.png").exists()  # not even the other format
+
+
+@pytest.mark.parametrize(
+    "argv,figure",
+    [
+        (
+            ["task", "score", "RUN", "--task", "vt", "--lengths", "256", "--n", "2", "--threshold", "abs:0.5"],
+            "heatmap_vt.svg",
+        ),
+        (["erf", "RUN", "--length", "64", "--segments", "2", "--kind", "grad"], "grad_erf.svg"),
+    ],
+)
+def test_plot_never_writes_through_a_link_into_a_run(argv, figure, run, tmp_path, capsys):
+    """Issue 28.3: a link in the --plot folder to the run's config.json; the run must survive intact."""
+    import extrap
+
+    mine = tmp_path / "run"
+    shutil.copytree(run, mine)
+    before = {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()}
+    plots = tmp_path / "D"
+    plots.mkdir()
+    (plots / figure).symlink_to(mine / "config.json")
+    argv = [str(mine) if a == "RUN" else a for a in argv]
+    refused(capsys, [*argv, "--plot", plots, "--out" if argv[0] == "task" else "--csv", tmp_path / "r"], "--plot")
+    assert {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()} == before
+    assert os.listdir(plots) == [figure] and not (tmp_path / "r").exists()  # nothing written at all
+    assert extrap.load(mine).pe == "alibi"
+
+
+def test_a_study_is_never_written_into_a_run(run, tmp_path, capsys):
+    from extrap.study import run_study
+
+    mine = tmp_path / "run"
+    shutil.copytree(run, mine)
+    before = {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()}
+    for out in (mine, mine / "checkpoints" / "study"):
+        refused(capsys, ["study", "--preset", "smoke", "--pe", "alibi", "--jobs", "1", "--out", out], "run directory")
+        with pytest.raises(ExtrapError, match="run directory"):
+            run_study(out, preset="smoke", pes=["alibi"], jobs=1)
+    assert {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()} == before
+    assert not (mine / "checkpoints" / "study").exists()
+
+
+def test_a_csv_to_stdout_through_a_pipe(tiny_text, tmp_path):
+    """``extrap corpus position-frequency ... --csv /dev/stdout | cat``: the CSV goes down the pipe, exit 0."""
+    argv = ["corpus", "position-frequency", tiny_text, "--train-length", "16", "--cache", tmp_path / "cache"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "extrap.cli", *map(str, argv), "--csv", "/dev/stdout"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and "error" not in proc.stderr, proc.stderr
+    import csv
+
+    header = proc.stdout.index("extrap_version,corpus,train_length,")
+    rows = list(csv.DictReader(proc.stdout[header:].split("\ncorpus ")[0].splitlines()))
+    assert rows and all(int(r["f"]) == 16 - int(r["i"]) for r in rows)  # packed windows: f(i) = L_tr - i
+    out = tmp_path / "both.txt"  # stdout sent to a file: the table and the CSV both land in that same file
+    with open(out, "w") as f:
+        rc = subprocess.run([sys.executable, "-m", "extrap.cli", "pe", "list", "--csv", "/dev/stdout"], stdout=f)
+        inode = os.fstat(f.fileno()).st_ino
+    lines = out.read_text().splitlines()
+    assert rc.returncode == 0 and os.stat(out).st_ino == inode  # written in place, not replaced by a rename
+    assert lines.count("extrap_version,name,kind,summary,reference,options") == 1
+    assert any(line.split()[:2] == ["alibi", "bias"] for line in lines)
 
 
 def test_one_file_for_two_outputs_or_an_input_is_refused(run, tmp_path, capsys):
     x = tmp_path / "x.json"
     refused(capsys, ["eval", run, "--lengths", "32", "--out", x, "--csv", x], "--csv", "also --out")
     (tmp_path / "alias.json").symlink_to(x)
-    refused(capsys, ["align", run, "--out", x, "--csv", tmp_path / "alias.json"], "also --out")
+    refused(capsys, ["align", run, "--out", x, "--csv", tmp_path / "alias.json"], "symbolic link")
     assert not x.exists()
     text = tmp_path / "text.txt"
     text.write_text("def f():\n    return 1\n" * 20)

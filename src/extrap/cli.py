@@ -10,10 +10,10 @@ import argparse
 import errno
 import importlib
 import logging
-import os
 import sys
 
 from extrap.errors import ExtrapError
+from extrap.io import bind_closed_streams, silence_stdout
 
 # module path -> registers one or more subcommands
 COMMAND_MODULES = [
@@ -90,23 +90,8 @@ def _log_to_stderr() -> None:
     logger.setLevel(logging.INFO)
 
 
-def _bind_closed_streams() -> None:
-    """A closed stdout or stderr (``>&-``) leaves ``sys.stdout`` None: what is printed goes nowhere, as before.
-
-    The null device is bound to the closed descriptor, so that the next file extrap opens (a result,
-    a checkpoint) cannot take descriptor 1 or 2 and receive text meant for the terminal.
-    """
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        if getattr(sys, name) is None:
-            null = os.open(os.devnull, os.O_WRONLY)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-            setattr(sys, name, open(fd, "w", closefd=False))
-
-
 def main(argv: list[str] | None = None) -> int:
-    _bind_closed_streams()
+    bind_closed_streams()
     _log_to_stderr()
     parser = build_parser()
     try:  # argparse reports a bad flag or value in one line and exits 2; --help and --version exit 0
@@ -120,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except ExtrapError as e:
         return _fail(str(e))
     except BrokenPipeError:  # the reader went away (| head): stop quietly, as command-line tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         return 141  # 128 + SIGPIPE
     except OSError as e:
         if e.errno not in ENVIRONMENT_ERRORS:

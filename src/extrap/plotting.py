@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from extrap.io import atomic_write_bytes
+from extrap.io import atomic_write_bytes, check_file_target
 
 FORMATS = ("png", "svg")
 
@@ -30,12 +30,18 @@ def _metadata(ext: str) -> dict:
 
 
 def save_figure(fig, out_dir: str | Path, stem: str, dpi: int = 150) -> list[Path]:
-    """``out_dir/stem.png`` and ``out_dir/stem.svg``, each written atomically; their paths."""
-    paths = []
+    """``out_dir/stem.png`` and ``out_dir/stem.svg``, each written atomically; their paths.
+
+    Every figure extrap saves passes here: matplotlib draws into memory and :func:`atomic_write_bytes`
+    writes the file, so a symbolic link (or a FIFO, a folder) at either name is refused before either
+    file is written, and never followed.
+    """
+    paths = [check_file_target(Path(out_dir) / f"{stem}.{ext}") for ext in FORMATS]
+    images = []
     for ext in FORMATS:
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=dpi if ext == "png" else None, metadata=_metadata(ext))
-        path = Path(out_dir) / f"{stem}.{ext}"
-        atomic_write_bytes(path, buf.getvalue())
-        paths.append(path)
+        images.append(buf.getvalue())
+    for path, data in zip(paths, images, strict=True):
+        atomic_write_bytes(path, data)
     return paths

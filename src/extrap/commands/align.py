@@ -109,9 +109,9 @@ def run(args) -> int:
     )
     rep = AlignRun(str(run_.path), run_.pe, args.split, run_.step, align_report(run_.model, stream, settings))
     if args.out:
-        from extrap.io import atomic_write_json
+        from extrap.io import json_text, write_output
 
-        atomic_write_json(args.out, rep.to_json())  # strict JSON, as --json prints it
+        write_output(args.out, json_text(rep.to_json()) + "\n")  # strict JSON, as --json prints it
     if args.csv:
         from extrap.results.tables import align_table, write_csv
 

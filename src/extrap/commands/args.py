@@ -119,11 +119,24 @@ def window(text: str) -> str:
 
 
 def check_folder_output(flag: str, path: str | None) -> None:
-    """A folder to write figures to (``--plot DIR``): new, or a folder; refused before any work otherwise."""
+    """A folder to write figures to (``--plot DIR``): new, or a folder; refused before any work otherwise.
+
+    The folder may be a symbolic link (the user chose it), but a figure in it (``*.png``, ``*.svg``) that
+    is a link, a FIFO or a folder is refused now: the writer would refuse it after the work, and never
+    follows it (:func:`extrap.io.check_file_target`).
+    """
     from extrap.errors import ExtrapError
+    from extrap.io import check_file_target
 
     if path and os.path.exists(path) and not os.path.isdir(path):
         raise ExtrapError(f"{flag} {path} is not a folder: give a folder to write the figures to")
+    if path and os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+            if name.endswith((".png", ".svg")):
+                try:
+                    check_file_target(os.path.join(path, name))
+                except ExtrapError as e:
+                    raise ExtrapError(f"{flag} {e}") from None
 
 
 def fraction(text: str) -> float:
@@ -255,7 +268,7 @@ RUN_FOLDERS = ("checkpoints", "tb")
 def check_outputs(args, runs=(), inputs=(), flags=("out", "csv")) -> None:
     """``--out`` and ``--csv``, refused before any work where writing them would destroy something.
 
-    Each target must be a regular file or a new path (a symlink is followed: :func:`extrap.io.output_target`),
+    Each target must be a regular file, a new path or a stream, never a symbolic link (:func:`extrap.io.output_target`),
     must not be one of the files of a run in ``runs`` (a run directory's own files, anything in an
     ``hf:`` folder) nor an input in ``inputs`` (``(flag, path)`` pairs), and two outputs must differ.
     """

@@ -155,9 +155,9 @@ def _emit(args, report, table) -> None:
     """``report`` (an EvalReport or a FileScore) as JSON (stdout, --out), CSV (--csv) or a table."""
     text = json_text(report.to_json())  # strict JSON: NaN or Infinity as null, with an error
     if args.out:
-        from extrap.io import atomic_write_text
+        from extrap.io import write_output
 
-        atomic_write_text(args.out, text + "\n")
+        write_output(args.out, text + "\n")
     if args.csv:
         from extrap.results.tables import eval_table, file_table, longppl_table, write_csv
 

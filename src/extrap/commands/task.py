@@ -228,9 +228,9 @@ def _score_task(args) -> int:
         provenance=run.provenance().to_json(),
     )
     if args.out:
-        from extrap.io import atomic_write_json
+        from extrap.io import write_output
 
-        atomic_write_json(args.out, scored.to_json())
+        write_output(args.out, json_text(scored.to_json()) + "\n")
     if args.csv:
         from extrap.results.tables import task_table, write_csv
 

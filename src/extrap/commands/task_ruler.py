@@ -192,9 +192,9 @@ def run_ruler_score(args) -> int:
 
 def _write(args, scored) -> None:
     if args.out:
-        from extrap.io import atomic_write_json
+        from extrap.io import write_output
 
-        atomic_write_json(args.out, scored.to_json())
+        write_output(args.out, json_text(scored.to_json()) + "\n")
     if args.csv:
         from extrap.results.tables import write_csv
 

