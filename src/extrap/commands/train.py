@@ -46,6 +46,16 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument(
+        "--init-from",
+        dest="init_from",
+        metavar="RUN",
+        help="fine-tune: start from this run's weights (its latest checkpoint) with the same shapes and scheme; "
+        "--pe may change the scheme's options (default: the parent's PE), --train-length may not be shorter",
+    )
+    p.add_argument(
+        "--init-step", dest="init_step", type=int, metavar="N", help="with --init-from: its checkpoint of step N"
+    )
+    p.add_argument(
         "--tensorboard",
         action="store_true",
         help="also write loss and tokens/s as TensorBoard events to RUN_DIR/tb (pip install 'extrap[tensorboard]')",
@@ -83,6 +93,7 @@ def run(args) -> int:
     types.check_outputs(args, runs=[args.out], inputs=[("--config", args.config)], flags=("csv",))
     overrides = {k: getattr(args, k) for k in keys}
     config = read_config_file(args.config)
+    init_from = _init_from(args, config)
     try:
         model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides)
     except ExtrapError as e:  # say where a bad setting may have come from
@@ -99,7 +110,13 @@ def run(args) -> int:
         # progress: a bar on a terminal, else a log line every 30 s; --json keeps a non-terminal stderr quiet
         progress = not args.json or sys.stderr.isatty()
         summary = train(
-            args.out, model_cfg, train_cfg, resume=args.resume, progress=progress, tensorboard=args.tensorboard
+            args.out,
+            model_cfg,
+            train_cfg,
+            resume=args.resume,
+            progress=progress,
+            tensorboard=args.tensorboard,
+            init_from=init_from,
         )
     finally:
         if distributed:
@@ -107,6 +124,21 @@ def run(args) -> int:
     if int(os.environ.get("RANK", "0")) == 0:
         _emit(args, _report(args.out, summary))
     return 0
+
+
+def _init_from(args, config: dict):
+    """The parent of a fine-tune (None: a run from scratch); without --pe it keeps the parent's PE."""
+    if args.init_from is None:
+        if args.init_step is not None:
+            raise ExtrapError("--init-step needs --init-from (the run whose checkpoint it names)")
+        return None
+    if args.resume:
+        raise ExtrapError("--init-from starts a new run from a parent and --resume continues one: give one of them")
+    from extrap.run.lineage import InitFrom, parent_pe
+
+    if args.pe is None and "pe" not in (config.get("model") or {}):
+        args.pe = parent_pe(args.init_from)
+    return InitFrom(args.init_from, args.init_step)
 
 
 def _report(out: str, summary):
