@@ -79,6 +79,18 @@ def test_later_commands_read_the_child_with_its_own_encoding(rope_parent, corpus
     assert (report["pe"], report["train_length"]) == ("rope:base=500000", 64)
 
 
+def test_rope_and_factor_rescale_the_parents_pe_as_eval_reads_it(rope_parent, corpus, tmp_path):
+    out = tmp_path / "yarn"
+    assert (
+        main(_child_argv(rope_parent, corpus, out, "--rope", "yarn:beta_fast=16", "--factor", "4", "--steps", "1")) == 0
+    )
+    assert RunDir(out).read_config().pe == extrap.load(rope_parent, rope="yarn:beta_fast=16", factor=4).pe
+    assert RunDir(out).read_config().pe == "rope:scaling=yarn,factor=4,original_max_position=32,beta_fast=16"
+    for flag in (("--factor", "4"), ("--init-step", "4")):  # no parent: refused, not dropped
+        assert main(["train", "--preset", "smoke", *flag, "--out", str(tmp_path / "scratch")]) == 2
+        assert not (tmp_path / "scratch").exists()
+
+
 def test_without_pe_a_child_keeps_its_parents_and_pose_and_tasks_train(rope_parent, corpus, tmp_path):
     out = tmp_path / "pose"
     extra = (
@@ -128,6 +140,8 @@ def alibi_parent(tmp_path_factory, corpus) -> Path:
         ("rope", ("--resume",), "--resume"),
         ("rope", ("--train-length", "16"), "shorter than the parent's training length 32"),
         ("rope", ("--init-step", "3"), "keeps step 4"),
+        ("rope", ("--rope", "yarn", "--pe", "rope"), "give one of them"),
+        ("alibi", ("--rope", "yarn", "--factor", "2"), "needs a run trained with a rotary PE"),
     ],
 )
 def test_bad_input_is_refused_in_one_line_and_writes_nothing(

@@ -53,6 +53,14 @@ def register(sub) -> None:
         "--pe may change the scheme's options (default: the parent's PE), --train-length may not be shorter",
     )
     p.add_argument(
+        "--rope",
+        metavar="KIND[:key=value,...]",
+        help="with --init-from: fine-tune with the parent's RoPE re-scaled as `eval --rope` reads it, L = the "
+        "parent's L_tr (linear | ntk | dynamic | ntk-by-parts | yarn | truncated | llama3 | longrope); or give the "
+        "whole spec with --pe (rope:scaling=yarn,factor=4,original_max_position=L)",
+    )
+    p.add_argument("--factor", type=types.positive_float, help="with --rope: the scale factor s (default 1)")
+    p.add_argument(
         "--init-step", dest="init_step", type=int, metavar="N", help="with --init-from: its checkpoint of step N"
     )
     p.add_argument(
@@ -129,14 +137,22 @@ def run(args) -> int:
 def _init_from(args, config: dict):
     """The parent of a fine-tune (None: a run from scratch); without --pe it keeps the parent's PE."""
     if args.init_from is None:
-        if args.init_step is not None:
-            raise ExtrapError("--init-step needs --init-from (the run whose checkpoint it names)")
+        if args.init_step is not None or args.rope is not None or args.factor is not None:
+            flag = "--init-step" if args.init_step is not None else "--rope/--factor"
+            raise ExtrapError(
+                f"{flag} needs --init-from (a scaling from scratch is a --pe spec: "
+                "rope:scaling=yarn,factor=4,original_max_position=L)"
+            )
         return None
     if args.resume:
         raise ExtrapError("--init-from starts a new run from a parent and --resume continues one: give one of them")
-    from extrap.run.lineage import InitFrom, parent_pe
+    from extrap.run.lineage import InitFrom, parent_pe, rescaled_parent_pe
 
-    if args.pe is None and "pe" not in (config.get("model") or {}):
+    if args.rope is not None or args.factor is not None:
+        if args.pe is not None:
+            raise ExtrapError("--rope re-scales the parent's PE and --pe replaces it: give one of them")
+        args.pe = rescaled_parent_pe(args.init_from, args.rope, args.factor)
+    elif args.pe is None and "pe" not in (config.get("model") or {}):
         args.pe = parent_pe(args.init_from)
     return InitFrom(args.init_from, args.init_step)
 

@@ -82,6 +82,16 @@ def parent_pe(source: str) -> str:
     return _parent_dir(source).read_config().pe
 
 
+def rescaled_parent_pe(source: str, rope: str | None, factor: float | None) -> str:
+    """The parent's rotary PE re-scaled by ``rope`` (``KIND[:key=value,...]``) and ``factor``, L = its L_tr:
+    the scheme that ``extrap eval PARENT --rope KIND --factor F`` reads it with (:func:`rescaled_model_config`)."""
+    from extrap.run.trained import rescaled_model_config
+
+    run_dir = _parent_dir(source)
+    model_cfg, _ = rescaled_model_config(run_dir.read_config(), run_dir.path, rope, factor)
+    return model_cfg.pe
+
+
 def _parent_dir(source: str) -> RunDir:
     run_dir = RunDir(source)
     if not run_dir.path.is_dir():
@@ -155,6 +165,7 @@ __all__ = [
     "ParentWeights",
     "check_child",
     "parent_pe",
+    "rescaled_parent_pe",
     "read_parent",
     "reread_parent",
     "start_from_parent",
