@@ -208,3 +208,77 @@ def test_a_child_stopped_before_its_first_checkpoint_refuses_a_changed_parent(tm
     assert main(argv) == 2
     assert "sha256 differs" in capsys.readouterr().err
     assert RunDir(tmp_path / "child").latest() is None
+
+
+# ---------------------------------------------------------------------------
+# hf: Llama-family folders
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory, hf_tokenizer) -> Path:
+    """A tiny random Llama (L = 32) with a byte-level BPE tokenizer, saved as an HF folder."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32,
+    )  # fmt: skip
+    folder = tmp_path_factory.mktemp("llama")
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _hf_argv(llama, corpus, out, *extra) -> list[str]:
+    return ["train", "--init-from", f"hf:{llama}", "--steps", "2", "--batch-size", "2", "--train-length", "64",
+            "--corpus", corpus, "--out", str(out), *extra]  # fmt: skip
+
+
+def test_an_hf_llama_fine_tuned_with_yarn_is_written_back_as_an_hf_folder(llama, corpus, tmp_path):
+    import transformers
+
+    from extrap.positional.rotary import Rotary
+
+    out = tmp_path / "yarn"
+    assert main(_hf_argv(llama, corpus, out, "--rope", "yarn", "--factor", "4")) == 0
+    written = json.loads((out / "config.json").read_text())
+    assert written["max_position_embeddings"] == 64
+    assert written["rope_parameters"] == {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
+    }  # fmt: skip
+    lineage = json.loads((out / "extrap_parent.json").read_text())["parent"]
+    assert lineage["weights_sha256"] == hashlib.sha256((llama / "model.safetensors").read_bytes()).hexdigest()
+    assert (lineage["path"], lineage["step"], lineage["train_length"]) == (f"hf:{llama.resolve()}", None, 32)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    # the written rope_parameters are YaRN x4 at L = 32: extrap's own YaRN frequencies (HF's bit for bit)
+    inv, attention = Rotary(scaling="yarn", factor=4, original_max_position=32).frequencies(8)
+    assert torch.equal(hf.model.rotary_emb.inv_freq, inv) and hf.model.rotary_emb.attention_scaling == attention
+    ids = torch.randint(0, 300, (1, 96), generator=torch.Generator().manual_seed(1))
+    run = extrap.load(f"hf:{out}", device="cpu", dtype="float32")
+    with torch.no_grad():
+        ours, theirs = run.model(ids).logits, hf(input_ids=ids).logits
+    assert (ours - theirs).abs().max() <= 1e-5
+    parent = transformers.AutoModelForCausalLM.from_pretrained(str(llama), dtype=torch.float32)
+    assert not torch.equal(parent.model.embed_tokens.weight, hf.model.embed_tokens.weight)  # it trained
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (("--train-length", "16"), "shorter than the parent's training length 32"),
+        (("--pe", "rope"), "cannot honour --pe"),
+        (("--resume",), "--resume"),
+        (("--init-step", "2"), "no init step"),
+        (("--rope", "yarn:beta_fast=-1"), "beta_fast"),
+    ],
+)
+def test_bad_hf_input_is_refused_in_one_line_and_writes_nothing(extra, said, llama, corpus, tmp_path, capsys):
+    out = tmp_path / "child"
+    assert main([*_hf_argv(llama, corpus, out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1, err
+    assert not out.exists() and not list(tmp_path.glob(".child*"))
+
+
+def test_a_missing_hf_parent_is_refused(tmp_path, corpus, capsys):
+    assert main(_hf_argv(tmp_path / "nope", corpus, tmp_path / "child")) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "child").exists()

@@ -103,7 +103,7 @@ def _rank_device(train_cfg: TrainConfig, rank: int, world: int) -> torch.device:
     return device
 
 
-def _sampler(cfg: TrainConfig, corpus, tokenizer, rank: int, world: int):
+def training_sampler(cfg: TrainConfig, corpus, tokenizer, rank: int, world: int):
     """Deterministic training batches: LM windows, or retrieval examples scored on their answers."""
     from extrap.data import BatchSampler, token_stream
 
@@ -217,7 +217,7 @@ def _start(
         fused=False,
         foreach=False,
     )
-    sampler = _sampler(train_cfg, corpus, tokenizer, rank, world)
+    sampler = training_sampler(train_cfg, corpus, tokenizer, rank, world)
     pos_gen = torch.Generator().manual_seed(train_cfg.seed + 7919 * (rank + 1))
     session = _Session(run_dir, train_cfg, model, opt, sampler, pos_gen, device, rank, world)
     if resume:
