@@ -18,6 +18,7 @@ from extrap.io import atomic_write_bytes
 from extrap.results import load_results
 from extrap.run import RunDir
 from extrap.train import build_configs, train
+from killer import KILLER
 
 
 def _train_argv(out, corpus, steps=6, *extra):
@@ -218,26 +219,6 @@ def test_a_study_with_a_failed_job_exits_non_zero_and_says_so(tmp_path, monkeypa
     assert "1 job(s) failed: type1" in capsys.readouterr().err
     html = (out / "report.html").read_text()
     assert "Incomplete study" in html and html.index("Incomplete study") < html.index("Claims checklist")
-
-
-KILLER = """
-import os, sys
-import extrap.io as io
-from extrap.cli import main
-
-k, calls = int(sys.argv[1]), [0]
-
-def dying(real):
-    def op(*a, **kw):
-        calls[0] += 1
-        if calls[0] == k:
-            os._exit(137)  # like kill -9: no cleanup, no finally blocks
-        return real(*a, **kw)
-    return op
-
-io.os.fsync, io.os.replace = dying(io.os.fsync), dying(io.os.replace)
-sys.exit(main(sys.argv[2:]))
-"""
 
 
 def test_killed_at_any_write_resumes_bit_exact(tmp_path, tiny_text):

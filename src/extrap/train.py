@@ -24,13 +24,14 @@ from extrap.memory import check_fits, training_step_bytes
 from extrap.model import GPT, ModelConfig
 from extrap.progress import StepProgress
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
+from extrap.run.lineage import InitFrom, ParentWeights, check_child, read_parent, reread_parent, start_from_parent
 from extrap.run.lock import exclusive
 from extrap.run.records import MetricsRecord, TrainingSummary, TrainState
 from extrap.version import __version__
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PRESETS", "TrainConfig", "build_configs", "lr_at", "resolve_device", "train"]
+__all__ = ["PRESETS", "InitFrom", "TrainConfig", "build_configs", "lr_at", "resolve_device", "train"]
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -102,7 +103,7 @@ def _rank_device(train_cfg: TrainConfig, rank: int, world: int) -> torch.device:
     return device
 
 
-def _sampler(cfg: TrainConfig, corpus, tokenizer, rank: int, world: int):
+def training_sampler(cfg: TrainConfig, corpus, tokenizer, rank: int, world: int):
     """Deterministic training batches: LM windows, or retrieval examples scored on their answers."""
     from extrap.data import BatchSampler, token_stream
 
@@ -149,9 +150,35 @@ def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfi
         run_dir.clear_final()
 
 
-def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resume: bool) -> _Session:
+def _parent(run_dir: RunDir, init_from: InitFrom | None, resume: bool) -> ParentWeights | None:
+    """The run a fine-tune starts from: the one asked for, or, resuming a fine-tune that was stopped
+    before its first checkpoint, the one its config records (refused if its weights changed since)."""
+    if init_from is not None:
+        if resume:
+            raise ExtrapError("a fine-tune from a parent run starts a new run and resume continues one: not both")
+        return read_parent(init_from)
+    if resume and run_dir.exists() and run_dir.latest() is None:
+        saved = run_dir.read_config().parent
+        return reread_parent(saved) if saved is not None else None
+    return None
+
+
+def _tokenizer(run_dir: RunDir, train_cfg: TrainConfig, corpus, parent: ParentWeights | None, resume: bool):
+    """A fine-tune keeps its parent's tokenizer (a BPE learnt on the parent's corpus), and resumes with its own."""
+    from extrap.data import get_tokenizer, load_tokenizer
+
+    if parent is not None:
+        return load_tokenizer(parent.path)
+    if resume and run_dir.exists() and run_dir.read_config().parent is not None:
+        return load_tokenizer(run_dir.path)
+    return get_tokenizer(train_cfg.tokenizer, corpus)
+
+
+def _start(
+    run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resume: bool, init_from: InitFrom | None
+) -> _Session:
     """Check the directory, build data, model and optimiser, then restore or record the run."""
-    from extrap.data import get_tokenizer, load_corpus
+    from extrap.data import load_corpus
 
     rank, world = _dist_info()
     device = _rank_device(train_cfg, rank, world)
@@ -160,8 +187,12 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
         run_dir.remove_temporaries()
     if run_dir.exists() and not resume:
         raise ExtrapError(f"{run_dir.path} already holds a run; resume it or choose another output directory")
+    parent = _parent(run_dir, init_from, resume)
+    if parent is not None:  # before the corpus is read: a fine-tune that cannot start stops at once
+        model_cfg.vocab_size = parent.config.model.vocab_size
+        check_child(parent, model_cfg, train_cfg)
     corpus = load_corpus(train_cfg.corpus)
-    tokenizer = get_tokenizer(train_cfg.tokenizer, corpus)
+    tokenizer = _tokenizer(run_dir, train_cfg, corpus, parent, resume)
     model_cfg.vocab_size = tokenizer.vocab_size
     if resume and run_dir.exists():
         _check_resume(run_dir, model_cfg, train_cfg, rank)
@@ -175,7 +206,10 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
             "lower the batch size or the training length",
         )
     torch.manual_seed(train_cfg.seed)
-    model = GPT(model_cfg).to(device)
+    model = GPT(model_cfg)
+    if parent is not None:
+        start_from_parent(model, parent)
+    model = model.to(device)
     opt = torch.optim.AdamW(
         _param_groups(model, train_cfg.weight_decay),
         lr=train_cfg.lr,
@@ -183,27 +217,32 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
         fused=False,
         foreach=False,
     )
-    sampler = _sampler(train_cfg, corpus, tokenizer, rank, world)
+    sampler = training_sampler(train_cfg, corpus, tokenizer, rank, world)
     pos_gen = torch.Generator().manual_seed(train_cfg.seed + 7919 * (rank + 1))
     session = _Session(run_dir, train_cfg, model, opt, sampler, pos_gen, device, rank, world)
     if resume:
         session.restore()
     if session.step == 0 and rank == 0:
-        meta = run_metadata(train_cfg.seed, corpus.hash)
-        config = RunConfig(
-            model=model_cfg,
-            train=train_cfg,
-            tokenizer=tokenizer.name,
-            corpus=corpus.name,
-            corpus_hash=corpus.hash,
-            seed=train_cfg.seed,
-            extrap_version=meta["extrap_version"],
-            command=meta["command"],
-            world_size=world,
-        )
-        run_dir.write_config(config)
-        tokenizer.save(run_dir.path)
+        _record_config(run_dir, model_cfg, train_cfg, corpus, tokenizer, world, parent)
     return session
+
+
+def _record_config(run_dir: RunDir, model_cfg, train_cfg, corpus, tokenizer, world: int, parent) -> None:
+    meta = run_metadata(train_cfg.seed, corpus.hash)
+    config = RunConfig(
+        model=model_cfg,
+        train=train_cfg,
+        tokenizer=tokenizer.name,
+        corpus=corpus.name,
+        corpus_hash=corpus.hash,
+        seed=train_cfg.seed,
+        extrap_version=meta["extrap_version"],
+        command=meta["command"],
+        world_size=world,
+        parent=parent.record if parent is not None else None,
+    )
+    run_dir.write_config(config)
+    tokenizer.save(run_dir.path)
 
 
 def _step(s: _Session, ddp_model, amp) -> float:
@@ -268,6 +307,7 @@ def train(
     progress: bool = True,
     stop_after: int | None = None,
     tensorboard: bool = False,
+    init_from: InitFrom | str | os.PathLike | None = None,
 ) -> TrainingSummary:
     """Train (or resume) a run; returns the final summary that is also written to final.json.
 
@@ -276,17 +316,26 @@ def train(
     events to ``RUN_DIR/tb`` (needs the ``tensorboard`` package; ExtrapError before anything
     is written when it is missing).  The process that writes the run (rank 0) holds the run
     directory's lock throughout: a second writer stops at once, naming this one.
+
+    ``init_from``: fine-tune, a new run whose weights start from another run's checkpoint
+    (:class:`~extrap.run.lineage.InitFrom`: a run directory and optionally a step; a path means its latest
+    checkpoint).  ``model_cfg`` may change the parent's PE options (a RoPE base or scaling), not its scheme
+    or shapes, and ``train_cfg`` may not train shorter than the parent; the child's config records the
+    parent (path, step, sha256 of its weights, PE).  Not together with ``resume``: a fine-tune is resumed
+    like any run, and one stopped before its first checkpoint starts again from the parent it recorded.
     """
     writer_class = _summary_writer() if tensorboard else None
+    if init_from is not None and not isinstance(init_from, InitFrom):
+        init_from = InitFrom(str(init_from))
     rank, _ = _dist_info()
     with exclusive(run_dir) if rank == 0 else nullcontext():
-        return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after, writer_class)
+        return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after, writer_class, init_from)
 
 
 def _train(
-    run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class
+    run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class, init_from
 ) -> TrainingSummary:
-    s = _start(run_dir, model_cfg, train_cfg, resume)
+    s = _start(run_dir, model_cfg, train_cfg, resume, init_from)
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
     ddp_model = s.model

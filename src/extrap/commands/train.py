@@ -45,6 +45,7 @@ def register(sub) -> None:
     types.add_device(p, note="default: the config's, else auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    _add_init_arguments(p)
     p.add_argument(
         "--tensorboard",
         action="store_true",
@@ -57,6 +58,29 @@ def register(sub) -> None:
     )
     p.add_argument("--csv", metavar="PATH", help="also write the final summary as one CSV row to PATH (atomically)")
     p.set_defaults(func=run)
+
+
+def _add_init_arguments(p) -> None:
+    """Fine-tuning: --init-from, --rope, --factor, --init-step."""
+    p.add_argument(
+        "--init-from",
+        dest="init_from",
+        metavar="RUN",
+        help="fine-tune: start from this run's weights (its latest checkpoint) with the same shapes and scheme; "
+        "--pe may change the scheme's options (default: the parent's PE), --train-length may not be shorter; "
+        "hf:DIR: fine-tune a local Llama-family model (--rope TYPE --factor F) into a new HF folder --out",
+    )
+    p.add_argument(
+        "--rope",
+        metavar="KIND[:key=value,...]",
+        help="with --init-from: fine-tune with the parent's RoPE re-scaled as `eval --rope` reads it, L = the "
+        "parent's L_tr (linear | ntk | dynamic | ntk-by-parts | yarn | truncated | llama3 | longrope); or give the "
+        "whole spec with --pe (rope:scaling=yarn,factor=4,original_max_position=L)",
+    )
+    p.add_argument("--factor", type=types.positive_float, help="with --rope: the scale factor s (default 1)")
+    p.add_argument(
+        "--init-step", dest="init_step", type=int, metavar="N", help="with --init-from: its checkpoint of step N"
+    )
 
 
 def run(args) -> int:
@@ -83,12 +107,15 @@ def run(args) -> int:
     types.check_outputs(args, runs=[args.out], inputs=[("--config", args.config)], flags=("csv",))
     overrides = {k: getattr(args, k) for k in keys}
     config = read_config_file(args.config)
+    init_from = _init_from(args, config)
     try:
         model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides)
     except ExtrapError as e:  # say where a bad setting may have come from
         raise ExtrapError(
             f"{e} (settings: preset {args.preset}" + (f", {args.config}" if args.config else "") + ", command line)"
         ) from None
+    if init_from is not None and init_from.source.startswith("hf:"):
+        return _run_hf(args, config, train_cfg, init_from)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         import torch.distributed as dist
@@ -99,13 +126,71 @@ def run(args) -> int:
         # progress: a bar on a terminal, else a log line every 30 s; --json keeps a non-terminal stderr quiet
         progress = not args.json or sys.stderr.isatty()
         summary = train(
-            args.out, model_cfg, train_cfg, resume=args.resume, progress=progress, tensorboard=args.tensorboard
+            args.out,
+            model_cfg,
+            train_cfg,
+            resume=args.resume,
+            progress=progress,
+            tensorboard=args.tensorboard,
+            init_from=init_from,
         )
     finally:
         if distributed:
             _shutdown_distributed()
     if int(os.environ.get("RANK", "0")) == 0:
         _emit(args, _report(args.out, summary))
+    return 0
+
+
+def _init_from(args, config: dict):
+    """The parent of a fine-tune (None: a run from scratch); without --pe it keeps the parent's PE."""
+    if args.init_from is None:
+        if args.init_step is not None or args.rope is not None or args.factor is not None:
+            flag = "--init-step" if args.init_step is not None else "--rope/--factor"
+            raise ExtrapError(
+                f"{flag} needs --init-from (a scaling from scratch is a --pe spec: "
+                "rope:scaling=yarn,factor=4,original_max_position=L)"
+            )
+        return None
+    if args.resume:
+        raise ExtrapError("--init-from starts a new run from a parent and --resume continues one: give one of them")
+    from extrap.run.lineage import InitFrom, parent_pe, rescaled_parent_pe
+
+    if args.init_from.startswith("hf:"):  # its RoPE is its config's: --rope goes to extrap.hf.finetune
+        return InitFrom(args.init_from, args.init_step)
+    if args.rope is not None or args.factor is not None:
+        if args.pe is not None:
+            raise ExtrapError("--rope re-scales the parent's PE and --pe replaces it: give one of them")
+        args.pe = rescaled_parent_pe(args.init_from, args.rope, args.factor)
+    elif args.pe is None and "pe" not in (config.get("model") or {}):
+        args.pe = parent_pe(args.init_from)
+    return InitFrom(args.init_from, args.init_step)
+
+
+def _run_hf(args, config: dict, train_cfg, init_from) -> int:
+    """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`)."""
+    from extrap.hf.finetune import finetune_hf
+    from extrap.run.records import TrainReport
+
+    refused = [
+        flag
+        for flag, given in (
+            ("--pe (an hf: model's RoPE is changed with --rope)", args.pe is not None),
+            ("--tokenizer (an hf: model keeps its own)", args.tokenizer is not None),
+            ("--tensorboard", args.tensorboard),
+            ("a --config model section", bool(config.get("model"))),
+            ("torchrun", int(os.environ.get("WORLD_SIZE", "1")) > 1),
+        )
+        if given
+    ]
+    if refused:
+        raise ExtrapError(f"--init-from hf: cannot honour {', '.join(refused)}")
+    summary = finetune_hf(args.out, init_from, train_cfg, args.rope, args.factor, args.positions)
+    from extrap.hf.rope_config import read_rope_config
+
+    pe = read_rope_config(args.out).spec
+    report = TrainReport(str(args.out), pe, train_cfg.train_length, train_cfg.corpus, train_cfg.seed, None, summary)
+    _emit(args, report)
     return 0
 
 

@@ -129,7 +129,7 @@ def load_hf(
     if mtype not in CAUSAL_FAMILIES:
         raise ExtrapError(f"not supported: {architecture(hf_cfg)}")
     device, dt = default_device_dtype(device, dtype)
-    hf_model, tok = _from_pretrained(folder, dt)
+    hf_model, tok = local_pretrained(folder, dt)
     hf_model.to(device).eval()
     pe = f"hf:{mtype}/{CAUSAL_FAMILIES[mtype]}"
     model = HFModel(hf_model, mtype, pe)
@@ -170,7 +170,7 @@ def run_config(shape, hf_cfg, folder, train_length: tuple[int, str], corpus, dty
     )
 
 
-def _from_pretrained(folder, dtype):
+def local_pretrained(folder, dtype):
     """The transformers model and tokenizer in ``folder`` (local files only: nothing is downloaded)."""
     transformers = require_transformers()
     with load_failures(f"cannot load a model from {folder}"):

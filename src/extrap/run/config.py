@@ -9,6 +9,7 @@ from typing import Any
 from extrap.config import TrainConfig
 from extrap.errors import ExtrapError
 from extrap.model import ModelConfig
+from extrap.run.records import Parent
 
 # 1: extrap 0.1.0 wrote no "format" key; the layout is the same, so it still loads.
 RUN_FORMAT = 2
@@ -39,6 +40,7 @@ class RunConfig:
     command: str
     world_size: int = 1
     format: int = RUN_FORMAT
+    parent: Parent | None = None  # the run it was fine-tuned from (``extrap train --init-from``)
 
     @property
     def pe(self) -> str:
@@ -60,6 +62,7 @@ class RunConfig:
             "extrap_version": self.extrap_version,
             "command": self.command,
             "world_size": self.world_size,
+            **({"parent": self.parent.to_json()} if self.parent else {}),
         }
 
     @classmethod
@@ -90,6 +93,7 @@ class RunConfig:
                 command=str(d.get("command", "")),
                 world_size=int(d.get("world_size", 1)),
                 format=fmt,
+                parent=None if d.get("parent") is None else Parent.from_json(d["parent"], f"{source} parent"),
             )
         except ExtrapError as e:  # say which file holds the bad setting
             raise ExtrapError(f"{source}: {e}") from None

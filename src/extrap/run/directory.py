@@ -158,6 +158,18 @@ class RunDir:
             raise ExtrapError(f"{path} points at {name!r}, not at this run's checkpoint of step {step}")
         return Checkpoint(step, self.path / name)
 
+    def checkpoint(self, step: int | None = None) -> Checkpoint:
+        """The checkpoint of ``step`` (None: the latest); ExtrapError naming the kept steps when there is none."""
+        latest = self.latest()
+        if step is None and latest is not None:
+            return latest
+        ckpt = Checkpoint(int(step or 0), self.path / self.checkpoint_name(int(step or 0)))
+        if step is None or not ckpt.weights.is_file():
+            kept = sorted(int(p.name[5:]) for p in self.path.glob("checkpoints/step-*") if p.name[5:].isdigit())
+            held = f"it keeps step {', '.join(map(str, kept))}" if kept else "it has no checkpoint"
+            raise ExtrapError(f"{self.path} has no checkpoint" + (f" of step {step}" if step else "") + f" ({held})")
+        return ckpt
+
     def save_checkpoint(self, step: int, weights: dict[str, torch.Tensor], state: TrainState) -> Checkpoint:
         """Weights (safetensors) and the training state (tensors and numbers only), then latest.json.
 

@@ -142,3 +142,42 @@ class TrainState:
     @classmethod
     def from_state(cls, d: Mapping[str, Any]) -> TrainState:
         return cls(**{k: d[k] for k in cls.KEYS})
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The run a fine-tune started from (``config.json``'s ``parent``; ``extrap train --init-from``).
+
+    ``path``: the parent's run directory, or ``hf:DIR``; ``step``: its checkpoint (None for an hf: folder);
+    ``weights_sha256``: sha256 of the weight file the fine-tune read (``model.safetensors``), so that a
+    later reader can tell whether the parent still holds those weights; ``pe`` and ``train_length``: the
+    encoding and the length the parent was trained with.
+    """
+
+    path: str
+    step: int | None
+    weights_sha256: str
+    pe: str
+    train_length: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "step": self.step,
+            "weights_sha256": self.weights_sha256,
+            "pe": self.pe,
+            "train_length": self.train_length,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], where: str = "config.json parent") -> Parent:
+        if not isinstance(d, Mapping) or not all(k in d for k in ("path", "weights_sha256", "pe")):
+            raise ExtrapError(f"{where}: needs path, weights_sha256 and pe")
+        step = None if d.get("step") is None else _number(d, "step", where, int)
+        return cls(
+            path=str(d["path"]),
+            step=step,
+            weights_sha256=str(d["weights_sha256"]),
+            pe=str(d["pe"]),
+            train_length=_number(d, "train_length", where, int),
+        )

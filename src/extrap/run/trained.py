@@ -29,19 +29,21 @@ def model_weights(model) -> dict[str, torch.Tensor]:
 
 
 def load_model_weights(model, run_dir: RunDir, ckpt: Checkpoint) -> None:
-    state = run_dir.read_weights(ckpt)
-    if model.cfg.tie_embeddings:
-        state["head.weight"] = state["tok.weight"]
+    apply_weights(model, run_dir.read_weights(ckpt), ckpt.weights)
+
+
+def apply_weights(model, state: dict[str, torch.Tensor], source) -> None:
+    """Load a checkpoint's tensors (as :func:`model_weights` stores them) into ``model``, strictly."""
+    if model.cfg.tie_embeddings and "tok.weight" in state:
+        state = {**state, "head.weight": state["tok.weight"]}
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # a tensor whose shape the config does not predict
         lines = [ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln]
-        raise ExtrapError(
-            f"{ckpt.weights} does not match its config: {lines[0] if lines else 'shapes differ'}"
-        ) from None
+        raise ExtrapError(f"{source} does not match its config: {lines[0] if lines else 'shapes differ'}") from None
     if missing or unexpected:
         raise ExtrapError(
-            f"checkpoint {ckpt.path} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+            f"checkpoint {source} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
 
 

@@ -1,0 +1,284 @@
+"""`extrap train --init-from RUN`: a fine-tune starts from its parent's weights, records its lineage,
+refuses what cannot start from the parent, is read with its own encoding, and resumes after kill -9."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import extrap
+from extrap.cli import main
+from extrap.run import RunDir
+from extrap.run.records import Parent
+from extrap.train import InitFrom, build_configs, lr_at, train
+from killer import KILLER
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("corpus")
+    for p in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:30]:
+        (folder / p.name).write_text(p.read_text(encoding="utf-8", errors="replace"))
+    return f"text:{folder}"
+
+
+def _parent(root: Path, pe: str, corpus: str) -> Path:
+    m, t = build_configs(pe, "smoke", overrides=dict(steps=4, save_every=2, corpus=corpus, train_length=32))
+    train(root / pe, m, t, progress=False)
+    return root / pe
+
+
+@pytest.fixture(scope="module")
+def rope_parent(tmp_path_factory, corpus) -> Path:
+    return _parent(tmp_path_factory.mktemp("parents"), "rope", corpus)
+
+
+def _child_argv(parent, corpus, out, *extra) -> list[str]:
+    return ["train", "--init-from", str(parent), "--preset", "smoke", "--steps", "6", "--save-every", "3",
+            "--corpus", corpus, "--train-length", "64", "--out", str(out), *extra]  # fmt: skip
+
+
+def _weights(run) -> dict[str, torch.Tensor]:
+    return load_file(str(RunDir(run).latest().weights))
+
+
+def test_a_child_starts_from_its_parents_weights_and_records_its_lineage(rope_parent, corpus, tmp_path):
+    m, t = build_configs("rope:base=500000", "smoke", overrides=dict(steps=1, corpus=corpus, train_length=64))
+    train(tmp_path / "child", m, t, progress=False, init_from=InitFrom(str(rope_parent)))
+    parent_file = RunDir(rope_parent).latest().weights
+    sha = hashlib.sha256(parent_file.read_bytes()).hexdigest()
+    config = RunDir(tmp_path / "child").read_config()
+    assert config.parent == Parent(str(rope_parent.resolve()), 4, sha, "rope", 32)
+    assert config.pe == "rope:base=500000" and config.train_length == 64
+    # AdamW's first step (Loshchilov & Hutter 2019, Alg. 2) moves a weight w by lr_0 * g/(|g| + eps) plus the
+    # decay lr_0 * wd * w: at most lr_0 (1 + wd |w|).  A random start would sit O(1) away.
+    parent, child, lr0 = load_file(str(parent_file)), _weights(tmp_path / "child"), lr_at(0, t)
+    assert parent.keys() == child.keys()
+    for k in parent:
+        assert ((child[k] - parent[k]).abs() <= lr0 * (1 + t.weight_decay * parent[k].abs()) + 1e-6).all(), k
+    assert any(not torch.equal(child[k], parent[k]) for k in parent)  # and it did train
+
+
+def test_later_commands_read_the_child_with_its_own_encoding(rope_parent, corpus, tmp_path, capsys):
+    out = tmp_path / "abf"
+    assert main(_child_argv(rope_parent, corpus, out, "--pe", "rope:base=500000", "--steps", "2")) == 0
+    run = extrap.load(out)
+    assert run.model.scheme.spec == "rope:base=500000" and run.model.scheme.opts["base"] == 500000
+    capsys.readouterr()
+    assert main(["eval", str(out), "--lengths", "128", "--tokens", "256", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["pe"], report["train_length"]) == ("rope:base=500000", 64)
+
+
+def test_rope_and_factor_rescale_the_parents_pe_as_eval_reads_it(rope_parent, corpus, tmp_path):
+    out = tmp_path / "yarn"
+    assert (
+        main(_child_argv(rope_parent, corpus, out, "--rope", "yarn:beta_fast=16", "--factor", "4", "--steps", "1")) == 0
+    )
+    assert RunDir(out).read_config().pe == extrap.load(rope_parent, rope="yarn:beta_fast=16", factor=4).pe
+    assert RunDir(out).read_config().pe == "rope:scaling=yarn,factor=4,original_max_position=32,beta_fast=16"
+    for flag in (("--factor", "4"), ("--init-step", "4")):  # no parent: refused, not dropped
+        assert main(["train", "--preset", "smoke", *flag, "--out", str(tmp_path / "scratch")]) == 2
+        assert not (tmp_path / "scratch").exists()
+
+
+def test_without_pe_a_child_keeps_its_parents_and_pose_and_tasks_train(rope_parent, corpus, tmp_path):
+    out = tmp_path / "pose"
+    extra = (
+        "--positions",
+        "pose:target=512,chunks=2",
+        "--task",
+        "passkey",
+        "--task-mix",
+        "0.5",
+        "--train-length",
+        "128",
+    )
+    assert main(_child_argv(rope_parent, corpus, out, *extra)) == 0
+    config = RunDir(out).read_config()
+    assert (config.pe, config.model.positions, config.train.task) == ("rope", "pose:target=512,chunks=2", "passkey")
+    assert config.parent.pe == "rope" and RunDir(out).is_finished()
+
+
+def test_a_learned_bias_carries_over_and_theory_reads_the_child(tmp_path, corpus, capsys):
+    parent = _parent(tmp_path, "kerple-log", corpus)
+    out = tmp_path / "child"
+    assert main(_child_argv(parent, corpus, out, "--steps", "1")) == 0
+    p, c = _weights(parent), _weights(out)
+    keys = [k for k in p if "bias_params" in k]
+    assert keys and all((c[k] - p[k]).abs().max() <= 1e-3 for k in keys)  # one step of lr_0 = 6e-4 at most
+    capsys.readouterr()
+    assert main(["theory", "--checkpoint", str(out), "--lengths", "128", "--eps", "1e-3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert {r["train_length"] for r in rows} == {64}  # the child's length, not the parent's 32
+    r1 = torch.nn.functional.softplus(c["blocks.0.attn.bias_params.r1"].double())
+    row = next(r for r in rows if r["layer"] == 0 and r["head"] == 0)
+    assert row["params"]["r1"] == pytest.approx(float(r1[0]), rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def alibi_parent(tmp_path_factory, corpus) -> Path:
+    return _parent(tmp_path_factory.mktemp("parents"), "alibi", corpus)
+
+
+@pytest.mark.parametrize(
+    "parent, extra, said",
+    [
+        ("missing", (), "does not exist"),
+        ("alibi", ("--pe", "rope"), "not a rotary PE"),
+        ("rope", ("--pe", "alibi"), "keeps the encoding family"),
+        ("rope", ("--preset", "cpu"), "shape differs from parent"),
+        ("rope", ("--resume",), "--resume"),
+        ("rope", ("--train-length", "16"), "shorter than the parent's training length 32"),
+        ("rope", ("--init-step", "3"), "keeps step 4"),
+        ("rope", ("--rope", "yarn", "--pe", "rope"), "give one of them"),
+        ("alibi", ("--rope", "yarn", "--factor", "2"), "needs a run trained with a rotary PE"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line_and_writes_nothing(
+    parent, extra, said, rope_parent, alibi_parent, corpus, tmp_path, capsys
+):
+    source = {"rope": rope_parent, "alibi": alibi_parent, "missing": tmp_path / "nope"}[parent]
+    out = tmp_path / "child"
+    assert main([*_child_argv(source, corpus, out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+YARN = ("--pe", "rope:scaling=yarn,factor=2,original_max_position=32")
+
+
+@pytest.fixture(scope="module")
+def straight(rope_parent, corpus, tmp_path_factory) -> Path:
+    """A YaRN child trained without interruption: what every stopped child must resume to."""
+    out = tmp_path_factory.mktemp("straight") / "child"
+    assert main(_child_argv(rope_parent, corpus, out, *YARN)) == 0
+    return out
+
+
+def _resume_argv(argv: list[str], parent) -> list[str]:
+    """The same command, without --init-from: a child resumes like any run."""
+    return [a for a in argv if a not in ("--init-from", str(parent))] + ["--resume"]
+
+
+def test_a_child_killed_after_a_checkpoint_resumes_bit_exact(straight, rope_parent, corpus, tmp_path):
+    """kill -9 at the 15th file-system operation (after the checkpoint of step 3, see test_faults.py)."""
+    out = tmp_path / "killed"
+    argv = _child_argv(rope_parent, corpus, out, *YARN)
+    proc = subprocess.run([sys.executable, "-c", KILLER, "15", *argv], env={**os.environ}, capture_output=True)
+    assert proc.returncode == 137, proc.stderr
+    assert RunDir(out).latest().step == 3 and not RunDir(out).is_finished()
+    assert main(_resume_argv(argv, rope_parent)) == 0
+    assert RunDir(out).read_final().final_loss == RunDir(straight).read_final().final_loss
+    assert RunDir(out).read_config().parent == RunDir(straight).read_config().parent
+
+
+def test_a_child_stopped_before_its_first_checkpoint_starts_again_from_its_parent(
+    straight, rope_parent, corpus, tmp_path, capsys
+):
+    argv = _child_argv(rope_parent, corpus, tmp_path / "child", *YARN)
+    m, t = build_configs(YARN[1], "smoke", overrides=dict(steps=6, save_every=3, corpus=corpus, train_length=64))
+    train(tmp_path / "child", m, t, progress=False, stop_after=0, init_from=str(rope_parent))
+    assert RunDir(tmp_path / "child").exists() and RunDir(tmp_path / "child").latest() is None
+    assert main(_resume_argv(argv, rope_parent)) == 0
+    assert RunDir(tmp_path / "child").read_final().final_loss == RunDir(straight).read_final().final_loss
+
+
+def test_a_child_stopped_before_its_first_checkpoint_refuses_a_changed_parent(tmp_path, corpus, capsys):
+    from safetensors.torch import save_file
+
+    parent = _parent(tmp_path, "rope", corpus)
+    m, t = build_configs("rope", "smoke", overrides=dict(steps=2, corpus=corpus, train_length=32))
+    train(tmp_path / "child", m, t, progress=False, stop_after=0, init_from=str(parent))
+    weights = _weights(parent)
+    weights["tok.weight"][0, 0] += 1.0
+    save_file(weights, str(RunDir(parent).latest().weights))
+    argv = ["train", "--preset", "smoke", "--pe", "rope", "--steps", "2", "--corpus", corpus,
+            "--train-length", "32", "--out", str(tmp_path / "child"), "--resume"]  # fmt: skip
+    assert main(argv) == 2
+    assert "sha256 differs" in capsys.readouterr().err
+    assert RunDir(tmp_path / "child").latest() is None
+
+
+# ---------------------------------------------------------------------------
+# hf: Llama-family folders
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory, hf_tokenizer) -> Path:
+    """A tiny random Llama (L = 32) with a byte-level BPE tokenizer, saved as an HF folder."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32,
+    )  # fmt: skip
+    folder = tmp_path_factory.mktemp("llama")
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _hf_argv(llama, corpus, out, *extra) -> list[str]:
+    return ["train", "--init-from", f"hf:{llama}", "--steps", "2", "--batch-size", "2", "--train-length", "64",
+            "--corpus", corpus, "--out", str(out), *extra]  # fmt: skip
+
+
+def test_an_hf_llama_fine_tuned_with_yarn_is_written_back_as_an_hf_folder(llama, corpus, tmp_path):
+    import transformers
+
+    from extrap.positional.rotary import Rotary
+
+    out = tmp_path / "yarn"
+    assert main(_hf_argv(llama, corpus, out, "--rope", "yarn", "--factor", "4")) == 0
+    written = json.loads((out / "config.json").read_text())
+    assert written["max_position_embeddings"] == 64
+    assert written["rope_parameters"] == {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
+    }  # fmt: skip
+    lineage = json.loads((out / "extrap_parent.json").read_text())["parent"]
+    assert lineage["weights_sha256"] == hashlib.sha256((llama / "model.safetensors").read_bytes()).hexdigest()
+    assert (lineage["path"], lineage["step"], lineage["train_length"]) == (f"hf:{llama.resolve()}", None, 32)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    # the written rope_parameters are YaRN x4 at L = 32: extrap's own YaRN frequencies (HF's bit for bit)
+    inv, attention = Rotary(scaling="yarn", factor=4, original_max_position=32).frequencies(8)
+    assert torch.equal(hf.model.rotary_emb.inv_freq, inv) and hf.model.rotary_emb.attention_scaling == attention
+    ids = torch.randint(0, 300, (1, 96), generator=torch.Generator().manual_seed(1))
+    run = extrap.load(f"hf:{out}", device="cpu", dtype="float32")
+    with torch.no_grad():
+        ours, theirs = run.model(ids).logits, hf(input_ids=ids).logits
+    assert (ours - theirs).abs().max() <= 1e-5
+    parent = transformers.AutoModelForCausalLM.from_pretrained(str(llama), dtype=torch.float32)
+    assert not torch.equal(parent.model.embed_tokens.weight, hf.model.embed_tokens.weight)  # it trained
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (("--train-length", "16"), "shorter than the parent's training length 32"),
+        (("--pe", "rope"), "cannot honour --pe"),
+        (("--resume",), "--resume"),
+        (("--init-step", "2"), "no init step"),
+        (("--rope", "yarn:beta_fast=-1"), "beta_fast"),
+    ],
+)
+def test_bad_hf_input_is_refused_in_one_line_and_writes_nothing(extra, said, llama, corpus, tmp_path, capsys):
+    out = tmp_path / "child"
+    assert main([*_hf_argv(llama, corpus, out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1, err
+    assert not out.exists() and not list(tmp_path.glob(".child*"))
+
+
+def test_a_missing_hf_parent_is_refused(tmp_path, corpus, capsys):
+    assert main(_hf_argv(tmp_path / "nope", corpus, tmp_path / "child")) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "child").exists()
