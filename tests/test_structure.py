@@ -54,3 +54,21 @@ def test_checker_finds_a_cycle_and_a_private_import(tmp_path, monkeypatch):
     assert structure.cycles() == [["extrap.a", "extrap.b"]]
     assert structure.private_imports() == ["extrap/a.py:1: _hidden from extrap.b"]
     assert structure.long_functions() == ["extrap/b.py:1: _hidden has 72 lines"]
+
+
+def test_no_shared_module_imports_an_experiment():
+    assert structure.experiment_imports() == []
+
+
+def test_checker_finds_a_shared_module_that_imports_an_experiment(tmp_path, monkeypatch):
+    """A shared module importing an experiment's package is found, an experiment importing the skeleton is not."""
+    exp = tmp_path / "extrap" / "experiments"
+    (exp / "toy").mkdir(parents=True)
+    for init in (tmp_path / "extrap", exp, exp / "toy"):
+        (init / "__init__.py").write_text("")
+    (exp / "protocol.py").write_text("")
+    (exp / "registry.py").write_text("from extrap.experiments import protocol\n")
+    (exp / "toy" / "plan.py").write_text("from extrap import page\nfrom extrap.experiments.protocol import x\n")
+    (tmp_path / "extrap" / "page.py").write_text("def f():\n    from extrap.experiments.toy.plan import g\n")
+    monkeypatch.setattr(structure, "SRC", tmp_path)
+    assert structure.experiment_imports() == ["extrap/page.py:2: imports extrap.experiments.toy.plan"]
