@@ -7,3 +7,12 @@ def contents(missing: bool, sections: tuple[tuple[str, str], ...]) -> list[tuple
     """(id, title) of every section the page shows, in order: the claims, what is missing, the experiment's."""
     head = [("claims", "Claims checklist")] + ([("missing", "Missing or failed")] if missing else [])
     return head + list(sections)
+
+
+def figure_or_section(figure: str, figure_title: str, section: tuple[str, str]):
+    """A page's claim anchor: the figure that decides every claim where it was drawn, else its ``section``."""
+
+    def anchor(results, claim, figures: dict) -> tuple[str, str]:
+        return (f"fig-{figure}", figure_title) if figure in figures else section
+
+    return anchor

@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock
+from extrap.report.contents import figure_or_section
 from extrap.report.extension import extension_claims, extension_missing, goal_line, markdown_table
 from extrap.report.extension_view import extension_context, extension_figure
 from extrap.report.readme import experiment_markdown
-from extrap.results import Claim, StudyResults
+from extrap.results import StudyResults
 from extrap.study import extension as plan
 from extrap.study.presets import EXTENSION_PRESETS
 
@@ -29,9 +30,7 @@ def extension_markdown(results: StudyResults) -> str:
     return experiment_markdown(results, "", [goal_line(results) + ".", ""], table)
 
 
-def anchor(results: StudyResults, claim: Claim, figures: dict) -> tuple[str, str]:
-    return ("fig-extension", "extension figure") if "extension" in figures else ("extension", "extension section")
-
+ANCHOR = figure_or_section("extension", "extension figure", ("extension", "extension section"))
 
 SPEC = ExperimentSpec(
     name="extension",
@@ -41,7 +40,7 @@ SPEC = ExperimentSpec(
     claims=extension_claims,
     missing=extension_missing,
     figures=lambda results, notes, out_dir: [("extension", lambda: extension_figure(results))],
-    page=Page("extension.html.j2", Path(__file__).parent, extension_context, lambda r, b: SECTIONS, anchor),
+    page=Page("extension.html.j2", Path(__file__).parent, extension_context, lambda r, b: SECTIONS, ANCHOR),
     readme=ReadmeBlock(BEGIN, END, extension_markdown),
     options=frozenset({"methods"}),
 )

@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock
+from extrap.report.contents import figure_or_section
 from extrap.report.readme import experiment_markdown
 from extrap.report.rope_base import markdown_table, rope_base_claims
 from extrap.report.rope_base_figures import rope_base_figure
 from extrap.report.rope_base_page import rope_base_context, rope_base_missing
-from extrap.results import Claim, StudyResults
+from extrap.results import StudyResults
 from extrap.study import rope_base as plan
 from extrap.study.presets import ROPE_BASE_PRESETS
 
@@ -28,9 +29,7 @@ def rope_base_markdown(results: StudyResults) -> str:
     return experiment_markdown(results, "", [], markdown_table(results))
 
 
-def anchor(results: StudyResults, claim: Claim, figures: dict) -> tuple[str, str]:
-    return ("fig-rope_base", "rope-base figure") if "rope_base" in figures else ("rope-base", "RoPE base section")
-
+ANCHOR = figure_or_section("rope_base", "rope-base figure", ("rope-base", "RoPE base section"))
 
 SPEC = ExperimentSpec(
     name="rope-base",
@@ -40,6 +39,6 @@ SPEC = ExperimentSpec(
     claims=rope_base_claims,
     missing=rope_base_missing,
     figures=lambda results, notes, out_dir: [("rope_base", lambda: rope_base_figure(results))],
-    page=Page("rope_base.html.j2", Path(__file__).parent, rope_base_context, lambda r, b: SECTIONS, anchor),
+    page=Page("rope_base.html.j2", Path(__file__).parent, rope_base_context, lambda r, b: SECTIONS, ANCHOR),
     readme=ReadmeBlock(BEGIN, END, rope_base_markdown),
 )
