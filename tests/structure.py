@@ -157,6 +157,31 @@ def private_imports() -> list[str]:
     return bad
 
 
+EXPERIMENTS = "extrap.experiments"
+SKELETON_OF_EXPERIMENTS = ("protocol", "registry")  # shared modules inside extrap.experiments
+
+
+def experiment_of(mod: str) -> str | None:
+    """The experiment package ``mod`` belongs to (``extrap.experiments.<name>``), None for a shared module."""
+    if not mod.startswith(EXPERIMENTS + "."):
+        return None
+    name = mod[len(EXPERIMENTS) + 1 :].split(".")[0]
+    return None if name in SKELETON_OF_EXPERIMENTS else name
+
+
+def experiment_imports() -> list[str]:
+    """A shared module (anything outside an experiment's package) importing an experiment's package."""
+    mods = modules()
+    bad = []
+    for mod, path in mods.items():
+        if experiment_of(mod) is not None:
+            continue
+        for target, _, line in _imports(mod, path, mods):
+            if target is not None and experiment_of(target) is not None:
+                bad.append(f"{path.relative_to(SRC)}:{line}: imports {target}")
+    return bad
+
+
 def long_functions(limit: int = MAX_FUNCTION_LINES) -> list[str]:
     bad = []
     for path in modules().values():
@@ -317,6 +342,7 @@ if __name__ == "__main__":
     print("cycles:", *[f"{' '.join(c)}\n    e.g. {' -> '.join(cycle_path(c))}" for c in loops], sep="\n  ")
     for title, items in (
         ("private imports", private_imports()),
+        ("shared modules importing an experiment", experiment_imports()),
         ("long functions", long_functions()),
         ("long files", long_files()),
         ("dict signatures", dict_signatures()),

@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -476,7 +477,11 @@ def test_templates_are_package_files():
     from importlib.resources import files
 
     names = {p.name for p in files("extrap.report").joinpath("templates").iterdir()}
-    assert {"report.html.j2", "extrapolation.html.j2", "alignment.html.j2", "macros.html.j2"} <= names
+    assert {"report.html.j2", "runs.html.j2", "macros.html.j2"} <= names  # the page shell's
+    for package, fragment in (("extrapolation", "extrapolation.html.j2"), ("alignment", "alignment.html.j2")):
+        assert files(f"extrap.experiments.{package}").joinpath(fragment).is_file()  # each experiment's own
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert '"experiments/*/*.j2"' in pyproject  # installed with the package
 
 
 # ---------------------------------------------------------------------------

@@ -97,3 +97,21 @@ def test_raw_write_rule_fires_and_spares_reads_and_memory(tmp_path, monkeypatch)
         "extrap/m.py:9: torch.save",
         "extrap/m.py:10: out.mkdir",
     ]
+
+
+def test_no_shared_module_imports_an_experiment():
+    assert structure.experiment_imports() == []
+
+
+def test_checker_finds_a_shared_module_that_imports_an_experiment(tmp_path, monkeypatch):
+    """A shared module importing an experiment's package is found, an experiment importing the skeleton is not."""
+    exp = tmp_path / "extrap" / "experiments"
+    (exp / "toy").mkdir(parents=True)
+    for init in (tmp_path / "extrap", exp, exp / "toy"):
+        (init / "__init__.py").write_text("")
+    (exp / "protocol.py").write_text("")
+    (exp / "registry.py").write_text("from extrap.experiments import protocol\n")
+    (exp / "toy" / "plan.py").write_text("from extrap import page\nfrom extrap.experiments.protocol import x\n")
+    (tmp_path / "extrap" / "page.py").write_text("def f():\n    from extrap.experiments.toy.plan import g\n")
+    monkeypatch.setattr(structure, "SRC", tmp_path)
+    assert structure.experiment_imports() == ["extrap/page.py:2: imports extrap.experiments.toy.plan"]

@@ -6,6 +6,7 @@ import sys
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
+from extrap.experiments import registry
 
 
 def register(sub) -> None:
@@ -28,8 +29,8 @@ def register(sub) -> None:
     p.add_argument(
         "--experiment",
         default="extrapolation",
-        choices=("extrapolation", "alibi-slopes", "alignment", "rope-base", "effective-length", "extension"),
-        help="extrapolation | alibi-slopes | alignment | rope-base | effective-length | extension",
+        choices=registry.names(),
+        help=" | ".join(registry.names()),
     )
     p.add_argument(
         "--methods",
@@ -59,10 +60,10 @@ def run(args) -> int:
     from extrap.study import StudyExistsError, StudyMismatchError, run_study
 
     pes, tasks = args.pe, args.tasks
-    if tasks is not None and args.experiment not in ("alignment", "effective-length"):
-        raise ExtrapError("--tasks is only for --experiment alignment or effective-length")
-    if args.methods is not None and args.experiment != "extension":
-        raise ExtrapError("--methods is only for --experiment extension")
+    for flag, value in (("tasks", tasks), ("methods", args.methods)):
+        takers = [n for n in registry.names() if flag in registry.get(n).options] if value is not None else []
+        if value is not None and args.experiment not in takers:
+            raise ExtrapError(f"--{flag} is only for --experiment {' or '.join(takers)}")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
         results = run_study(
             args.out,

@@ -10,13 +10,10 @@ on training.
 
 from __future__ import annotations
 
-from extrap.report.alignment.claims import alignment_claims
-from extrap.report.effective_length import effective_length_claims
-from extrap.report.extension import extension_claims
+from extrap.experiments import registry
 from extrap.report.gate import left_out_note, not_tested
 from extrap.report.gate import split as gate_split
 from extrap.report.lookup import eps_keys, num_heads, pe_verdict, widest_head_trf
-from extrap.report.rope_base import rope_base_claims
 from extrap.report.values import (
     PAPER_SLIDING_RELATIVE,
     PARAMS_WORDS,
@@ -209,17 +206,17 @@ def claim_timing(results: StudyResults) -> Claim:
 
 
 def compute_claims(results: StudyResults) -> list[Claim]:
-    """The claims checklist of the results' experiment."""
-    if results.experiment == "alignment":  # 004's claims
-        return alignment_claims(results)
-    if results.experiment == "rope-base":
-        return rope_base_claims(results)
-    if results.experiment == "effective-length":
-        return effective_length_claims(results)
-    if results.experiment == "extension":
-        return extension_claims(results)
-    if results.experiment == "alibi-slopes":
-        return slope_claims(results) + [claim_spearman(results)]
+    """The claims checklist of the results' experiment (its spec's ``claims``)."""
+    return registry.get(results.experiment).claims(results)
+
+
+def slope_study_claims(results: StudyResults) -> list[Claim]:
+    """Experiment alibi-slopes: 003 §4's three slope claims and the TRF/ERF trend."""
+    return slope_claims(results) + [claim_spearman(results)]
+
+
+def extrapolation_claims(results: StudyResults) -> list[Claim]:
+    """Experiment extrapolation: 000's claims."""
     return [
         claim_convergent(results),
         claim_not_extrapolate(

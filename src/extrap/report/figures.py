@@ -10,12 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from extrap.experiments import registry
 from extrap.plotting import new_figure, save_figure
-from extrap.report.alignment.figures import alignment_figure_plan
-from extrap.report.effective_length_figures import effective_length_plan
-from extrap.report.extension_view import extension_figure
 from extrap.report.lookup import erf_table, slope_groups, slopes_protocol
-from extrap.report.rope_base_figures import rope_base_figure
 from extrap.report.shapes import heatmaps_figure, trf_curves_figure
 from extrap.report.values import PARAMS_WORDS, PROTOCOLS, num, trf_setting
 from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
@@ -215,14 +212,11 @@ def slopes_figure(results: StudyResults, group: str, variants: list[SlopeVariant
 
 def figure_plan(results: StudyResults, notes: dict, out_dir: Path) -> list[tuple[str, Callable[[], Any]]]:
     """(name, draw) for every figure of the results' experiment; draw returns None when there is no data."""
-    if results.experiment == "alignment":
-        return alignment_figure_plan(results)
-    if results.experiment == "rope-base":
-        return [("rope_base", lambda: rope_base_figure(results))]
-    if results.experiment == "effective-length":
-        return effective_length_plan(results, notes)
-    if results.experiment == "extension":
-        return [("extension", lambda: extension_figure(results))]
+    return registry.get(results.experiment).figures(results, notes, out_dir)
+
+
+def extrapolation_figures(results: StudyResults, notes: dict, out_dir: Path) -> list[tuple[str, Callable[[], Any]]]:
+    """The extrapolation experiments' figures: 000 Figs. 3-7, 003 Fig. 4 and the ALiBi-slope curves."""
     plan = [(f"ppl_{p}", (lambda p=p: ppl_figure(results, p))) for p in PROTOCOLS]
     plan += [
         ("heatmaps", lambda: heatmaps_figure(results, notes, out_dir)),

@@ -6,17 +6,13 @@ import os
 from functools import cache
 from pathlib import Path
 
+from extrap.experiments import registry
+from extrap.experiments.protocol import ExperimentSpec
 from extrap.io import atomic_write_text
-from extrap.report.alignment import alignment_context
-from extrap.report.alignment import missing as alignment_missing
 from extrap.report.claims import compute_claims
-from extrap.report.contents import claim_anchor, contents, has_timing
-from extrap.report.effective_length_page import effective_length_context, effective_length_missing
-from extrap.report.extension import extension_missing
-from extrap.report.extension_view import extension_context
+from extrap.report.contents import contents
 from extrap.report.figures import write_figures
-from extrap.report.rope_base_page import rope_base_context, rope_base_missing
-from extrap.report.sections import extrapolation_context, learning_text, runs_table
+from extrap.report.sections import learning_text, runs_table
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults
 
@@ -29,11 +25,14 @@ def status(claim: Claim) -> tuple[str, str]:
 
 
 @cache
-def environment():
+def environment(folder: str):
+    """Templates from the experiment's ``folder`` first, then the shell's own (``templates/``)."""
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("extrap.report", "templates"),
+        loader=jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(folder), jinja2.PackageLoader("extrap.report", "templates")]
+        ),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -43,36 +42,7 @@ def environment():
 
 def missing_summary(results: StudyResults) -> list[str]:
     """What the results lack, one line each."""
-    if results.experiment == "alignment":
-        return alignment_missing(results) + recorded_errors(results)
-    if results.experiment == "rope-base":
-        return rope_base_missing(results) + recorded_errors(results)
-    if results.experiment == "effective-length":
-        return effective_length_missing(results) + recorded_errors(results)
-    if results.experiment == "extension":
-        return extension_missing(results) + recorded_errors(results)
-    out = []
-    for section, what in (
-        (results.theory, "theory verdicts"),
-        (results.runs, "training runs"),
-        (results.eval, "evaluation"),
-        (results.erf, "receptive fields"),
-        (results.spearman, "TRF/ERF correlation"),
-        (results.timing if has_timing(results) else True, "timing"),  # the slope experiment never times
-    ):
-        if not section:
-            out.append(f"no {what} section")
-    for section, what in (
-        (results.runs, "no training run"),
-        (results.eval, "no evaluation"),
-        (results.erf, "no receptive field"),
-    ):
-        lack = [pe for pe in results.pes if pe not in section]
-        if section and lack:
-            out.append(f"{what} for {', '.join(lack)}")
-    if results.experiment == "alibi-slopes" and not (results.slopes and results.slopes.variants):
-        out.append("no ALiBi-slope variants")
-    return out + recorded_errors(results)
+    return registry.get(results.experiment).missing(results) + recorded_errors(results)
 
 
 def recorded_errors(results: StudyResults) -> list[str]:
@@ -106,40 +76,24 @@ def header(results: StudyResults) -> list[tuple[str, str]]:
 def render_html(results: StudyResults, figures: dict, claims: list[Claim], notes: dict | None = None) -> str:
     """The report as one HTML string (figures referenced by the relative paths in ``figures``)."""
     notes = notes or {}
+    spec: ExperimentSpec = registry.get(results.experiment)
     missing = missing_summary(results) + [f"figure {k[6:]}: {v}" for k, v in notes.items() if k.startswith("error:")]
-    alignment = results.experiment == "alignment"  # 004 §5.2: no theory / perplexity / ERF sections
-    rope = results.experiment == "rope-base"
-    efflen = results.experiment == "effective-length"
-    extension = results.experiment == "extension"
-    if alignment:
-        body = alignment_context(results, figures, notes)
-    elif rope:
-        body = rope_base_context(results, figures, notes)
-    elif efflen:
-        body = effective_length_context(results, figures, notes)
-    elif extension:
-        body = extension_context(results, figures, notes)
-    else:
-        body = extrapolation_context(results, figures, notes)
+    body = spec.page.context(results, figures, notes)
     return (
-        environment()
+        environment(str(spec.page.folder))
         .get_template("report.html.j2")
         .render(
             title=results.experiment or "study",
             meta=header(results),
-            toc=contents(
-                results, bool(missing), not (alignment or rope or efflen or extension) and bool(body["slopes"])
-            ),
+            toc=contents(bool(missing), spec.page.toc(results, body)),
             missing=missing,
             failures=sorted((results.failures or {}).items()),
-            claims=[(status(c), c, claim_anchor(results, c, figures)) for c in claims],
-            timing=has_timing(results),
-            alignment=alignment,
-            rope=rope,
-            efflen=efflen,
-            extension=extension,
+            claims=[(status(c), c, spec.page.anchor(results, c, figures)) for c in claims],
+            timing=spec.timed,
+            runs_first=spec.page.runs,
+            fragment=spec.page.template,
             runs=runs_table(results),
-            learning=learning_text(results),
+            learning=learning_text(results, spec.gated),
             body=body,
         )
     )

@@ -1,13 +1,10 @@
-"""The README's study section, rendered from a study's results.json so that its numbers cannot drift.
+"""The README's study blocks, rendered from a study's results.json so that their numbers cannot drift.
 
-``python -m extrap.report.readme RESULTS README.md`` rewrites the part of the README between
-:data:`BEGIN` and :data:`END` with :func:`study_markdown`: what the models were and how they
-were trained, the wall time and machine the study recorded, the claims checklist and the
-bits per byte under the last-token protocol.  Results of ``--experiment rope-base`` go between
-:data:`ROPE_BEGIN` and :data:`ROPE_END` instead (:func:`rope_base_markdown`), those of ``--experiment
-extension`` between :data:`EXTENSION_BEGIN` and :data:`EXTENSION_END` (:func:`extension_markdown`);
-``--section survey`` puts a
-study of other encodings between :data:`SURVEY_BEGIN` and :data:`SURVEY_END` (:func:`survey_markdown`).
+``python -m extrap.report.readme RESULTS README.md`` rewrites the README's block of the results' experiment
+(each experiment's :class:`~extrap.experiments.protocol.ReadmeBlock`: its markers and its renderer, found
+through :mod:`extrap.experiments.registry`); ``--section NAME`` renders into a block that shows another
+experiment's results (the survey's table of an extrapolation study).  This module holds what every block
+shares: the command and models line, the claims table and the wall time (:func:`experiment_markdown`).
 ``--check`` only compares (exit 1 when the README differs), as tests/test_readme_render.py does on the
 committed results.
 """
@@ -16,31 +13,21 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import sys
 from pathlib import Path
 
 from extrap.errors import ExtrapError
+from extrap.experiments import registry
 from extrap.io import atomic_write_text
 from extrap.report.claims import compute_claims
 from extrap.report.page import status
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults, load_results
 
+# the README's main study block; each experiment's own block has its markers in its package
 BEGIN = "<!-- study:begin: rendered from the committed results by python -m extrap.report.readme; do not edit -->"
 END = "<!-- study:end -->"
-ROPE_BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by python -m extrap.report.readme -->"
-ROPE_END = "<!-- rope-base:end -->"
-EXTENSION_BEGIN = (
-    "<!-- extension:begin: rendered from an extension study's results by python -m extrap.report.readme -->"  # noqa: E501
-)
-EXTENSION_END = "<!-- extension:end -->"
-SURVEY_BEGIN = "<!-- survey:begin: rendered from a study of other encodings by python -m extrap.report.readme -->"
-SURVEY_END = "<!-- survey:end -->"
 VERDICT_PROTOCOL = "last-token"
-# --experiment effective-length renders between these (effective_length_markdown)
-EFFLEN_BEGIN = "<!-- effective-length:begin: rendered from its study's results by python -m extrap.report.readme -->"
-EFFLEN_END = "<!-- effective-length:end -->"
 
 
 def duration(seconds: float) -> str:
@@ -136,35 +123,6 @@ def bits_table(results: StudyResults) -> list[str]:
     return lines
 
 
-def ppl_table(results: StudyResults) -> list[str]:
-    """Last-token perplexity ± its standard error (delta method) at every length, one row per PE."""
-    reps = {pe: rep for pe in results.all_pes() if (rep := (results.eval.get(pe) or {}).get(VERDICT_PROTOCOL))}
-    lengths = sorted({r.length for rep in reps.values() for r in rep.results if isinstance(r.length, int)})
-    if not reps or not lengths:
-        return []
-    lines = ["| PE | " + " | ".join(map(str, lengths)) + " |", "|---|" + "---|" * len(lengths)]
-    for pe, rep in reps.items():
-        name = pe + (" (did not learn)" if results.learned(pe) is False else "")
-        row = []
-        for r in (rep.result_at(L) for L in lengths):
-            if r is None or not r.ok:
-                row.append("–")
-                continue
-            ppl = math.exp(r.loss)  # se(ppl) = ppl · se(loss), the delta method
-            row.append(f"{ppl:.2f}" + (f" ± {ppl * r.stderr:.2f}" if r.stderr is not None else ""))
-        lines.append(f"| {cell(name)} | " + " | ".join(row) + " |")
-    return lines
-
-
-def survey_markdown(results: StudyResults) -> str:
-    """The README's table of the survey's encodings: last-token PPL by length beside the baselines."""
-    head = (
-        f"`extrap study --preset {results.preset} --pe {','.join(results.pes)}` ({models_text(results)}, "
-        f"{lengths_text(results)}), last-token perplexity ± its standard error:"
-    )
-    return "\n".join([head, "", *ppl_table(results), "", timing_text(results)]) + "\n"
-
-
 def study_markdown(results: StudyResults) -> str:
     """The README's study section (between the markers) from the results alone: the claims as this
     version judges them (as its report does), not as the study wrote them."""
@@ -180,6 +138,9 @@ def study_markdown(results: StudyResults) -> str:
     return "\n".join(parts) + "\n"
 
 
+# ----
+
+
 def experiment_markdown(results: StudyResults, what: str, middle: list[str], table: list[str]) -> str:
     """An experiment's README section: its command and models (``what``: extra words), the claims as this
     version judges them, ``middle`` lines, the wall time, and the experiment's own ``table``."""
@@ -191,32 +152,8 @@ def experiment_markdown(results: StudyResults, what: str, middle: list[str], tab
     return "\n".join([head, "", *claims_table(claims), "", *middle, timing_text(results), "", *table]) + "\n"
 
 
-def rope_base_markdown(results: StudyResults) -> str:
-    """The README's rope-base section: the models, the two claims, the predictions beside the measurements."""
-    from extrap.report.rope_base import markdown_table
-
-    return experiment_markdown(results, "", [], markdown_table(results))
-
-
-def effective_length_markdown(results: StudyResults) -> str:
-    """The README's effective-length section: the models, the claims, the ranking beside the TRF."""
-    from extrap.report.effective_length import markdown_table
-
-    tasks = f"; tasks {', '.join(results.tasks or [])}"
-    return experiment_markdown(results, tasks, [], markdown_table(results))
-
-
-def extension_markdown(results: StudyResults) -> str:
-    """The README's extension section: the model, the two claims, the goal line and the methods × lengths table."""
-    from extrap.report.extension import goal_line, markdown_table
-
-    note = "Cells: last-token perplexity ± its standard error / passkey accuracy."
-    table = [note, "", *markdown_table(results)]
-    return experiment_markdown(results, "", [goal_line(results) + ".", ""], table)
-
-
 def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str = END) -> str:
-    """``text`` with what lies between ``begin`` and ``end_mark`` (the study section's markers) replaced."""
+    """``text`` with what lies between the markers ``begin`` and ``end_mark`` replaced by ``rendered``."""
     start, end = text.find(begin), text.find(end_mark)
     if start < 0 or end < start:
         raise ExtrapError(f"the README has no study section between {begin!r} and {end_mark!r}")
@@ -224,19 +161,23 @@ def replace_region(text: str, rendered: str, begin: str = BEGIN, end_mark: str =
 
 
 def render(text: str, results: StudyResults, section: str | None = None) -> str:
-    """``text`` with the section of the results' experiment rendered: rope-base has its own markers, and
-    ``section="survey"`` renders an extrapolation study of the survey's encodings into theirs."""
-    if section == "survey":
-        if results.experiment != "extrapolation":
-            raise ExtrapError(f"the survey section shows an extrapolation study, not {results.experiment!r}")
-        return replace_region(text, survey_markdown(results), SURVEY_BEGIN, SURVEY_END)
-    if results.experiment == "rope-base":
-        return replace_region(text, rope_base_markdown(results), ROPE_BEGIN, ROPE_END)
-    if results.experiment == "effective-length":
-        return replace_region(text, effective_length_markdown(results), EFFLEN_BEGIN, EFFLEN_END)
-    if results.experiment == "extension":
-        return replace_region(text, extension_markdown(results), EXTENSION_BEGIN, EXTENSION_END)
-    return replace_region(text, study_markdown(results))
+    """``text`` with the block of the results' experiment rendered, or with ``section`` (another block that
+    shows this experiment's results, e.g. ``"survey"``) rendered instead."""
+    if section is not None:
+        s = registry.section(section)
+        if results.experiment != s.of:
+            raise ExtrapError(f"the {s.name} section shows an {s.of} study, not {results.experiment!r}")
+        block = s.block
+    else:
+        block = registry.get(results.experiment).readme
+        if block is None:
+            raise ExtrapError(f"experiment {results.experiment!r} has no README block")
+    return replace_region(text, block.render(results), block.begin, block.end)
+
+
+def __getattr__(name: str):
+    """The markers and renderers this module exported before each experiment had its package."""
+    return registry.readme_alias(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", help="a study's results.json (or its folder)")
     ap.add_argument("readme", nargs="?", default="README.md")
     ap.add_argument("--check", action="store_true", help="only compare; exit 1 when the README differs")
-    ap.add_argument("--section", choices=("survey",), help="render into this section instead of the experiment's")
+    ap.add_argument(
+        "--section", choices=tuple(registry.SECTIONS), help="render into this section instead of the experiment's"
+    )
     args = ap.parse_args(argv)
     readme = Path(args.readme)
     try:

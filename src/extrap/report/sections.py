@@ -130,11 +130,12 @@ def runs_table(results: StudyResults) -> Table | None:
     return table(headers, body)
 
 
-def learning_text(results: StudyResults) -> str | None:
-    """The gate's numbers in one sentence (None for results that do not record it)."""
+def learning_text(results: StudyResults, gated: bool = True) -> str | None:
+    """The gate's numbers in one sentence (None for results that do not record it); ``gated``: the experiment
+    records the gate, so results without it come from an earlier extrap and the page says so."""
     g = results.learning
     if g is None:
-        if results.experiment == "alignment" or not results.runs:
+        if not gated or not results.runs:
             return None
         return (
             "These results record no unigram entropy of the training tokens (an earlier extrap): whether the "

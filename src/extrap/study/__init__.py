@@ -1,11 +1,8 @@
 """``extrap study``: the paper's experiments end to end, resumable, with an HTML report.
 
-Experiments (:data:`EXPERIMENTS`): ``extrapolation`` (000) and ``alibi-slopes`` (003 §4) in
-:mod:`.extrapolation`, ``alignment`` (004 §5.2) in :mod:`.alignment`, ``rope-base`` (RoPE's
-theory against trained models) in :mod:`.rope_base`, ``effective-length`` (RULER-style effective
-length beside the TRF) in :mod:`.effective_length`, ``extension`` (training-free RoPE extension
-methods on one model) in :mod:`.extension`.  Each builds an
-:class:`~extrap.study.orchestrator.Experiment`; :func:`run_study` hands it to the one
+Experiments (:data:`EXPERIMENTS`, from :mod:`extrap.experiments.registry`): each is a package
+``extrap.experiments.<name>`` whose spec plans an :class:`~extrap.study.orchestrator.Experiment`;
+:func:`run_study` hands it to the one
 orchestrator (:mod:`.orchestrator`), which runs its jobs two at a time (one thread each:
 the machine this is built for has two cores), resumes an interrupted study where it
 stopped, and writes ``results.json`` (:class:`extrap.results.StudyResults`) and the report.
@@ -18,9 +15,9 @@ import os
 from pathlib import Path
 
 from extrap.errors import ExtrapError
+from extrap.experiments import registry
 from extrap.results import StudyResults, slug
 from extrap.run.directory import refuse_run_folder
-from extrap.study import alignment, effective_length, extension, extrapolation, rope_base
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
@@ -41,15 +38,7 @@ from extrap.study.presets import (
     StudySettings,
 )
 
-EXPERIMENTS = {
-    "extrapolation": extrapolation.build,
-    "alibi-slopes": extrapolation.build,
-    "alignment": alignment.build,
-    "rope-base": rope_base.build,
-    "effective-length": effective_length.build,
-    "extension": extension.build,
-}
-TASK_EXPERIMENTS = ("alignment", "effective-length")  # the experiments that take tasks=
+EXPERIMENTS = registry.names()
 
 
 def run_study(
@@ -70,14 +59,13 @@ def run_study(
 
     ``device`` (cpu, cuda, cuda:N): where every job trains and measures; None: training on cuda when
     available, evaluation on cpu.  ``methods``: the extension experiment's methods (None: all)."""
-    if experiment not in EXPERIMENTS:
-        raise ExtrapError(f"unknown experiment {experiment!r} ({' | '.join(EXPERIMENTS)})")
+    spec = registry.get(experiment)
     if jobs < 1:
         raise ExtrapError("jobs must be >= 1")
-    if tasks is not None and experiment not in TASK_EXPERIMENTS:
-        raise ExtrapError(f"tasks are only for the {' and '.join(TASK_EXPERIMENTS)} experiments")
-    if methods is not None and experiment != "extension":
-        raise ExtrapError("extension methods are only for the extension experiment")
+    for option, value in (("tasks", tasks), ("methods", methods)):
+        if value is not None and option not in spec.options:
+            takers = [n for n in registry.names() if option in registry.get(n).options]
+            raise ExtrapError(f"{option} are only for the {' and '.join(takers)} experiment{'s' * (len(takers) > 1)}")
     refuse_run_folder(out, "a study")  # before anything is written: a run's folder is the run's alone
     request = StudyRequest(
         out=Path(out),
@@ -93,7 +81,7 @@ def run_study(
         device=device,
         methods=methods,
     )
-    return run_experiment(EXPERIMENTS[experiment](request), request)
+    return run_experiment(spec.plan(request), request)
 
 
 def run_alignment_study(
@@ -131,7 +119,6 @@ __all__ = [
     "StudyMismatchError",
     "StudyRequest",
     "StudySettings",
-    "TASK_EXPERIMENTS",
     "run_alignment_study",
     "run_jobs",
     "run_study",
