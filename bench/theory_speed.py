@@ -1,13 +1,15 @@
 """Time the theory engine on every built-in bias RPE: 8 heads, eps = 1e-12, cold caches; then the RoPE analysis.
 
-    python bench/theory_speed.py [--heads 8] [--eps 1e-12] [--repeat 1]
+    python bench/theory_speed.py [--heads 8] [--eps 1e-12] [--rounds 5] [--no-rope]
 
-Prints one line per scheme (verdicts, seconds), the total, and finally ONE JSON
-line with the figures.  The target is a total under 0.1 s of CPU time
-(``under_0_1s_cpu``; imports excluded, they are reported separately).  The first
-run in a fresh process is the cold figure; ``--repeat`` keeps sympy's own caches
-warm, so later runs are faster.  On a shared machine compare ``cpu_s`` (process
-CPU time) rather than wall time, and take the median of a few fresh processes.
+What is timed: :func:`extrap.theory.analyse` of each built-in bias RPE (every registered
+``BiasRPE``, default parameter values, all heads, the default dilution lengths), one call per scheme,
+with torch on one thread.  Imports (Python, torch, sympy, extrap) are excluded and reported separately.
+Each round starts cold: the engine's caches and sympy's own cache are cleared first, so a round costs
+what the first ``extrap theory`` call of a fresh process costs (minus the imports).  Several rounds;
+per scheme and in total the minimum and median of process CPU time (``time.process_time``) and the
+minimum wall time.  On a shared machine quote the CPU minimum.  The target is a total under 0.1 s
+of CPU time (``under_0_1s_cpu``, from the minimum).
 
 RoPE lines: :func:`extrap.theory.rope.analyse_rope` of published configurations (head dim 128) at
 L' = 2^20, each under 1 s (``rope_under_1s``): per-pair angles, Liu et al.'s bounds, Men et al.'s first
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 
 TARGET_S = 0.1  # seconds of CPU time: the theory at interactive speed
@@ -59,11 +62,29 @@ def rope_lines() -> dict:
     return out
 
 
+def _round(names: list[str], heads: int, eps: float) -> tuple[dict, dict, dict]:
+    """One cold round: CPU and wall seconds per scheme, and each scheme's verdicts."""
+    import sympy.core.cache
+
+    from extrap.theory import analyse, clear_cache
+
+    clear_cache()
+    sympy.core.cache.clear_cache()
+    cpu, wall, verdicts = {}, {}, {}
+    for name in names:
+        c, w = time.process_time(), time.perf_counter()
+        res = analyse(name, heads, eps=(eps,))
+        cpu[name], wall[name] = time.process_time() - c, time.perf_counter() - w
+        verdicts[name] = sorted({r.verdict for r in res})
+    return cpu, wall, verdicts
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--eps", type=float, default=1e-12)
-    ap.add_argument("--repeat", type=int, default=1, help="cold runs; the best total is reported")
+    ap.add_argument("--rounds", type=int, default=5, help="cold rounds; minimum and median are reported")
+    ap.add_argument("--no-rope", action="store_true", help="skip the RoPE lines (several seconds)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -71,31 +92,52 @@ def main() -> None:
 
     from extrap import positional
     from extrap.positional.base import BiasRPE
-    from extrap.theory import analyse, clear_cache
 
     import_s = time.perf_counter() - t0
+    torch.set_num_threads(1)  # single-threaded, as the engine's partial sums run anyway
     names = [n for n, cls in positional.REGISTRY.items() if issubclass(cls, BiasRPE)]
+    rounds = [_round(names, args.heads, args.eps) for _ in range(max(1, args.rounds))]
+    per_cpu = {n: [r[0][n] for r in rounds] for n in names}
+    totals = [sum(r[0].values()) for r in rounds]
+    wall_min = min(sum(r[1].values()) for r in rounds)
+    cpu, cpu_median = min(totals), statistics.median(totals)
+    verdicts = rounds[0][2]
 
-    best = None
-    for _ in range(max(1, args.repeat)):
-        clear_cache()
-        per = {}
-        verdicts = {}
-        start, cpu_start = time.perf_counter(), time.process_time()
-        for name in names:
-            t = time.perf_counter()
-            res = analyse(name, args.heads, eps=(args.eps,))
-            per[name] = time.perf_counter() - t
-            verdicts[name] = sorted({r.verdict for r in res})
-        total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        if best is None or total < best[0]:
-            best = (total, cpu, per, verdicts)
-    total, cpu, per, verdicts = best
-
-    print(f"theory engine: {len(names)} built-in bias RPEs, {args.heads} heads, eps={args.eps:g}")
+    print(f"theory engine: {len(names)} built-in bias RPEs, {args.heads} heads, eps={args.eps:g}, {len(rounds)} rounds")
+    print(f"  {'scheme':16s} {'min ms':>8s} {'median ms':>10s}   verdicts")
     for name in names:
-        print(f"  {name:16s} {per[name] * 1000:8.1f} ms   {'/'.join(verdicts[name])}")
-    print(f"total {total:.3f} s wall, {cpu:.3f} s CPU (imports {import_s:.2f} s, not counted)")
+        lo, med = min(per_cpu[name]), statistics.median(per_cpu[name])
+        print(f"  {name:16s} {lo * 1000:8.1f} {med * 1000:10.1f}   {'/'.join(verdicts[name])}")
+    print(
+        f"total CPU {cpu:.3f} s min, {cpu_median:.3f} s median; wall {wall_min:.3f} s min "
+        f"(imports {import_s:.2f} s, not counted)"
+    )
+    print("CPU per round (the first is the fresh process's): " + ", ".join(f"{x:.3f}" for x in totals))
+    result = {
+        "bench": "theory_speed",
+        "schemes": len(names),
+        "heads": args.heads,
+        "eps": args.eps,
+        "rounds": len(rounds),
+        "cpu_s": round(cpu, 4),
+        "cpu_median_s": round(cpu_median, 4),
+        "cpu_first_round_s": round(totals[0], 4),
+        "wall_s": round(wall_min, 4),
+        "import_s": round(import_s, 3),
+        "per_scheme_cpu_min_s": {n: round(min(v), 4) for n, v in per_cpu.items()},
+        "per_scheme_cpu_median_s": {n: round(statistics.median(v), 4) for n, v in per_cpu.items()},
+        "under_0_1s_cpu": cpu < TARGET_S,
+        "cpus": os.cpu_count(),
+        "load_avg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+    }
+    if not args.no_rope:
+        result.update(_rope_report())
+    print(json.dumps(result))
+
+
+def _rope_report() -> dict:
     rope = rope_lines()
     print("RoPE analysis (head dim 128):")
     for name, (sec, r) in rope.items():
@@ -104,29 +146,11 @@ def main() -> None:
             f"first B(m) < 0 at {r.men.aggregation_first_negative}, least base {r.men.min_base_for_length}"
         )
     at_2_20 = [sec for name, (sec, _) in rope.items() if "min base" not in name]
-    print(
-        json.dumps(
-            {
-                "bench": "theory_speed",
-                "schemes": len(names),
-                "heads": args.heads,
-                "eps": args.eps,
-                "total_s": round(total, 4),
-                "cpu_s": round(cpu, 4),
-                "import_s": round(import_s, 3),
-                "per_scheme_s": {k: round(v, 4) for k, v in per.items()},
-                "under_0_1s_wall": total < TARGET_S,
-                "under_0_1s_cpu": cpu < TARGET_S,
-                "rope_s": {k: round(sec, 4) for k, (sec, _) in rope.items()},
-                "rope_under_1s": max(at_2_20) < ROPE_TARGET_S,
-                "rope_min_base_s": round(rope["llama2@2^17 min base"][0], 4),
-                "cpus": os.cpu_count(),
-                "load_avg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-                "torch_threads": torch.get_num_threads(),
-                "python": platform.python_version(),
-            }
-        )
-    )
+    return {
+        "rope_s": {k: round(sec, 4) for k, (sec, _) in rope.items()},
+        "rope_under_1s": max(at_2_20) < ROPE_TARGET_S,
+        "rope_min_base_s": round(rope["llama2@2^17 min base"][0], 4),
+    }
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The fast paths of the theory engine give what the slow ones give.
 
 * One symbolic analysis per scheme structure (:mod:`extrap.theory.forms`): each head's verdict
-  equals the one of its own form, built and classified head by head.
+  equals the one of its own form, built and classified head by head (TISA's included, whose
+  structure is decided term by term).
 * Taylor-jet derivatives (:mod:`extrap.theory.jets`) equal mpmath's numerical ones.
 * The fixed-point Gauss-Laguerre rule integrates e^-y y^k exactly for k < 2n.
 """
@@ -18,9 +19,10 @@ import torch
 from extrap.positional import get
 from extrap.positional.conventions import T
 from extrap.theory import clear_cache, forms
-from extrap.theory.convergence import classify
+from extrap.theory.convergence import classify, classify_vanishing_sum
 from extrap.theory.jets import compile_jet
 from extrap.theory.quadrature import laguerre
+from extrap.theory.scale import GiveUp, is_zero, sign
 
 CASES = [
     ("sandwich", None),
@@ -32,6 +34,19 @@ CASES = [
     ("kerple-log", {"r1": [1.01, 0.5, 2.0, 1.0], "r2": [0.01, 1.0, 10.0, 0.5]}),
     ("t5", {"table": [[-0.05 * k for k in range(32)], [0.1 * ((k * 7) % 5) - 0.3 for k in range(32)]]}),
     ("t5", {"table": [[0.0] * 31 + [1.5], [0.0] * 31 + [-2.0], [0.5] * 32]}),
+    ("tisa", None),  # offsets of either sign: one analysis of the sum of Gaussians for every head
+    (
+        "tisa:kernels=2",
+        {"a": [[0.1, -0.2], [-0.3, 0.05]], "b": [[0.1, 2.0], [0.5, 0.01]], "c": [[3.0, -1.0], [-2.0, 7.5]]},
+    ),
+    (
+        "tisa:kernels=2",
+        {"a": [[0.1, 0.2], [0.3, 0.05]], "b": [[0.1, 2.0], [0.5, 0.01]], "c": [[0.0, -1.0], [2.0, 7.5]]},
+    ),
+    (
+        "tisa:kernels=2",
+        {"a": [[0.1, 0.2], [0.3, 0.05]], "b": [[0.0, 2.0], [0.5, -0.4]], "c": [[1.0, -1.0], [2.0, 7.5]]},
+    ),
 ]
 
 
@@ -74,6 +89,42 @@ def test_sandwich_heads_share_one_analysis(monkeypatch):
     levels = [forms.head_verdict(scheme, values, h).tail_level for h in range(8)]
     assert len(calls) == 1
     assert levels == [-sympy.Integer(64) / (sympy.Integer(h + 1) * 8 / 8) for h in range(8)]  # -dbar/(2 h_k)
+
+
+def test_tisa_heads_share_one_analysis(monkeypatch):
+    """Which Gaussian decays slowest depends on each head's widths, so the whole sum has no expansion with
+    symbols; each term tends to 0 whatever the parameters, so one verdict (r -> 0) holds for every head."""
+    calls = []
+    original = forms.classify_tail
+    monkeypatch.setattr(forms, "classify_tail", lambda *a, **k: calls.append(a) or original(*a, **k))
+    scheme = get("tisa")
+    values = scheme.init_values(8)
+    assert values["c"].min() < 0 < values["c"].max()  # offsets of both signs: a real, nonzero symbol
+    clear_cache()
+    verdicts = [forms.head_verdict(scheme, values, h) for h in range(8)]
+    assert len(calls) == 1  # the structure's, none per head
+    assert {(v.verdict, v.test, v.tail_level) for v in verdicts} == {("diverges", "nth-term", 0)}
+
+
+def test_a_sum_that_does_not_vanish_is_not_a_vanishing_sum():
+    a, b = sympy.Dummy("a", positive=True), sympy.Dummy("b", positive=True)
+    c = sympy.Dummy("c", real=True, nonzero=True)
+    with pytest.raises(GiveUp):
+        classify_vanishing_sum(a * sympy.exp(-b * T**2) + c, 0)  # tends to c, not 0
+    with pytest.raises(GiveUp):
+        classify_vanishing_sum(a * sympy.exp(-b * T**2) + b * sympy.log(T + 1), 0)
+    v = classify_vanishing_sum(a * sympy.exp(-b * (T - c) ** 2) + a / (T + 1), 0)
+    assert (v.verdict, v.test, v.tail_level, v.bounded, v.settles) == ("diverges", "nth-term", 0, True, False)
+
+
+def test_a_nonzero_symbol_of_either_sign_is_not_zero():
+    c, x = sympy.Dummy("c", real=True, nonzero=True), sympy.Dummy("x", real=True)
+    assert not is_zero(-2 * c) and not is_zero(c**2)
+    for undecided in (x, -2 * x, c - 1):  # may be 0; a sum is left to each head's numbers
+        with pytest.raises(GiveUp):
+            is_zero(undecided)
+    with pytest.raises(GiveUp):
+        sign(c)  # nonzero, but its sign still depends on the head
 
 
 X = sympy.Symbol("x", positive=True)

@@ -142,6 +142,27 @@ def classify_tail(ev, cutoff: int, t=T, timeout: float | None = 2.0) -> Verdict:
         if timeout is None:
             raise
         v = _classify_limits(ev, t, timeout, str(why))
+    return _with_tail(v, ev, cutoff, t)
+
+
+def classify_vanishing_sum(ev, cutoff: int, t=T) -> Verdict:
+    """:func:`classify_tail`'s verdict for a sum whose terms each tend to 0, so r(t) -> 0 (nth-term test).
+
+    For a form with symbols for its parameters where the expansion of the whole sum needs the order of
+    its terms (TISA's Gaussians a_k exp(-b_k (t - c_k)^2): which decays slowest depends on each head's
+    b_k), although any order gives the same expansion's verdict: no growing term, constant 0, an error
+    term o(1).  asy.GiveUp when ``ev`` is not such a sum.
+    """
+    if not ev.is_Add:
+        raise asy.GiveUp("not a sum")
+    for term in ev.args:
+        f = asy.expand(term, t)
+        if any(m.cmp(asy.ONE) >= 0 for m, _ in f.terms) or (f.err is not None and f.err.cmp(asy.ONE) >= 0):
+            raise asy.GiveUp(f"the term {term} of r(t) does not tend to 0")
+    return _with_tail(_bounded(asy.Expansion()), ev, cutoff, t)
+
+
+def _with_tail(v: Verdict, ev, cutoff: int, t) -> Verdict:
     v.expr, v.cutoff = ev, cutoff
     if v.bounded:
         v.settles, v.oscillates = not mentions(ev, t), contains(ev, (sympy.sin, sympy.cos))

@@ -32,7 +32,7 @@ from extrap.positional import ops
 from extrap.positional.base import BiasRPE
 from extrap.positional.conventions import T
 from extrap.theory.asymptotics import GiveUp
-from extrap.theory.convergence import Substitution, Verdict, classify, classify_tail
+from extrap.theory.convergence import Substitution, Verdict, classify, classify_tail, classify_vanishing_sum
 from extrap.theory.eventual import Undecided, eventual
 from extrap.theory.scale import mentions
 
@@ -133,13 +133,22 @@ def _analyse(scheme: BiasRPE, values: Mapping[str, torch.Tensor]) -> _Structure 
         return s
     try:
         s.tail = eventual(form, T)
-        s.verdict = classify_tail(*s.tail, timeout=None)
+        s.verdict = _structural_verdict(*s.tail)
     except _FAILURES:  # a condition or a sign depends on the head's numbers: decided per head
         return s
     texts = (s.verdict.explanation, s.verdict.test, s.verdict.growth or "")
     if any(_PREFIX in text for text in texts):
         s.verdict = None  # the explanation quotes a parameter: each head states its own number
     return s
+
+
+def _structural_verdict(ev, cutoff: int) -> Verdict:
+    """The verdict of the eventual branch with symbols in it, from its expansion; failing that, when it is
+    a sum of terms that each tend to 0 (TISA's Gaussians, whose order depends on each head's widths)."""
+    try:
+        return classify_tail(ev, cutoff, timeout=None)
+    except GiveUp:
+        return classify_vanishing_sum(ev, cutoff)
 
 
 def _build(scheme: BiasRPE, symbols: dict, shared: bool):
@@ -202,6 +211,8 @@ def _symbol(name: str, row: list) -> sympy.Dummy:
         return sympy.Dummy(_PREFIX + name, positive=True)
     if all(x < 0 for x in row):
         return sympy.Dummy(_PREFIX + name, negative=True)
+    if all(x != 0 for x in row):  # TISA's offsets: either sign, never 0
+        return sympy.Dummy(_PREFIX + name, real=True, nonzero=True)
     return sympy.Dummy(_PREFIX + name, real=True)
 
 

@@ -73,6 +73,14 @@ def mentions(expr, t) -> bool:
 
 
 def is_zero(c) -> bool:
+    """Whether an exact real constant is 0; GiveUp when it cannot be decided.
+
+    A product or power of parameter symbols that sympy proves nonzero (a symbol declared nonzero, as
+    for a parameter whose heads' values differ in sign but none is 0) is not 0, whatever its sign."""
+    if not isinstance(c, int):
+        c = as_sympy(c)
+        if not c.is_Rational and not c.is_Add and c.free_symbols and c.is_zero is False:
+            return False
     return sign(c) == 0
 
 
