@@ -20,7 +20,7 @@ from extrap.config import PRESETS, TrainConfig, build_configs
 from extrap.devices import resolve_device
 from extrap.errors import ExtrapError
 from extrap.io import run_metadata
-from extrap.memory import check_fits, training_step_bytes
+from extrap.memory import ADAMW_BYTES_PER_PARAMETER, check_parts, parameter_count, training_step_bytes
 from extrap.model import GPT, ModelConfig
 from extrap.progress import StepProgress
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
@@ -149,6 +149,33 @@ def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfi
         run_dir.clear_final()
 
 
+def _check_memory(m: ModelConfig, t: TrainConfig, device: torch.device) -> None:
+    """Refuse a run whose training step cannot fit in the device's memory (:mod:`extrap.memory`): the model's
+    activations, its parameters with AdamW's state (counted on the meta device), the scheme's own work and
+    the position sampler's, each a lower bound."""
+    from extrap import positional
+    from extrap.positional.sampling import PositionSampler
+
+    scheme, sampler = positional.get(m.pe), PositionSampler.from_spec(m.positions)
+    B, L = t.batch_size, t.train_length
+    own = scheme.train_bytes(
+        batch=B, length=L, max_position=sampler.max_position or L, n_head=m.n_head, n_layer=m.n_layer, d_model=m.d_model
+    )
+    parts = {
+        "activations": (training_step_bytes(B, L, m.vocab_size, m.d_model, m.n_layer), "lower the batch or the length"),
+        "parameters with AdamW state": (
+            ADAMW_BYTES_PER_PARAMETER * parameter_count(lambda: GPT(m)),
+            f"give a smaller model or smaller options of {m.pe}",
+        ),
+        f"{scheme.name}'s own work": (
+            own,
+            f"lower the options of {m.pe}, the positions' range, the batch or the length",
+        ),
+        f"{sampler.spec} positions": (sampler.train_bytes(B), "lower the sampler's max or the batch"),
+    }
+    check_parts(parts, f"a training step of {m.pe} on {B} x {L} tokens", device)
+
+
 def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resume: bool) -> _Session:
     """Check the directory, build data, model and optimiser, then restore or record the run."""
     from extrap.data import get_tokenizer, load_corpus
@@ -165,15 +192,7 @@ def _start(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfig, resu
     model_cfg.vocab_size = tokenizer.vocab_size
     if resume and run_dir.exists():
         _check_resume(run_dir, model_cfg, train_cfg, rank)
-    if device.type == "cpu":  # before any allocation: an impossible batch fails with numbers, not in the allocator
-        need = training_step_bytes(
-            train_cfg.batch_size, train_cfg.train_length, model_cfg.vocab_size, model_cfg.d_model, model_cfg.n_layer
-        )
-        check_fits(
-            need,
-            f"a training batch of {train_cfg.batch_size} x {train_cfg.train_length} tokens",
-            "lower the batch size or the training length",
-        )
+    _check_memory(model_cfg, train_cfg, device)  # before any allocation: numbers, not the allocator's error
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(device)
     opt = torch.optim.AdamW(
