@@ -68,3 +68,12 @@ def check_fits(need: int, what: str, hint: str = "", device=None) -> None:
             f"{what} needs at least {need / GB:.1f} GB of memory; {have / GB:.1f} GB is available"
             + (f"; {hint}" if hint else "")
         )
+
+
+def check_head_dim(
+    head_dim: int | None, bytes_per_pair: int, what: str, hint: str = "give a smaller --head-dim (models use 64 to 256)"
+) -> None:
+    """Refuse a RoPE head dimension whose ``head_dim / 2`` pairs need more memory than is available."""
+    if head_dim is not None:
+        need = head_dim // 2 * bytes_per_pair
+        check_fits(need, f"{what} at head dimension {head_dim:,} ({bytes_per_pair:,} bytes per rotary pair)", hint)

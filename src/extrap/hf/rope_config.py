@@ -192,9 +192,12 @@ def hf_rope_theory(
     tune_length: int | None = None,
 ):
     """The RoPE analysis (:func:`extrap.theory.rope.analyse_rope`) of an HF model from its config.json alone."""
+    from extrap.memory import check_head_dim
+    from extrap.theory.aggregation import search_bytes
     from extrap.theory.rope import analyse_rope
 
     rc = read_rope_config(path)
+    check_head_dim(rc.head_dim, search_bytes(1), f"the RoPE analysis of {rc.path}", "its config.json sets head_dim")
     return analyse_rope(
         rc.spec,
         rc.head_dim,
