@@ -552,3 +552,154 @@ HOSTILE = [
 def test_hostile_values_are_one_line(argv, fragment, run, tmp_path, capsys):
     names = {"RUN": str(run), "NEW": str(tmp_path / "new")}
     refused(capsys, [names.get(a, a) for a in argv], fragment)
+
+
+# ---- hostile values for the commands of the last two waves ------------------------------------------
+# RoPE variants, position frequency, --extend, RULER tasks, LongPPL, the survey encodings, theory of an hf:
+# config.  Each case ends with exit 0 or 2, at most one error line, no traceback, within CASE_SECONDS.
+CASE_SECONDS = 30
+GIB = 1 << 30
+HF_CONFIGS = {  # config.json of a hostile hf: folder, and what the one line must name
+    "max-pos": ({"max_position_embeddings": 1e308}, "max_position_embeddings"),
+    "yarn-factor": ({"rope_scaling": {"rope_type": "yarn", "factor": 1e308}}, "factor"),
+    "heads-0": ({"num_attention_heads": 0}, "num_attention_heads"),
+    "original-0": (
+        {"rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 0}},
+        "original_max_position_embeddings",
+    ),
+    "head-dim": ({"head_dim": 100000000}, "head dimension 100,000,000"),
+    "scaling-list": ({"rope_scaling": [1, 2]}, "rope_scaling"),
+    "theta-string": ({"rope_theta": "big"}, "rope_theta"),
+}
+TRAIN = ["train", "--out", "NEW", "--preset", "smoke", "--steps", "1", "--pe"]
+THEORY_ROPE = ["theory", "--head-dim", "64"]
+EXTEND = ["theory", "--train-length", "64", "--length", "128", "--extend"]
+SAMPLE = ["task", "sample", "--length", "512", "--task"]
+NEW_HOSTILE = [
+    ([*THEORY_ROPE, "rope:p=0"], None),
+    ([*THEORY_ROPE, "rope:p=1.5"], None),
+    ([*THEORY_ROPE, "rope:partial=nan"], None),
+    ([*THEORY_ROPE, "rope:partial=0.01"], None),
+    ([*THEORY_ROPE, "rope:resonance=2"], None),
+    ([*THEORY_ROPE, "rope:base=1"], None),
+    ([*THEORY_ROPE, "rope:scaling=longrope,factor=4"], "original_max_position"),
+    ([*THEORY_ROPE, "rope:scaling=longrope,factor=4,original_max_position=64,short_factor=1/2"], None),
+    ([*THEORY_ROPE, "rope:scaling=longrope,factor=-1,original_max_position=64"], None),
+    ([*THEORY_ROPE, "rope", "--pretrain-base", "nan"], None),
+    ([*THEORY_ROPE, "rope", "--tune-length", "0"], None),
+    (["theory", "rope", "--head-dim", "3"], None),
+    (["theory", "rope", "--head-dim", "100000000"], "head dimension 100,000,000"),
+    (["theory", "rope:p=0.5", "--head-dim", str(2**62)], "bytes per rotary pair"),
+    (["corpus", "position-frequency", "stdlib", "--train-length", "0"], None),
+    (["corpus", "position-frequency", "stdlib", "--train-length", "1e400"], None),
+    (["corpus", "position-frequency", "stdlib", "--train-length", "64", "--fraction", "nan"], None),
+    (["corpus", "position-frequency", "nonexistent", "--train-length", "64"], None),
+    ([*EXTEND, "bogus"], None),
+    ([*EXTEND, "sinks:n=-1"], None),
+    ([*EXTEND, "self-extend:group=0,window=8"], None),
+    ([*EXTEND, "self-extend:group=4,window=1e9"], None),
+    ([*EXTEND, "rerope:window=nan"], None),
+    ([*EXTEND, "sinks", "--head-dim", str(2**62)], "bytes per rotary pair"),
+    (["eval", "RUN", "--lengths", "32", "--extend", "bogus"], None),
+    (["eval", "RUN", "--lengths", "32", "--extend", "sinks:n=1e30"], None),
+    ([*SAMPLE, "niah_single", "--param", "x=1"], None),
+    ([*SAMPLE, "vt", "--param", "num_hops=0"], None),
+    ([*SAMPLE, "vt", "--param", "num_hops=nan"], None),
+    ([*SAMPLE, "qa1", "--param", "facts=1e9"], None),
+    ([*SAMPLE, "niah_multikey_3", "--depth", "2"], None),
+    ([*SAMPLE, "fwe", "--param", "alpha=1"], None),
+    ([*SAMPLE, "fwe", "--param", "alpha=10"], "no length fits; lower alpha"),
+    (["task", "sample", "--task", "cwe", "--length", "131072"], "raise --param freq_ucw"),
+    (["task", "sample", "--task", "qa2", "--length", str(2**70)], None),
+    (["task", "score", "RUN", "--task", "vt", "--lengths", "256", "--param", "num_chains=17"], None),
+    (["eval", "RUN", "--lengths", "32", "--longppl", "--evaluator", "/nonexistent"], None),
+    (["eval", "RUN", "--lengths", "32", "--longppl", "--longppl-block", "0"], None),
+    (["eval", "RUN", "--lengths", "32", "--longppl", "--longppl-alpha", "nan"], None),
+    ([*TRAIN, "shaw:k=1e9"], "parameters with AdamW state"),
+    ([*TRAIN, "cape-ctx:hidden=1e9"], "needs at least"),
+    ([*TRAIN, "tisa:kernels=1e7"], "tisa's own work"),
+    ([*TRAIN, "floater", "--positions", "randomized:max=1000000000"], "floater's own work"),
+    ([*TRAIN, "complex", "--positions", "randomized:max=1000000000"], "randomized:max=1000000000 positions"),
+    ([*TRAIN, "cope:npos=1e12"], None),
+    ([*TRAIN, "bipe:max_positions=1e12"], None),
+    ([*TRAIN, "cape-ctx:base=bogus"], None),
+    ([*TRAIN, "floater:substeps=0"], None),
+    *[(["theory", "--checkpoint", f"HF:{name}"], fragment) for name, (_, fragment) in HF_CONFIGS.items()],
+    (["theory", "--checkpoint", "HF:nested"], "nests too deeply"),
+]
+
+
+class _Hang(BaseException):
+    """Raised by the alarm: a BaseException, so no ``except Exception`` in the command swallows it."""
+
+
+def _hf_folder(root, name):
+    folder = root / name
+    folder.mkdir()
+    if name == "nested":
+        (folder / "config.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+        return folder
+    base = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    base.update(max_position_embeddings=4096, rope_theta=10000.0)
+    config = {**base, **HF_CONFIGS[name][0]}
+    if isinstance(config.get("rope_scaling"), dict):
+        config["rope_scaling"] = {"original_max_position_embeddings": 4096, **config["rope_scaling"]}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("argv,fragment", NEW_HOSTILE, ids=[" ".join(a)[:70] for a, _ in NEW_HOSTILE])
+def test_new_commands_take_hostile_values(argv, fragment, run, tmp_path, capsys, monkeypatch):
+    """Exit 0 or 2, one error line at most, no traceback, no hang; memory bounds judged against a fixed 16 GiB."""
+    import signal
+
+    import extrap.memory
+
+    monkeypatch.setattr(extrap.memory, "available_bytes", lambda: 16 * GIB)
+    names = {"RUN": str(run), "NEW": str(tmp_path / "new")}
+    argv = [names.get(a, a) for a in argv]
+    argv = [f"hf:{_hf_folder(tmp_path, a[3:])}" if a.startswith("HF:") else a for a in argv]
+
+    def hang(*_):
+        raise _Hang(f"{argv} ran past {CASE_SECONDS} s")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    try:
+        rc, _, err = cli(capsys, argv)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    errors = [line for line in err if line.startswith("extrap: error:")]
+    assert rc in (0, 2) and not any("Traceback" in line for line in err), (rc, err)
+    assert len(errors) == (rc == 2), err
+    if fragment is not None:
+        assert rc == 2 and fragment in errors[0], (fragment, errors)
+    assert not (tmp_path / "new").exists()  # a refused train made no run
+
+
+def test_training_memory_parts_are_lower_bounds():
+    """The meta-device count is the real parameter count, and floater's bound is below what autograd keeps."""
+    from extrap import positional
+    from extrap.memory import parameter_count
+    from extrap.model import GPT
+    from extrap.train import build_configs
+
+    for pe in ("shaw:k=40", "cape-ctx:hidden=48", "tisa:kernels=7", "complex"):
+        m, _ = build_configs(pe, "smoke")
+        assert parameter_count(lambda m=m: GPT(m)) == sum(p.numel() for p in GPT(m).parameters()), pe
+    pytest.importorskip("torchdiffeq")
+    m, _ = build_configs("floater", "smoke")
+    flow = [x for x in GPT(m).modules() if type(x).__name__ == "FloaterFlow"][0]
+    kept = {}
+
+    def pack(x):
+        kept[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        return x
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        flow.table(5)  # positions 0..4: 4 x substeps RK4 steps
+    bound = positional.get("floater").train_bytes(
+        batch=1, length=5, max_position=5, n_head=m.n_head, n_layer=m.n_layer, d_model=m.d_model
+    )
+    assert 0.5 * sum(kept.values()) < bound <= sum(kept.values())

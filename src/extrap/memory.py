@@ -30,11 +30,50 @@ def training_step_bytes(batch: int, length: int, vocab: int, d_model: int, n_lay
     return 4 * batch * length * (3 * vocab + 12 * d_model * n_layer)
 
 
-def check_fits(need: int, what: str, hint: str = "") -> None:
-    """Refuse ``what`` when even its lower-bound estimate ``need`` exceeds the memory available now."""
-    have = available_bytes()
+ADAMW_BYTES_PER_PARAMETER = 16
+"""fp32 training keeps, per parameter, its value, its gradient and AdamW's two moment estimates: 4 x 4 bytes."""
+
+
+def parameter_count(build) -> int:
+    """Parameters of the module ``build()`` makes, counted on torch's meta device: shapes only, no memory."""
+    import torch
+
+    with torch.device("meta"):
+        module = build()
+    return sum(p.numel() for p in module.parameters())
+
+
+def check_parts(parts: dict[str, tuple[int, str]], what: str, device=None) -> None:
+    """:func:`check_fits` of the sum of ``parts`` (name -> (bytes, what lowers it)), naming the largest."""
+    name, (top, hint) = max(parts.items(), key=lambda kv: kv[1][0])
+    need = sum(b for b, _ in parts.values())
+    check_fits(need, f"{what} (of which {name}: {top / GB:.3g} GB)", hint, device)
+
+
+def device_bytes(device) -> int | None:
+    """Memory free on ``device``: a CUDA device's free memory, else what the system can still give."""
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    return available_bytes()
+
+
+def check_fits(need: int, what: str, hint: str = "", device=None) -> None:
+    """Refuse ``what`` when even its lower-bound estimate ``need`` exceeds the memory available now
+    (on ``device``: a CUDA device's free memory; else the system's)."""
+    have = device_bytes(device)
     if have is not None and need > have:
         raise ExtrapError(
             f"{what} needs at least {need / GB:.1f} GB of memory; {have / GB:.1f} GB is available"
             + (f"; {hint}" if hint else "")
         )
+
+
+def check_head_dim(
+    head_dim: int | None, bytes_per_pair: int, what: str, hint: str = "give a smaller --head-dim (models use 64 to 256)"
+) -> None:
+    """Refuse a RoPE head dimension whose ``head_dim / 2`` pairs need more memory than is available."""
+    if head_dim is not None:
+        need = head_dim // 2 * bytes_per_pair
+        check_fits(need, f"{what} at head dimension {head_dim:,} ({bytes_per_pair:,} bytes per rotary pair)", hint)

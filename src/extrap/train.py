@@ -20,8 +20,8 @@ from extrap.config import PRESETS, TrainConfig, build_configs
 from extrap.devices import resolve_device
 from extrap.errors import ExtrapError
 from extrap.io import run_metadata
-from extrap.memory import check_fits, training_step_bytes
 from extrap.model import GPT, ModelConfig
+from extrap.model.budget import check_training_memory
 from extrap.progress import StepProgress
 from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
 from extrap.run.lineage import InitFrom, ParentWeights, check_child, read_parent, reread_parent, start_from_parent
@@ -196,15 +196,7 @@ def _start(
     model_cfg.vocab_size = tokenizer.vocab_size
     if resume and run_dir.exists():
         _check_resume(run_dir, model_cfg, train_cfg, rank)
-    if device.type == "cpu":  # before any allocation: an impossible batch fails with numbers, not in the allocator
-        need = training_step_bytes(
-            train_cfg.batch_size, train_cfg.train_length, model_cfg.vocab_size, model_cfg.d_model, model_cfg.n_layer
-        )
-        check_fits(
-            need,
-            f"a training batch of {train_cfg.batch_size} x {train_cfg.train_length} tokens",
-            "lower the batch size or the training length",
-        )
+    check_training_memory(model_cfg, train_cfg, device)  # before any allocation: numbers, not the allocator's error
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg)
     if parent is not None:

@@ -16,12 +16,14 @@ from extrap.io import json_text
 
 def run_extend(args) -> int:
     from extrap.extend import analyse_extension
+    from extrap.memory import check_head_dim
 
     if args.pe or args.checkpoint:
         raise ExtrapError("--extend is analysed alone: give no PE and no --checkpoint with it")
     if args.train_length is None or args.length is None:
         raise ExtrapError("--extend needs --train-length L (the training length) and --length L' (the one analysed)")
     base = args.pretrain_base or 10000.0
+    check_head_dim(args.head_dim, 3 * 8, "the extension's RoPE pairs (θ, angles, comparison)")
     r = analyse_extension(args.extend, args.train_length, args.length, args.head_dim, base)
     if args.csv:
         from extrap.results.tables import Table, write_csv

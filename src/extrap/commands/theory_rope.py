@@ -46,11 +46,14 @@ def add_arguments(p) -> None:
 
 def rope_for_pes(schemes, args, default_train_length: int) -> tuple:
     """The RoPE analysis of every rotary scheme among ``schemes`` (none without ``--head-dim``)."""
+    from extrap.memory import check_head_dim
+    from extrap.theory.aggregation import search_bytes
     from extrap.theory.rope import analyse_rope
 
     rotary = [s for s in schemes if s.rotates]
     if not rotary or args.head_dim is None:
         return ()
+    check_head_dim(args.head_dim, search_bytes(1), "the RoPE analysis")
     out = []
     for s in rotary:
         train = args.train_length or s.opts.get("original_max_position") or default_train_length

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ _OPTIONS = {  # rope_parameters key -> registry option, per type
     "llama3": ("low_freq_factor", "high_freq_factor"),
     "longrope": ("attention_factor",),
 }
+MAX_POSITION = 2**63 - 1
+"""The largest position a model can be given: transformers and torch index positions in int64."""
 _ROPE_FIELDS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_emb_base")
 
 
@@ -66,6 +69,8 @@ def _load(path) -> tuple[Path, dict[str, Any]]:
         cfg = json.loads(file.read_text())
     except (ValueError, UnicodeDecodeError):
         raise ExtrapError(f"{file} is not JSON") from None
+    except RecursionError:  # the decoder recurses once per level: a hostile file nests past Python's stack
+        raise ExtrapError(f"{file} nests too deeply to read (over {sys.getrecursionlimit()} levels)") from None
     if not isinstance(cfg, dict):
         raise ExtrapError(f"{file} is not a JSON object")
     return file, cfg
@@ -95,6 +100,8 @@ def _number(file: Path, name: str, value, integer: bool = False) -> float:
         raise ExtrapError(f"{file}: {name} must be a positive number, got {value!r}")
     if integer and int(value) != value:
         raise ExtrapError(f"{file}: {name} must be an integer, got {value!r}")
+    if integer and value > MAX_POSITION:
+        raise ExtrapError(f"{file}: {name} = {value!r} exceeds {MAX_POSITION:,} (2^63 - 1, the largest int64 position)")
     return int(value) if integer else float(value)
 
 
@@ -131,6 +138,17 @@ def _scaling(kind: str, rp: dict, file: Path, train: int, max_pos: int) -> tuple
     return opts, factor
 
 
+def _scaled_length(file: Path, factor: float, train: int) -> int:
+    """factor x T_train, the length a scaling targets, as an int64 position count."""
+    scaled = factor * train
+    if not scaled <= MAX_POSITION:  # inf included
+        raise ExtrapError(
+            f"{file}: factor {factor!r} x training length {train:,} = {scaled:.3g} exceeds {MAX_POSITION:,} "
+            "(2^63 - 1, the largest int64 position): lower factor"
+        )
+    return math.ceil(scaled)
+
+
 def read_rope_config(path) -> RopeConfig:
     """The RoPE settings of ``path``/config.json (module docstring); ExtrapError in one line when it has none."""
     file, cfg = _load(path)
@@ -143,7 +161,8 @@ def read_rope_config(path) -> RopeConfig:
         raise ExtrapError(f"{file}: no max_position_embeddings")
     max_pos = _number(file, "max_position_embeddings", cfg["max_position_embeddings"], integer=True)
     original = rp.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
-    train = _number(file, "original_max_position_embeddings", original, integer=True) if original else max_pos
+    given = original is not None  # 0 is a value to refuse by name, not a missing field
+    train = _number(file, "original_max_position_embeddings", original, integer=True) if given else max_pos
     d, part = _head_dim(cfg, rp, file)
     opts = [f"base={base!r}"]
     length = max_pos
@@ -154,7 +173,7 @@ def read_rope_config(path) -> RopeConfig:
     elif kind != "default":
         scaled, factor = _scaling(kind, rp, file, train, max_pos)
         opts += scaled
-        length = max(max_pos, math.ceil(factor * train))
+        length = max(max_pos, _scaled_length(file, factor, train))
     if kind != "proportional" and part < 1:
         rotary = int(d * part)
         if rotary < 2 or rotary % 2:
@@ -173,9 +192,12 @@ def hf_rope_theory(
     tune_length: int | None = None,
 ):
     """The RoPE analysis (:func:`extrap.theory.rope.analyse_rope`) of an HF model from its config.json alone."""
+    from extrap.memory import check_head_dim
+    from extrap.theory.aggregation import search_bytes
     from extrap.theory.rope import analyse_rope
 
     rc = read_rope_config(path)
+    check_head_dim(rc.head_dim, search_bytes(1), f"the RoPE analysis of {rc.path}", "its config.json sets head_dim")
     return analyse_rope(
         rc.spec,
         rc.head_dim,

@@ -83,6 +83,11 @@ class Scheme:
     def validate(self) -> None:
         """Cross-option checks; raise ExtrapError."""
 
+    def train_bytes(self, *, batch: int, length: int, max_position: int, n_head: int, n_layer: int, d_model: int):
+        """A lower bound on the memory one training step needs for this scheme's own work, beyond the
+        parameters and the activations every model has (:mod:`extrap.memory`); 0 for most schemes."""
+        return 0
+
     # ---- capabilities: what the model, the theory and the plots ask of a scheme ----------
     @property
     def adds_bias(self) -> bool:

@@ -60,6 +60,11 @@ class CapeCtx(ContentBias):
         ]
         return self.static.params(num_heads) + f
 
+    def train_bytes(self, *, batch, length, max_position, n_head, n_layer, d_model) -> int:
+        """f's hidden layer on every (query, key) pair a causal layer computes, kept for the backward pass:
+        B x L(L+1)/2 x hidden float32 per layer."""
+        return 4 * batch * (length * (length + 1) // 2) * self.opts["hidden"] * n_layer
+
     def static_values(self, values):
         """The base RPE's own parameter values (without f's)."""
         return {k: v for k, v in values.items() if k not in MLP}

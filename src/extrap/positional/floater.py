@@ -65,6 +65,13 @@ class Floater(Scheme):
     def learned(self) -> bool:
         return True
 
+    def train_bytes(self, *, batch, length, max_position, n_head, n_layer, d_model) -> int:
+        """Training solves p up to the largest position M and back-propagates through every RK4 step,
+        (M - 1) x substeps of them.  Each step evaluates h four times, and each evaluation keeps its two
+        inputs [p, τ] and its ReLU output, 3 x n_layer x (d_model + 1) float32 each, for the backward pass."""
+        steps = max(0, max_position - 1) * self.opts["substeps"]
+        return steps * 4 * 3 * (3 * n_layer * (d_model + 1)) * 4
+
     @property
     def step_size(self) -> float:
         return self.opts["dt"] / self.opts["substeps"]

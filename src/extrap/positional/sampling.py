@@ -195,6 +195,10 @@ class PositionSampler:
         """One past the largest position id training can produce (None: the training length)."""
         return {"randomized": self.max_length, "pose": self.target_length}.get(self.kind)
 
+    def train_bytes(self, batch: int) -> int:
+        """Memory one batch of training positions takes: randomized draws B x M float32 keys (see above)."""
+        return 4 * batch * self.max_length if self.kind == "randomized" else 0
+
     def train_positions(self, batch: int, length: int, generator: torch.Generator | None = None, device=None) -> Tensor:
         """(B, L) long training positions."""
         if self.kind == "randomized":

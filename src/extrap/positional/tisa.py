@@ -41,6 +41,11 @@ class TISA(BiasRPE):
         names = (("a", "amplitude"), ("b", "sharpness, used as |b|"), ("c", "offset"))
         return [Param(q, normal(q), learnable=True, doc=d) for q, d in names]
 
+    def train_bytes(self, *, batch, length, max_position, n_head, n_layer, d_model) -> int:
+        """Each of the K kernels keeps three tensors over the heads and distances of a layer's r(t) table for
+        the backward pass, t - c_k, its square and the exponential: 3 x K x H x L float32 per layer."""
+        return 3 * 4 * self.opts["kernels"] * n_head * length * n_layer
+
     def fn(self, xp, t, p, i=None):
         K = self.opts["kernels"]
 

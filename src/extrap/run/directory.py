@@ -133,8 +133,8 @@ class RunDir:
             raise ExtrapError(f"{self.path} is not a run directory (no config.json)")
         try:
             return json.loads(self.config_path.read_text())
-        except ValueError:
-            raise ExtrapError(f"{self.config_path} is corrupt (not JSON)") from None
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+            raise ExtrapError(f"{self.config_path} is corrupt (not JSON, or nested too deeply to read)") from None
 
     def write_config(self, config: RunConfig) -> None:
         atomic_write_json(self.config_path, config.to_json())

@@ -212,6 +212,12 @@ def _survive_short(thetas: torch.Tensor, length: int, decay) -> torch.Tensor:
     return alive
 
 
+def search_bytes(pairs: int) -> int:
+    """Peak memory of the least-base search over ``pairs`` frequencies: :func:`_survive_short`'s angles and
+    their cosines, (_WINDOW bases, _DIRECT distances, pairs) float64 each."""
+    return 2 * 8 * _WINDOW * _DIRECT * pairs
+
+
 __all__ = [
     "AGGREGATION_CAP",
     "MIN_BASE_MAX_LENGTH",
@@ -223,5 +229,6 @@ __all__ = [
     "first_negative",
     "min_base_for_length",
     "one_thread",
+    "search_bytes",
     "tolerance",
 ]

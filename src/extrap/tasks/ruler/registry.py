@@ -9,18 +9,19 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import random
 import re
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from extrap.errors import ExtrapError
-from extrap.tasks.formats import ntok
-from extrap.tasks.ruler.haystack import HAYSTACKS, fit_example, target_of
+from extrap.tasks.formats import TOLERANCE, ntok
+from extrap.tasks.ruler.haystack import HAYSTACKS, count_draft, fit_example, target_of
 from extrap.tasks.ruler.niah import KINDS, niah_draw
 from extrap.tasks.ruler.qa import qa_draw
 from extrap.tasks.ruler.vt import vt_draw
-from extrap.tasks.ruler.words import cwe_draw, fwe_draw
+from extrap.tasks.ruler.words import cwe_draw, fwe_draw, min_words
 
 RULER_TASKS = (*KINDS, "vt", "cwe", "fwe", "qa1", "qa2")
 MAX_LENGTH = 2**17  # the longest example built (a 128k-token prompt takes seconds with the bytes tokenizer)
@@ -36,6 +37,8 @@ PARAMS: dict[str, dict[str, Any]] = {
 LIMITS = {"num_chains": (1, 16), "num_hops": (1, 32), "num_cw": (2, 100), "freq_cw": (2, 1000)}
 LIMITS.update({"freq_ucw": (1, 999), "facts": (2, 200)})
 HAYSTACK = {**{t: "corpus" for t in KINDS}, "vt": "noise", "qa1": "corpus", "qa2": "corpus"}  # RULER's choices
+LOWER = {"vt": "num_chains or num_hops", "cwe": "num_cw or freq_cw", "fwe": "alpha", "qa1": "facts", "qa2": "facts"}
+"""The settings that make each task's smallest example longer: the ones to lower when none fits the cap."""
 METRIC = {t: "part" if t.startswith("qa") else "all" for t in RULER_TASKS}  # RULER: string_match_part for qa
 
 
@@ -139,9 +142,28 @@ def make_ruler_example(
             f"tokenizer; use a length >= {need}"
         )
     draw = _draw(task, tokenizer, length, depth, filler, split, kind, p)
+    if task == "cwe":
+        _check_cwe_reach(tokenizer, length, draw, include_target)
     name = None if kind is None else ("noise" if kind == "noise" else _filler_name(filler, split))
     return fit_example(
         task, tokenizer, length, seed, include_target, draw, lambda d: _unique(task, d), name, METRIC[task]
+    )
+
+
+def _check_cwe_reach(tokenizer, length: int, draw, include_target: bool) -> None:
+    """cwe lists every word of its vocabulary at most once per repetition: refuse a length the longest list
+    cannot reach (:data:`~extrap.tasks.formats.TOLERANCE` of it), saying what reaches it instead."""
+    render, lo, _ = draw(random.Random(0))  # every draw lists the same words: the same longest list
+    top, bottom = (render(n) for n in (1 << 62, lo))  # render caps n at the vocabulary
+    tokens = [count_draft(tokenizer, d, include_target) for d in (top, bottom)]
+    if tokens[0] >= TOLERANCE * length:
+        return
+    p = dict(top.params)
+    per = (tokens[0] - tokens[1]) / p["freq_ucw"]  # tokens one more repetition of the uncommon words adds
+    raise ExtrapError(
+        f"cwe: its vocabulary's longest list is {tokens[0]:,} tokens (freq_cw={p['freq_cw']}, "
+        f"freq_ucw={p['freq_ucw']}), short of {TOLERANCE:.0%} of {length:,}: use a length <= "
+        f"{int(tokens[0] / TOLERANCE):,}, or raise --param freq_ucw (each repetition adds about {per:,.0f} tokens)"
     )
 
 
@@ -175,8 +197,9 @@ def ruler_min_length(
     except TypeError:
         cache = {}
     if key not in cache:
-        import random
-
+        if task == "fwe" and min_words(p["alpha"], 8) > MAX_LENGTH:  # each coded word is at least one token
+            words = min_words(p["alpha"], 8)
+            _unreachable(task, p, f"at least {words:,} tokens (one per coded word: the fewest with a unique top 3)")
         kind = None if task in ("cwe", "fwe") else "noise"  # no haystack is used at the minimum
         worst = 0
         draw = _draw(task, tokenizer, 1, None, filler, split, kind, p)  # cwe: the repetitions below 4096 tokens
@@ -184,5 +207,15 @@ def ruler_min_length(
             render, lo, _ = draw(random.Random(s))
             d = render(lo)
             worst = max(worst, ntok(tokenizer, d.prompt) + (ntok(tokenizer, target_of(d)) if include_target else 0))
+        if worst + 1 > MAX_LENGTH:
+            _unreachable(task, p, f"{worst + 1:,} tokens")
         cache[key] = worst + 1
     return cache[key]
+
+
+def _unreachable(task: str, p: dict, need: str) -> None:
+    settings = ", ".join(f"{k}={v}" for k, v in p.items() if v is not None)
+    raise ExtrapError(
+        f"{task}: its smallest example ({settings}) needs {need}, above the longest example built, "
+        f"{MAX_LENGTH:,}: no length fits; lower {LOWER.get(task, 'its settings')}"
+    )
