@@ -7,6 +7,7 @@ import math
 import pytest
 
 from extrap.cli import main
+from extrap.experiments.rope_base import readme as rope_readme
 from extrap.report import effective_length as el
 from extrap.report import readme
 from extrap.results import EvalReport, LengthResult, StudyResults, load_results
@@ -53,7 +54,7 @@ def test_smoke_study_end_to_end(smoke):
     s = EFFECTIVE_LENGTH_PRESETS["smoke"]
     L_tr = s.train_length
     assert res.experiment == "effective-length" and res.pes == ["alibi", "rope"] and res.tasks == list(s.tasks)
-    b = res.effective_length
+    b = res.block
     assert b.train_length == L_tr and list(b.lengths) == [L_tr * k for k in s.multiples]
     alibi, rope = b.models["alibi"], b.models["rope"]
     # TRF: the theory engine's n(1e-3) for ALiBi's 2 heads (smoke: 2 heads, slopes 1/2 and 1/4) ...
@@ -94,16 +95,16 @@ def test_smoke_study_resumes_without_training_again(smoke, monkeypatch):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(training, "train", refuse)
-    before = load_results(smoke).effective_length
+    before = load_results(smoke).block
     argv = ["study", "--experiment", "effective-length", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--resume"]
     assert main(argv + ["--out", str(smoke), "--device", "cpu"]) == 0
-    assert load_results(smoke).effective_length == before
+    assert load_results(smoke).block == before
 
 
 def test_the_readme_renders_the_effective_length_section(smoke, tmp_path):
     md = tmp_path / "README.md"
     md.write_text(
-        f"{readme.BEGIN}\nkept\n{readme.END}\n{readme.ROPE_BEGIN}\nrope\n{readme.ROPE_END}\n"
+        f"{readme.BEGIN}\nkept\n{readme.END}\n{rope_readme.BEGIN}\nrope\n{rope_readme.END}\n"
         f"{readme.EFFLEN_BEGIN}\nold\n{readme.EFFLEN_END}\n"
     )
     assert readme.main([str(smoke / "results.json"), str(md)]) == 0
@@ -120,7 +121,7 @@ def test_the_readme_has_one_effective_length_block_after_the_rope_base_block():
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert text.count(readme.EFFLEN_BEGIN) == 1 and text.count(readme.EFFLEN_END) == 1
-    assert text.index(readme.ROPE_END) < text.index(readme.EFFLEN_BEGIN) < text.index(readme.EFFLEN_END)
+    assert text.index(rope_readme.END) < text.index(readme.EFFLEN_BEGIN) < text.index(readme.EFFLEN_END)
 
 
 # ---------------------------------------------------------------------------
@@ -150,7 +151,7 @@ def model(pe: str, trf: int | None, scores: dict[str, list[float]], n: int = 20)
 def results_of(*models: EffectiveLengthModel, tasks=("niah_single",)) -> StudyResults:
     b = EffectiveLengthBlock(L_TR, LENGTHS, tasks, "rel:0.85", "rank", 20, 5, 800, "nonoverlapping")
     b = EffectiveLengthBlock(**{**b.__dict__, "models": {m.pe: m for m in models}})
-    return StudyResults(experiment="effective-length", pes=[m.pe for m in models], effective_length=b)
+    return StudyResults(experiment="effective-length", pes=[m.pe for m in models], block=b)
 
 
 def test_task_gate_by_hand():
@@ -164,9 +165,9 @@ def test_records_round_trip():
     m = model("alibi", 1769, {"niah_single": [0.9, 0.8, 0.5], "vt": [0.3, 0.2, 0.1]})
     assert EffectiveLengthModel.from_json(json.loads(json.dumps(m.to_json()))) == m
     res = results_of(m, tasks=("niah_single", "vt"))
-    b = res.effective_length
+    b = res.block
     assert EffectiveLengthBlock.from_json(json.loads(json.dumps(b.to_json()))) == b
-    assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).effective_length == b
+    assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).block == b
     assert "effective_length" not in StudyResults(experiment="extrapolation").to_json()  # others unchanged
     assert m.effective("niah_single").to_json()["form"] == "relative"  # the JSON records the form
     job = EffectiveLengthJob("alibi", "/x", EFFECTIVE_LENGTH_PRESETS["smoke"], 0.02, 1)

@@ -9,14 +9,17 @@ import pytest
 import torch
 
 from extrap.cli import main
+from extrap.experiments.extension import claims as ext
+from extrap.experiments.extension import readme as ext_readme
+from extrap.experiments.extension import tables as ext_tables
+from extrap.experiments.extension.measure import MethodJob, measure_method, passkey_falloff, predicted_length
+from extrap.experiments.extension.presets import PRESETS as EXTENSION_PRESETS
+from extrap.experiments.extension.records import ExtensionOutput
+from extrap.experiments.extension.results import ExtensionBlock, ExtensionMethod
+from extrap.experiments.rope_base import readme as rope_readme
+from extrap.experiments.rope_base.results import PasskeyLength, PplLength
 from extrap.report import compute_claims, readme
-from extrap.report import extension as ext
 from extrap.results import StudyResults, load_results
-from extrap.results.extension import ExtensionBlock, ExtensionMethod
-from extrap.results.rope_base import PasskeyLength, PplLength
-from extrap.study.extension_measure import MethodJob, measure_method, passkey_falloff, predicted_length
-from extrap.study.extension_records import ExtensionOutput
-from extrap.study.presets import EXTENSION_PRESETS
 
 METHODS = "pi,rerope,window,sinks"
 
@@ -33,7 +36,7 @@ def test_smoke_study_end_to_end(smoke):
     res = load_results(smoke)
     s = EXTENSION_PRESETS["smoke"].model
     L_tr, lengths = s.train_length, [s.train_length * k for k in s.multiples]
-    b = res.extension
+    b = res.block
     assert res.experiment == "extension" and b.pe == "rope" and list(b.lengths) == lengths
     assert list(b.methods) == ["none", "pi", "rerope", "window", "sinks"]  # none first: the reference
     for m in b.methods.values():
@@ -61,16 +64,16 @@ def test_a_resumed_study_neither_trains_nor_measures_again(smoke, monkeypatch):
         raise AssertionError("recomputed")
 
     monkeypatch.setattr("extrap.train.train", refuse)
-    monkeypatch.setattr("extrap.study.extension.measure_method", refuse)
-    before = load_results(smoke).extension
+    monkeypatch.setattr("extrap.experiments.extension.plan.measure_method", refuse)
+    before = load_results(smoke).block
     argv = ["study", "--experiment", "extension", "--preset", "smoke", "--methods", METHODS, "--jobs", "1"]
     assert main(argv + ["--out", str(smoke), "--resume", "--device", "cpu", "--steps", "6"]) == 0
-    assert load_results(smoke).extension == before
+    assert load_results(smoke).block == before
 
 
 def test_the_readme_renders_the_extension_block(smoke, tmp_path):
     md = tmp_path / "README.md"
-    md.write_text(f"x\n{readme.EXTENSION_BEGIN}\nold\n{readme.EXTENSION_END}\ny\n")
+    md.write_text(f"x\n{ext_readme.BEGIN}\nold\n{ext_readme.END}\ny\n")
     assert readme.main([str(smoke / "results.json"), str(md)]) == 0
     text = md.read_text()
     assert "`extrap study --experiment extension --preset smoke`" in text and "old" not in text
@@ -82,8 +85,8 @@ def test_the_readme_has_one_extension_block_after_the_rope_base_block():
     from pathlib import Path
 
     text = (Path(__file__).parents[1] / "README.md").read_text()
-    assert text.count(readme.EXTENSION_BEGIN) == 1 and text.count(readme.EXTENSION_END) == 1
-    assert text.index(readme.ROPE_END) < text.index("### Extension experiment") < text.index(readme.EXTENSION_BEGIN)
+    assert text.count(ext_readme.BEGIN) == 1 and text.count(ext_readme.END) == 1
+    assert text.index(rope_readme.END) < text.index("### Extension experiment") < text.index(ext_readme.BEGIN)
 
 
 # ---------------------------------------------------------------------------
@@ -124,7 +127,7 @@ def method(name, break_at=None, inside=(True, True, True), basis="distance", acc
 def study(methods, loss=1.5):
     gate = {"unigram_entropy": 3.2, "max_fraction": 0.8, "protocol": "last-token", "loss": {"rope": loss}}
     res = StudyResults.from_json({"experiment": "extension", "pes": ["rope"], "learning": gate})
-    res.extension = ExtensionBlock("rope", 128, LENGTHS, 0.02, 0.5, 10, 32, {m.name: m for m in methods})
+    res.block = ExtensionBlock("rope", 128, LENGTHS, 0.02, 0.5, 10, 32, {m.name: m for m in methods})
     return res
 
 
@@ -135,9 +138,9 @@ def judged(methods, loss=1.5):
 def test_records_round_trip():
     res = study([method("rerope"), method("window", break_at=256, kind="window")])
     back = StudyResults.from_json(json.loads(json.dumps(res.to_json())))
-    assert back.extension == res.extension and back.extension.methods["window"].measured_break == 256
+    assert back.block == res.block and back.block.methods["window"].measured_break == 256
     assert "extension" not in StudyResults(experiment="rope-base").to_json()  # left out when empty
-    out = ExtensionOutput("rope", "/x", None, None, dict(res.extension.methods), {"dca": "out of memory"})
+    out = ExtensionOutput("rope", "/x", None, None, dict(res.block.methods), {"dca": "out of memory"})
     assert ExtensionOutput.from_json(json.loads(json.dumps(out.to_json()))) == out
 
 
@@ -192,7 +195,9 @@ def test_passkey_falloff_and_predicted_length():
 
 
 def test_a_method_that_does_not_retrieve_at_l_tr_is_not_said_to_keep_retrieving():
-    rows = ext.prediction_rows(study([method("rerope", acc=(0.0, 0.0, 0.0)), method("window", acc=(1.0, 1.0, 0.8))]))[1]
+    rows = ext_tables.prediction_rows(
+        study([method("rerope", acc=(0.0, 0.0, 0.0)), method("window", acc=(1.0, 1.0, 0.8))])
+    )[1]
     assert [r[-1] for r in rows] == ["no retrieval at L_tr", "none"]
 
 
@@ -215,7 +220,7 @@ def test_scalings_are_judged_by_angles_at_each_lengths_factor():
     """PI with s = L / L_tr puts position L - 1 at L_tr - 1/s: in distribution up to s·(L_tr - 1) + 1 = 255."""
     from types import SimpleNamespace
 
-    from extrap.study.extension_methods import in_distribution, study_method
+    from extrap.experiments.extension.methods import in_distribution, study_method
 
     pi = study_method("pi")
     assert pi.factor(128, 128) is None and pi.factor(256, 128) == 2.0 and study_method("dynamic").factor(512, 128) == 1

@@ -7,13 +7,21 @@ import pytest
 import torch
 
 from extrap.cli import main
+from extrap.experiments.rope_base import claims as rb
+from extrap.experiments.rope_base import measure as rm
+from extrap.experiments.rope_base import readme as rope_readme
+from extrap.experiments.rope_base.presets import DEFAULT_PES, PRESETS
+from extrap.experiments.rope_base.results import (
+    DistanceBin,
+    PasskeyLength,
+    PplLength,
+    RopeBaseBlock,
+    RopeBaseModel,
+    RopePrediction,
+)
 from extrap.report import compute_claims, readme
-from extrap.report import rope_base as rb
 from extrap.results import EvalReport, LengthResult, StudyResults, load_results
-from extrap.results.rope_base import DistanceBin, PasskeyLength, PplLength, RopeBaseBlock, RopeBaseModel, RopePrediction
-from extrap.study import rope_measure as rm
-from extrap.study.presets import ROPE_BASE_PRESETS
-from extrap.study.rope_base_records import RopeBaseJob, RopeBaseOutput
+from extrap.study.models import ModelJob, ModelOutput
 
 PES = "rope:base=100,nope"
 
@@ -28,10 +36,10 @@ def smoke(tmp_path_factory):
 
 def test_smoke_study_end_to_end(smoke):
     res = load_results(smoke)
-    s = ROPE_BASE_PRESETS["smoke"]
+    s = PRESETS["smoke"]
     L_tr = s.train_length
     assert res.experiment == "rope-base" and res.pes == ["rope:base=100", "nope"]
-    b = res.rope_base
+    b = res.block
     assert b.train_length == L_tr and list(b.lengths) == [L_tr * k for k in s.multiples]
     rope, nope = b.models["rope:base=100"], b.models["nope"]
     assert [r.length for r in rope.ppl] == list(b.lengths) and all(r.ppl > 1 for r in rope.ppl)
@@ -70,15 +78,15 @@ def test_smoke_study_resumes_without_training_again(smoke, monkeypatch):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(training, "train", refuse)
-    before = load_results(smoke).rope_base
+    before = load_results(smoke).block
     argv = ["study", "--experiment", "rope-base", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--steps", "6"]
     assert main(argv + ["--out", str(smoke), "--resume", "--device", "cpu"]) == 0
-    assert load_results(smoke).rope_base == before
+    assert load_results(smoke).block == before
 
 
 def test_the_readme_renders_the_rope_base_section(smoke, tmp_path):
     md = tmp_path / "README.md"
-    md.write_text(f"{readme.BEGIN}\nkept\n{readme.END}\n{readme.ROPE_BEGIN}\nold\n{readme.ROPE_END}\n")
+    md.write_text(f"{readme.BEGIN}\nkept\n{readme.END}\n{rope_readme.BEGIN}\nold\n{rope_readme.END}\n")
     assert readme.main([str(smoke / "results.json"), str(md)]) == 0
     text = md.read_text()
     assert "kept" in text and "old" not in text
@@ -92,14 +100,15 @@ def test_records_round_trip():
     assert RopeBaseModel.from_json(json.loads(json.dumps(m.to_json()))) == m
     block = RopeBaseBlock(128, (128, 256), 0.02, 0.5, 10, 32, {m.pe: m})
     assert RopeBaseBlock.from_json(json.loads(json.dumps(block.to_json()))) == block
-    res = StudyResults(experiment="rope-base", rope_base=block)
-    assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).rope_base == block
+    res = StudyResults(experiment="rope-base", block=block)
+    assert "block" not in res.to_json() and res.to_json()["rope_base"] == block.to_json()  # under its spec's key
+    assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).block == block
     assert "rope_base" not in StudyResults(experiment="extrapolation").to_json()  # other experiments unchanged
-    job = RopeBaseJob("rope", "/x", ROPE_BASE_PRESETS["smoke"], 0.02, 1)
+    job = ModelJob("rope", "/x", PRESETS["smoke"], 0.02, 1)
     assert job.lengths == (96, 192, 384)
     rep = EvalReport(pe="rope", protocol="last-token", results=(LengthResult(128, 2.0, 32, 0.1, stderr=0.1),))
-    out = RopeBaseOutput("rope", "/x", None, rep, m)
-    assert RopeBaseOutput.from_json(json.loads(json.dumps(out.to_json()))) == out
+    out = ModelOutput("rope", "/x", None, rep, m)
+    assert ModelOutput.from_json(json.loads(json.dumps(out.to_json())), RopeBaseModel) == out
 
 
 # ---------------------------------------------------------------------------
@@ -180,7 +189,7 @@ def study(models, losses=None):
     loss = losses or {m.pe: 1.5 for m in models}
     gate = {"unigram_entropy": 3.2, "max_fraction": 0.8, "protocol": "last-token", "loss": loss}
     res = StudyResults.from_json({"experiment": "rope-base", "pes": list(loss), "learning": gate})
-    res.rope_base = block
+    res.block = block
     return res
 
 
@@ -250,8 +259,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, extra):
 def test_the_default_models_are_all_built_or_refused_by_name(tmp_path):
     """p-RoPE and partial rotary are in the default list: a registry without them stops the study, naming them."""
     from extrap.errors import ExtrapError
-    from extrap.study import ROPE_BASE_DEFAULT_PES, StudyRequest
-    from extrap.study.rope_base import build
+    from extrap.experiments.rope_base.plan import build
+    from extrap.study import StudyRequest
 
     try:
         exp = build(StudyRequest(tmp_path / "s", preset="smoke", experiment="rope-base"))
@@ -259,12 +268,12 @@ def test_the_default_models_are_all_built_or_refused_by_name(tmp_path):
         assert "rope:p=0.75" in str(e) or "rope:partial=0.5" in str(e)
         assert not (tmp_path / "s").exists()
         return
-    assert [j.name for j in exp.jobs] == list(ROPE_BASE_DEFAULT_PES) and len(exp.jobs) == 8
+    assert [j.name for j in exp.jobs] == list(DEFAULT_PES) and len(exp.jobs) == 8
 
 
 def test_the_readme_has_one_rope_base_block_after_the_study_block():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert text.count(readme.ROPE_BEGIN) == 1 and text.count(readme.ROPE_END) == 1
-    assert text.index(readme.END) < text.index(readme.ROPE_BEGIN) < text.index(readme.ROPE_END)
+    assert text.count(rope_readme.BEGIN) == 1 and text.count(rope_readme.END) == 1
+    assert text.index(readme.END) < text.index(rope_readme.BEGIN) < text.index(rope_readme.END)

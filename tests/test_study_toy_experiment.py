@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from extrap.experiments import registry
+from extrap.results import load_results
 
 TOY = Path(__file__).parent / "data" / "toy_experiment"
 
@@ -40,6 +41,9 @@ def test_a_toy_experiment_runs_through_the_orchestrator_and_renders(toy, tmp_pat
     assert [(c.claim, c.ok) for c in results.claims] == [("Squares are squares", True)]
     saved = json.loads((out / "results.json").read_text())
     assert saved["experiment"] == "toy" and json.loads((out / "study.json").read_text())["pes"] == ["x2", "x3"]
+    assert saved["toy_block"] == {"largest": 9} and "block" not in saved  # its own block, under its own key
+    assert list(saved).index("failures") < list(saved).index("toy_block") < list(saved).index("claims")
+    assert load_results(out).block == toy.results.record(9)  # read back as the spec's record type
     html = (out / "report.html").read_text()
     assert '<section id="toy"><h2>Toy squares</h2>' in html and '<a href="#toy">Toy squares</a>' in html
     assert "<td>3</td><td>9</td>" in html and 'id="fig-toy_squares"' in html

@@ -3,4 +3,24 @@
 :mod:`.protocol` declares what an experiment is (:class:`~.protocol.ExperimentSpec`); each package
 ``extrap.experiments.<name>`` exports one spec; :mod:`.registry` lists them (the only place their
 names appear outside their folders) and loads a package only when its experiment is asked for.
+
+A package holds all of its experiment (``rope_base/`` and ``extension/`` are the pattern), one module per part:
+
+* ``__init__.py``: ``SPEC`` only, assembled from the modules below (and ``BEGIN``/``END`` re-exported);
+* ``presets.py``: its settings record and ``PRESETS`` {preset: settings}, ``DEFAULT_PES``; what several
+  experiments share (the cpu model, :data:`extrap.study.presets.CPU_MODEL`) stays in :mod:`extrap.study.presets`;
+* ``plan.py``: ``build(request) -> Experiment`` (the checks before anything is trained, the jobs), the worker
+  (module level: spawned processes import it), its progress line and ``assemble`` (results.json);
+* ``measure.py``: what it measures on one model; ``records.py``: a worker's job and output when the shared
+  ones (:class:`extrap.study.models.ModelJob`, :class:`~extrap.study.models.ModelOutput`) do not fit;
+* ``results.py``: its block of results.json (frozen records with ``to_json``/``from_json``), declared in the
+  spec as ``results=ResultsBlock(key, Block)``: ``StudyResults.block`` holds it, written under ``key``, and
+  ``block(results)`` reads it (empty when absent);
+* ``claims.py``: the checklist's claims; ``tables.py``: the tables the page and the README share;
+  ``figures.py``: its figures (axes shared with others in :mod:`extrap.report.panels`); ``page.py``: the
+  fragment's context and ``missing``, with ``<name>.html.j2``; ``readme.py``: its README block and markers.
+
+An experiment may import another one (extension trains and measures with rope-base's code); a shared module
+never imports an experiment.  One model per PE trained on a task mix is shared skeleton
+(:mod:`extrap.study.models`: the job, the output, the checks, results.json's shared sections).
 """

@@ -10,7 +10,8 @@ so adding an experiment means one new package and one line in :mod:`extrap.exper
 * ``claims(results)``: the checklist; ``missing(results)``: what the results lack, one line each;
 * ``figures(results, notes, out_dir)``: (name, draw) pairs, draw returning a figure or None;
 * ``page``: its fragment of the HTML page (template, table-of-contents entries, context);
-* ``readme``: its block of the README, between its own markers.
+* ``readme``: its block of the README, between its own markers;
+* ``results``: its own block of ``results.json`` (:class:`ResultsBlock`), which ``StudyResults.block`` holds.
 """
 
 from __future__ import annotations
@@ -54,6 +55,25 @@ class ReadmeBlock:
 
 
 @dataclass(frozen=True)
+class ResultsBlock:
+    """An experiment's own block of ``results.json``: one ``record`` under ``key``, after the learning gate.
+
+    :class:`~extrap.results.StudyResults` holds it as ``block`` and finds this declaration through the registry
+    (by the file's ``experiment``); ``read`` and ``write`` convert it (override them for a block of another shape).
+    """
+
+    key: str
+    record: type  # has from_json(dict) and to_json() -> dict
+
+    def read(self, value: Any, whole: Mapping) -> Any:
+        """The block from its JSON ``value`` (``whole``: the file, for a block that needs its other keys)."""
+        return self.record.from_json(value) if isinstance(value, dict) else None
+
+    def write(self, block: Any) -> Any:
+        return block.to_json()
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     """One experiment, as the shared skeleton sees it (see the module's docstring)."""
 
@@ -66,6 +86,7 @@ class ExperimentSpec:
     figures: Callable[[StudyResults, dict, Path], FigurePlan]
     page: Page
     readme: ReadmeBlock | None = None
+    results: ResultsBlock | None = None  # None: it fills only the shared sections of results.json
     options: frozenset[str] = field(default_factory=frozenset)  # request options it takes: "tasks", "methods"
     timed: bool = False  # it times inference (000 Table 1): the page has a timing section
     gated: bool = True  # it records the learning gate (results without one predate it)

@@ -63,15 +63,9 @@ def section(name: str) -> ReadmeSection:
 
 
 ALIASES = {  # names extrap.report.readme exported before each experiment had its package
-    "ROPE_BEGIN": "extrap.experiments.rope_base:BEGIN",
-    "ROPE_END": "extrap.experiments.rope_base:END",
-    "rope_base_markdown": "extrap.experiments.rope_base:rope_base_markdown",
     "EFFLEN_BEGIN": "extrap.experiments.effective_length:BEGIN",
     "EFFLEN_END": "extrap.experiments.effective_length:END",
     "effective_length_markdown": "extrap.experiments.effective_length:effective_length_markdown",
-    "EXTENSION_BEGIN": "extrap.experiments.extension:BEGIN",
-    "EXTENSION_END": "extrap.experiments.extension:END",
-    "extension_markdown": "extrap.experiments.extension:extension_markdown",
     "SURVEY_BEGIN": "extrap.experiments.survey:BEGIN",
     "SURVEY_END": "extrap.experiments.survey:END",
     "survey_markdown": "extrap.experiments.survey:survey_markdown",

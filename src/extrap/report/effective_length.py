@@ -27,7 +27,7 @@ SOURCE = "000 (convergent bias, finite TRF) on RULER-style retrieval (Hsieh et a
 
 
 def block(results: StudyResults) -> EffectiveLengthBlock:
-    return results.effective_length or EffectiveLengthBlock()
+    return results.block if isinstance(results.block, EffectiveLengthBlock) else EffectiveLengthBlock()
 
 
 def learned_pairs(b: EffectiveLengthBlock) -> list[tuple[EffectiveLengthModel, str]]:

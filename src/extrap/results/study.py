@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Mapping
@@ -12,9 +13,7 @@ from typing import Any
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results.alignment import AlignmentBlock, alignment_blocks
-from extrap.results.effective_length import EffectiveLengthBlock
 from extrap.results.evaluation import EvalReport
-from extrap.results.extension import ExtensionBlock
 from extrap.results.extrapolation import (
     Claim,
     ErfEntry,
@@ -26,7 +25,6 @@ from extrap.results.extrapolation import (
     Timing,
 )
 from extrap.results.records import Record, listed, mapped, one, plain
-from extrap.results.rope_base import RopeBaseBlock
 
 RESULTS_FILE = "results.json"
 
@@ -108,7 +106,8 @@ class StudyResults(Record):
 
     Extrapolation and ALiBi-slope studies fill ``theory``, ``eval``, ``erf``, ``spearman``
     (and ``timing`` / ``slopes``); the alignment study fills ``tasks`` and ``alignment``,
-    and its ``train_length`` is {task: L_tr}.  Any section may be empty: a study that
+    and its ``train_length`` is {task: L_tr}.  Any other experiment keeps its own record in ``block``,
+    written under the key its spec declares (:func:`block_kind`).  Any section may be empty: a study that
     failed part way, or an older file.
     """
 
@@ -137,9 +136,7 @@ class StudyResults(Record):
     slopes: Slopes | None = one(Slopes, omit=True)
     timing: Timing | None = one(Timing, omit=True)
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
-    rope_base: RopeBaseBlock | None = one(RopeBaseBlock, omit=True)  # experiment rope-base
-    effective_length: EffectiveLengthBlock | None = one(EffectiveLengthBlock, omit=True)  # effective-length
-    extension: ExtensionBlock | None = one(ExtensionBlock, omit=True)  # experiment extension
+    block: Any = plain(omit=True)  # the experiment's own record (its spec's ResultsBlock says key and type)
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
     host: StudyHost | None = one(StudyHost, omit=True)  # None: an earlier extrap did not record it
@@ -148,9 +145,22 @@ class StudyResults(Record):
     @classmethod
     def from_json(cls, d) -> StudyResults:
         results = super().from_json(d)
+        results.block = None  # only the experiment's own key holds it
         if isinstance(d, dict):
             results.alignment = alignment_blocks(d.get("alignment"), results.tasks)
+            kind = block_kind(results.experiment)
+            if kind is not None and kind.key in results.extra:
+                results.block = kind.read(results.extra.pop(kind.key), d)
         return results
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        if "block" not in out:
+            return out
+        kind = block_kind(self.experiment)
+        if kind is None:
+            raise ExtrapError(f"experiment {self.experiment!r} declares no results block to write its record under")
+        return {(kind.key if k == "block" else k): (kind.write(v) if k == "block" else v) for k, v in out.items()}
 
     def all_pes(self) -> list[str]:
         """Every PE the results mention, the study's order first."""
@@ -187,6 +197,19 @@ class StudyResults(Record):
             return None
         path = Path(study_dir) / run.run_dir
         return path if path.is_dir() else None
+
+
+def block_kind(experiment: str | None):
+    """The :class:`~extrap.experiments.protocol.ResultsBlock` that ``experiment``'s spec declares; None when it
+    declares none or this version does not know it (its block then stays in ``extra``, written back unchanged).
+
+    The registry lies above this module (its experiments read and write StudyResults), so it is looked up
+    when a file is read or written, as the registry itself loads an experiment's package only when asked."""
+    registry = importlib.import_module("extrap.experiments.registry")
+    try:
+        return registry.get(experiment).results
+    except ExtrapError:
+        return None
 
 
 def load_results(path: str | os.PathLike) -> StudyResults:

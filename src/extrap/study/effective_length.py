@@ -111,7 +111,7 @@ def assemble(request: StudyRequest, settings: EffectiveLengthSettings, pes: list
         runs={pe: run_summary(o.run_dir, o.train, request.out) for pe, o in done.items()},
         eval=evals,
         learning=learning_gate(evals, next((o.run_dir for o in done.values()), None), L_tr),
-        effective_length=block,
+        block=block,
         failures=outcome.failures,
     )
 

@@ -104,6 +104,13 @@ class StudyRecord:
             tasks=tuple(map(str, tasks)) if isinstance(tasks, list) else None,
         )
 
+    @classmethod
+    def asked(cls, request: StudyRequest, experiment: str, pes, *, delta: bool = True, tasks=None) -> StudyRecord:
+        """What ``request`` asks of ``experiment`` (``delta``: whether the experiment records δ)."""
+        return cls(request.preset, experiment, tuple(pes), steps=request.steps, corpus=request.corpus,
+                   device=request.device, delta=request.delta if delta else None,
+                   tasks=None if tasks is None else tuple(tasks))  # fmt: skip
+
     def value(self, key: str) -> Any:
         """A field as JSON shows it (tuples as lists), for comparisons and messages."""
         v = getattr(self, key)

@@ -1,9 +1,13 @@
-"""The study presets: what each experiment trains and measures at smoke, cpu and paper scale."""
+"""The study presets: what each experiment trains and measures at smoke, cpu and paper scale.
+
+An experiment that has its package keeps its presets there (``extrap.experiments.<name>.presets``); what
+several share stays here: :data:`CPU_MODEL`, the small model their cpu presets train.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 DEFAULT_PES = (
     "alibi",
@@ -18,6 +22,9 @@ DEFAULT_PES = (
     "nope",
 )
 ALIGNMENT_DEFAULT_PES = ("t5", "alibi")
+
+# The cpu presets' model (alignment, rope-base, effective-length, extension): 3 layers, d = 64, 4 heads, lr 3e-3.
+CPU_MODEL = {"n_layer": 3, "d_model": 64, "n_head": 4, "lr": 3e-3}
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ ALIGNMENT_PRESETS: dict[str, AlignmentSettings] = {
         probe_tokens=2048,
         rank=True,
         task_mix=0.5,
-        train_overrides={"n_layer": 3, "d_model": 64, "n_head": 4, "lr": 3e-3, "save_every": 500, "log_every": 50},
+        train_overrides={**CPU_MODEL, "save_every": 500, "log_every": 50},
     ),
     "paper": AlignmentSettings(
         "paper",
@@ -132,50 +139,6 @@ ALIGNMENT_PRESETS: dict[str, AlignmentSettings] = {
         rank=True,
         task_mix=0.25,
     ),
-}
-
-
-# Experiment rope-base: plain RoPE at five bases, p-RoPE, partial rotary and NoPE.  The p= and partial=
-# options must be in the registry (extrap.positional.rotary); build() refuses a spec it does not know.
-ROPE_BASES = (100, 1000, 10000, 100000, 1000000)
-ROPE_BASE_DEFAULT_PES = (*(f"rope:base={b}" for b in ROPE_BASES), "rope:p=0.75", "rope:partial=0.5", "nope")
-
-
-@dataclass(frozen=True)
-class RopeBaseSettings:
-    """Experiment ``rope-base``: models trained with passkey examples in their mix, measured up to 16 × L_tr."""
-
-    train_preset: str  # model size and optimiser of extrap.config.PRESETS
-    train_length: int  # L_tr (passkey needs 81 byte tokens with its answer)
-    steps: int
-    multiples: tuple[int, ...]  # evaluation lengths as multiples of L_tr (1 first)
-    targets: int  # last-token targets per length
-    passkey_n: int  # passkey examples per length, needle depths stratified
-    task_mix: float  # fraction of language-modelling batches beside the passkey batches
-    fall_fraction: float = 0.5  # retrieval falls off below this fraction of the nearest bin's accuracy
-    train_overrides: Mapping[str, object] = field(default_factory=dict)
-
-
-ROPE_BASE_PRESETS: dict[str, RopeBaseSettings] = {
-    "smoke": RopeBaseSettings(
-        "smoke", 96, 20, (1, 2, 4), targets=8, passkey_n=3, task_mix=0.5, train_overrides={"save_every": 20}
-    ),
-    # cpu: the alignment study's 3-layer d=64 model with 4 heads, so d = 16 per head: Liu's bound
-    # L_tr·β^(2/d) then spreads over 1.8-5.6 × L_tr across the five bases, inside the measured lengths.
-    # 2000 steps with a quarter of language-modelling batches: a base-10^4 model retrieves every passkey
-    # at L_tr and reaches 0.63 of the unigram entropy (the gate asks 0.8).  256 last-token targets keep
-    # the paired standard error of |Δppl|/ppl near a fifth of a 0.5 ratio; ~2.5 min per model on one core.
-    "cpu": RopeBaseSettings(
-        "cpu",
-        128,
-        2000,
-        (1, 2, 4, 8, 16),
-        targets=256,
-        passkey_n=40,
-        task_mix=0.25,
-        train_overrides={"n_layer": 3, "d_model": 64, "n_head": 4, "lr": 3e-3, "save_every": 500, "log_every": 50},
-    ),
-    "paper": RopeBaseSettings("paper", 512, 20000, (1, 2, 4, 8, 16), targets=256, passkey_n=100, task_mix=0.25),
 }
 
 
@@ -232,15 +195,7 @@ EFFECTIVE_LENGTH_PRESETS: dict[str, EffectiveLengthSettings] = {
         buckets=5,
         eval_tokens=8192,
         task_mix=0.25,
-        train_overrides={
-            "n_layer": 3,
-            "d_model": 64,
-            "n_head": 4,
-            "lr": 3e-3,
-            "batch_size": 8,
-            "save_every": 250,
-            "log_every": 50,
-        },
+        train_overrides={**CPU_MODEL, "batch_size": 8, "save_every": 250, "log_every": 50},
     ),
     "paper": EffectiveLengthSettings(
         "paper",
@@ -253,30 +208,4 @@ EFFECTIVE_LENGTH_PRESETS: dict[str, EffectiveLengthSettings] = {
         eval_tokens=65536,
         task_mix=0.25,
     ),
-}
-
-
-# Experiment extension: one RoPE model, trained as rope-base trains it, read with each inference-time method.
-EXTENSION_METHODS = (
-    "none", "pi", "ntk", "dynamic", "yarn", "llama3", "rerope", "leaky-rerope",
-    "self-extend", "dca", "lm-infinite", "string", "window", "sinks",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ExtensionSettings:
-    """Experiment ``extension``: the model (``model``: trained and measured as rope-base does) and its methods."""
-
-    pe: str  # the trained RoPE model's spec
-    model: RopeBaseSettings  # training, lengths, last-token targets and passkey examples
-
-
-EXTENSION_PRESETS: dict[str, ExtensionSettings] = {
-    "smoke": ExtensionSettings("rope", ROPE_BASE_PRESETS["smoke"]),
-    # cpu: rope-base's cpu model at base 10^4 (it retrieves every passkey at L_tr), read with 14 methods at 5
-    # lengths.  Measured CPU time on one thread (16 targets, 4 passkey examples, all 5 lengths): 31 s of last-token
-    # and 8 s of passkey over the 14 methods, so 128 targets and 40 examples cost ~330 core-s, ~3 min on 2 cores,
-    # beside ~2 min of training: ~6 min on 2 idle cores, ~10 if shared ones double the CPU time.
-    "cpu": ExtensionSettings("rope", replace(ROPE_BASE_PRESETS["cpu"], targets=128, passkey_n=40)),
-    "paper": ExtensionSettings("rope", ROPE_BASE_PRESETS["paper"]),
 }

@@ -1,5 +1,6 @@
 """A toy experiment declared through the public protocol only (tests/test_study_toy_experiment.py copies it
-into a temporary package): two jobs that each measure a number, one claim, one table, one figure.  Report
+into a temporary package): two jobs that each measure a number, one claim, one table, one figure, and its
+own block of results.json (:class:`ToyBlock`, which the shared StudyResults reads and writes through the spec).  Report
 modules are imported where used, so that its spawned workers start fast."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock
+from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock, ResultsBlock
 from extrap.results import Claim, StudyResults
 from extrap.study.plan import Experiment, Job, Outcome, StudyRecord, StudyRequest
 
@@ -19,6 +20,20 @@ PRESETS = {"smoke": (2, 3)}  # the numbers whose squares the two jobs measure
 class ToyJob:
     x: int
     out: str  # where the job leaves its mark, so a resumed study can see it ran
+
+
+@dataclass(frozen=True)
+class ToyBlock:
+    """The toy's own record in results.json: the largest square measured."""
+
+    largest: int | None = None
+
+    def to_json(self) -> dict:
+        return {"largest": self.largest}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ToyBlock:
+        return cls(d.get("largest"))
 
 
 def measure(job: ToyJob) -> dict:
@@ -37,6 +52,7 @@ def assemble(request: StudyRequest, outcome: Outcome) -> StudyResults:
         pes=sorted(outcome.done),
         settings={"squares": {str(d["x"]): d["square"] for d in done}, "pids": sorted({d["pid"] for d in done})},
         failures=outcome.failures,
+        block=ToyBlock(max((d["square"] for d in done), default=None)),
     )
 
 
@@ -102,4 +118,5 @@ SPEC = ExperimentSpec(
         runs=False,
     ),
     readme=ReadmeBlock("<!-- toy:begin -->", "<!-- toy:end -->", readme),
+    results=ResultsBlock("toy_block", ToyBlock),
 )

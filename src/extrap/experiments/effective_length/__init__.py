@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock
+from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock, ResultsBlock
 from extrap.report.effective_length import effective_length_claims, markdown_table
 from extrap.report.effective_length_figures import effective_length_plan
 from extrap.report.effective_length_page import effective_length_context, effective_length_missing
 from extrap.report.readme import experiment_markdown
 from extrap.results import StudyResults
+from extrap.results.effective_length import EffectiveLengthBlock
 from extrap.study import effective_length as plan
 from extrap.study.presets import EFFECTIVE_LENGTH_PRESETS
 
@@ -44,5 +45,6 @@ SPEC = ExperimentSpec(
         lambda r, c, f: SECTIONS[1],
     ),
     readme=ReadmeBlock(BEGIN, END, effective_length_markdown),
+    results=ResultsBlock("effective_length", EffectiveLengthBlock),
     options=frozenset({"tasks"}),
 )

@@ -1,21 +1,13 @@
-"""What templates/rope_base.html.j2 shows: the rope-base study's tables and figure, built from the results."""
+"""What rope_base.html.j2 shows: the rope-base study's tables and figure, built from the results."""
 
 from __future__ import annotations
 
-from extrap.report.rope_base import (
-    block,
-    distance_table,
-    passkey_table,
-    ppl_table,
-    prediction_rows,
-    rope_base_missing,
-)
-from extrap.report.rope_base_figures import CAPTION
+from extrap.experiments.rope_base.figures import CAPTION
+from extrap.experiments.rope_base.results import block
+from extrap.experiments.rope_base.tables import distance_table, passkey_table, ppl_table, prediction_rows
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
-
-__all__ = ["rope_base_context", "rope_base_missing"]
 
 
 def rope_base_context(results: StudyResults, figures: dict, notes: dict) -> dict:
@@ -37,3 +29,11 @@ def rope_base_context(results: StudyResults, figures: dict, notes: dict) -> dict
         "passkey": passkey_table(results),
         "distance": distance_table(results),
     }
+
+
+def rope_base_missing(results: StudyResults) -> list[str]:
+    b = block(results)
+    if not b.models:
+        return ["no rope-base results"]
+    lack = [pe for pe in results.pes if pe not in b.models]
+    return [f"no rope-base result for {', '.join(lack)}"] if lack else []

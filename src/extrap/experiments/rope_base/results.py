@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from extrap.results import StudyResults
+
 
 def _obj(d: Any) -> Mapping:
     return d if isinstance(d, Mapping) else {}
@@ -175,21 +177,31 @@ class RopeBaseBlock:
     models: Mapping[str, RopeBaseModel] = field(default_factory=dict)  # {pe: model}, the study's order
 
     def to_json(self) -> dict:
-        head = {k: getattr(self, k) for k in ("train_length", "delta", "fall_fraction", "passkey_n", "targets")}
-        return {**head, "lengths": list(self.lengths), "models": {pe: m.to_json() for pe, m in self.models.items()}}
+        return {**measured_json(self), "models": {pe: m.to_json() for pe, m in self.models.items()}}
 
     @classmethod
     def from_json(cls, d: Any) -> RopeBaseBlock:
-        d = _obj(d)
-        return cls(
-            train_length=d.get("train_length"),
-            lengths=tuple(d.get("lengths") or ()),
-            delta=d.get("delta"),
-            fall_fraction=d.get("fall_fraction"),
-            passkey_n=d.get("passkey_n"),
-            targets=d.get("targets"),
-            models={str(pe): RopeBaseModel.from_json(m) for pe, m in _obj(d.get("models")).items()},
-        )
+        models = {str(pe): RopeBaseModel.from_json(m) for pe, m in _obj(_obj(d).get("models")).items()}
+        return cls(**measured_from_json(d), models=models)
 
 
-__all__ = ["DistanceBin", "PasskeyLength", "PplLength", "RopeBaseBlock", "RopeBaseModel", "RopePrediction"]
+# The settings a block's numbers were measured with, in results.json's order (``lengths`` after them); the
+# extension experiment measures with rope-base's code and records the same.
+MEASURED = ("train_length", "delta", "fall_fraction", "passkey_n", "targets")
+
+
+def measured_json(block) -> dict:
+    return {**{k: getattr(block, k) for k in MEASURED}, "lengths": list(block.lengths)}
+
+
+def measured_from_json(d: Any) -> dict:
+    d = _obj(d)
+    return {**{k: d.get(k) for k in MEASURED}, "lengths": tuple(d.get("lengths") or ())}
+
+
+def block(results: StudyResults) -> RopeBaseBlock:
+    """The rope-base block of ``results`` (empty when the results hold none)."""
+    return results.block if isinstance(results.block, RopeBaseBlock) else RopeBaseBlock()
+
+
+__all__ = ["DistanceBin", "PasskeyLength", "PplLength", "RopeBaseBlock", "RopeBaseModel", "RopePrediction", "block"]

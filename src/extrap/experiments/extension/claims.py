@@ -1,4 +1,4 @@
-"""The report of ``extrap study --experiment extension``: its two claims, its goal line and its tables.
+"""The claims of ``extrap study --experiment extension`` and its goal line.
 
 Claims (judged only when the model learned, :mod:`.gate`; never forced):
 
@@ -15,22 +15,17 @@ accuracy there, against 0.9 × its accuracy at L_tr: met or not met, as measured
 
 from __future__ import annotations
 
+from extrap.experiments.extension.results import ExtensionMethod, block
 from extrap.report.gate import left_out_note, not_tested
 from extrap.report.gate import split as gate_split
 from extrap.report.values import fmt
-from extrap.report.view import Cell, table
 from extrap.results import Claim, StudyResults
-from extrap.results.extension import ExtensionBlock, ExtensionMethod
 
 FLAT = "Methods that keep every distance within L_tr keep PPL flat"
 SINKS = "A window without sinks breaks a RoPE model where sinks plus the same window do not"
 FLAT_SOURCE = "extrap theory --extend (max distance <= L_tr - 1); 000 Definition 0.1"
 SINKS_SOURCE = "StreamingLLM, Xiao et al., ICLR 2024, Fig. 3"
 GOAL_FRACTION = 0.9  # issue 21: retrieval at 16 × L_tr within 0.9 of retrieval at L_tr
-
-
-def block(results: StudyResults) -> ExtensionBlock:
-    return results.extension or ExtensionBlock()
 
 
 def within(m: ExtensionMethod, lengths) -> bool:
@@ -102,71 +97,3 @@ def goal_line(results: StudyResults) -> str:
         f"{head} vs {GOAL_FRACTION} × its accuracy at L_tr: {best.name} {acc:.2f} vs {GOAL_FRACTION} × {ref:.2f} = "
         f"{GOAL_FRACTION * ref:.2f}: {'met' if met else 'not met'}"
     )
-
-
-def ppl_cell(row) -> str | Cell:
-    text = fmt(row.ppl, 4) + (f" ± {fmt(row.ppl * row.stderr, 2)}" if row.ppl and row.stderr is not None else "")
-    if row.ratio is None:
-        return text
-    mark = {True: " ▲", False: "", None: " ?"}[row.above_delta]
-    return Cell(text + mark, f"|Δppl|/ppl {fmt(row.ratio, 3)} ± {fmt(row.ratio_stderr, 2)} (one standard error)")
-
-
-def length_header(b: ExtensionBlock) -> list[str]:
-    return [f"{L}{' (L_tr)' if L == b.train_length else ''}" for L in b.lengths]
-
-
-def ppl_table(results: StudyResults):
-    b = block(results)
-    body = []
-    for name, m in b.methods.items():
-        rows = {r.length: r for r in m.ppl}
-        body.append([name] + [ppl_cell(rows[L]) if L in rows else "–" for L in b.lengths])
-    return table(["method"] + length_header(b), body, "ppl")
-
-
-def passkey_table(results: StudyResults):
-    b = block(results)
-    body = [[name] + [m.passkey_at(L) for L in b.lengths] for name, m in b.methods.items()]
-    return table(["method"] + length_header(b), body)
-
-
-def prediction_rows(results: StudyResults) -> tuple[list[str], list[list]]:
-    """Per method: the predicted in-distribution length beside the measured break and passkey fall-off."""
-    headers = ["method", "as run", "in distribution up to", "measured break", "passkey falls at"]
-    rows, b = [], block(results)
-    for name, m in b.methods.items():
-        up_to = "any length" if m.predicted_length is None else m.predicted_length
-        retrieves = bool(m.passkey_at(b.train_length))  # no fall-off can be read from 0 at L_tr
-        falls = m.passkey_falloff or ("none" if retrieves else "no retrieval at L_tr")
-        rows.append([name, m.spec or "–", f"{up_to} ({m.basis})", m.measured_break or "none", falls])
-    return headers, rows
-
-
-def extension_missing(results: StudyResults) -> list[str]:
-    b = block(results)
-    if not b.methods:
-        return ["no extension results"]
-    lack = [m for m in results.settings.get("methods", []) if m not in b.methods]
-    return [f"no extension result for {', '.join(lack)}"] if lack else []
-
-
-def markdown_rows(headers: list[str], rows: list[list]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return out + ["| " + " | ".join(str(fmt(c)).replace("|", "\\|") for c in row) + " |" for row in rows]
-
-
-def markdown_table(results: StudyResults) -> list[str]:
-    """Methods × lengths (ppl ± se / passkey accuracy) and the predictions, as Markdown (the README's block)."""
-    b = block(results)
-    body = []
-    for name, m in b.methods.items():
-        rows = {r.length: r for r in m.ppl}
-        cells = []
-        for L in b.lengths:
-            r, acc = rows.get(L), m.passkey_at(L)
-            ppl = "–" if r is None or r.ppl is None else f"{r.ppl:.2f}"
-            ppl += f" ± {r.ppl * r.stderr:.2f}" if r is not None and r.ppl and r.stderr is not None else ""
-            cells.append(f"{ppl} / {fmt(acc, 2) if acc is not None else '–'}")
-        body.append([name, *cells])
-    return markdown_rows(["method", *length_header(b)], body) + [""] + markdown_rows(*prediction_rows(results))

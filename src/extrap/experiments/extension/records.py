@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from extrap.experiments.extension.results import ExtensionMethod
 from extrap.results import EvalReport
-from extrap.results.extension import ExtensionMethod
 from extrap.run.records import TrainingSummary
-from extrap.study.rope_base_records import RopeBaseJob
+from extrap.study.models import ModelJob
 
 
 @dataclass(frozen=True)
 class ExtensionJob:
     """The one model of the experiment (trained as rope-base trains it) and the methods to read it with."""
 
-    training: RopeBaseJob  # the model, its run folder and rope-base's settings (lengths, targets, passkey)
+    training: ModelJob  # the model, its run folder and rope-base's settings (lengths, targets, passkey)
     methods: tuple[str, ...]
     workers: int  # methods measured at once (one thread each when more than one)
     threads: int  # torch threads per method

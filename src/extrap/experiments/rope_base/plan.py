@@ -4,13 +4,13 @@ Models with plain RoPE at bases 10^2 ... 10^6, p-RoPE (``rope:p=0.75``), partial
 (``rope:partial=0.5``) and NoPE are trained at L_tr with passkey examples in their mix (as the
 alignment study trains: :mod:`extrap.tasks`, ``task_mix`` of language-modelling batches), so they
 both model text and retrieve at L_tr.  At L_tr × 1, 2, 4, 8, 16 each is measured
-(:mod:`.rope_measure`): last-token perplexity with its standard error, and passkey accuracy by the
+(:mod:`.measure`): last-token perplexity with its standard error, and passkey accuracy by the
 needle's distance from the query.  Beside the measured break and retrieval fall-off stand the
 predictions of ``extrap theory rope`` for the same model (:func:`extrap.theory.rope.analyse_rope`):
 the in-distribution length, Liu et al.'s from-scratch bound L_tr·β^(2/d) and Men et al.'s first
 distance where B(m) < 0.  The report judges "from-scratch RoPE breaks before L_tr·β^(2/d)" and
 "retrieval fails beyond Men's first negative distance" on the models that learned
-(:mod:`extrap.report.rope_base`).
+(:mod:`.claims`).
 
 Each model leaves ``runs/<pe>/`` with its training, ``eval-last-token`` and ``rope-base`` results;
 a finished result is not computed again.
@@ -20,38 +20,24 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
-from extrap.errors import ExtrapError
-from extrap.results import EvalReport, StudyResults, slug
-from extrap.results.rope_base import RopeBaseBlock, RopeBaseModel
+from extrap.experiments.rope_base import measure
+from extrap.experiments.rope_base.presets import DEFAULT_PES, PRESETS, RopeBaseSettings
+from extrap.experiments.rope_base.results import RopeBaseBlock, RopeBaseModel
+from extrap.results import EvalReport, slug
 from extrap.run import RunDir
-from extrap.study import rope_measure as measure
-from extrap.study.learning import learning_gate
-from extrap.study.orchestrator import (
-    Experiment,
-    Job,
-    Outcome,
-    StudyRecord,
-    StudyRequest,
-    provenance,
-    run_summary,
-    saved_record,
-)
-from extrap.study.presets import ROPE_BASE_DEFAULT_PES, ROPE_BASE_PRESETS, RopeBaseSettings
-from extrap.study.rope_base_records import RopeBaseJob, RopeBaseOutput
-from extrap.study.task_training import TaskTraining, trained_task_run
+from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results, preset_settings
+from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, saved_record
+from extrap.study.task_training import trained_task_run
 
 PROTOCOL = "last-token"
 
 
-def trained_run(job: RopeBaseJob) -> RunDir:
-    """The model's run folder, trained (or its training finished) first if needed."""
-    s = job.settings
-    plan = TaskTraining(job.run_dir, job.pe, s.train_preset, "passkey", s.task_mix, s.train_length, s.steps,
-                        s.train_overrides, job.corpus, job.device, job.threads)  # fmt: skip
-    return trained_task_run(plan, job.pe)
+def trained_run(job: ModelJob) -> RunDir:
+    """The model's run folder, trained on passkey beside language modelling (or its training finished) if needed."""
+    return trained_task_run(job.training("passkey"), job.pe)
 
 
-def measure_model(run, job: RopeBaseJob, report: EvalReport) -> RopeBaseModel:
+def measure_model(run, job: ModelJob, report: EvalReport) -> RopeBaseModel:
     """Passkey by distance and the theory's predictions for a loaded run, beside its last-token report."""
     s, lengths = job.settings, job.lengths
     edges = measure.distance_edges(s.train_length, max(lengths))
@@ -70,7 +56,7 @@ def measure_model(run, job: RopeBaseJob, report: EvalReport) -> RopeBaseModel:
     )
 
 
-def rope_base_job(job: RopeBaseJob) -> RopeBaseOutput:
+def rope_base_job(job: ModelJob) -> ModelOutput:
     """One model (in a worker process): train, then measure what its run folder has not recorded."""
     import torch
 
@@ -89,10 +75,10 @@ def rope_base_job(job: RopeBaseJob) -> RopeBaseOutput:
         rd.write_result("rope-base", measure_model(run, job, report))
     report = rd.read_result(f"eval-{PROTOCOL}", EvalReport)
     model = rd.read_result("rope-base", RopeBaseModel)
-    return RopeBaseOutput(job.pe, str(rd.path), rd.read_final(), report, model)
+    return ModelOutput(job.pe, str(rd.path), rd.read_final(), report, model)
 
 
-def progress_line(out: RopeBaseOutput) -> str:
+def progress_line(out: ModelOutput) -> str:
     m, p = out.model, out.model.prediction
     loss = out.train.final_loss if out.train is not None else float("nan")
     return (
@@ -104,9 +90,8 @@ def progress_line(out: RopeBaseOutput) -> str:
 
 def assemble(request: StudyRequest, settings: RopeBaseSettings, pes: list[str], heads: int, outcome: Outcome):
     """results.json: the last-token reports, the learning gate and every model's record."""
-    done: dict[str, RopeBaseOutput] = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}
+    done: dict[str, ModelOutput] = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}
     L_tr = settings.train_length
-    evals = {pe: {PROTOCOL: o.report} for pe, o in done.items()}
     lengths = [L_tr * k for k in settings.multiples]
     block = RopeBaseBlock(
         train_length=L_tr,
@@ -117,58 +102,23 @@ def assemble(request: StudyRequest, settings: RopeBaseSettings, pes: list[str], 
         targets=settings.targets,
         models={pe: o.model for pe, o in done.items()},
     )
-    return StudyResults(
-        preset=request.preset,
-        experiment="rope-base",
-        pes=pes,
-        train_length=L_tr,
-        n_head=heads,
-        lengths=lengths,
-        delta=request.delta,
-        **asdict(provenance([o.run_dir for o in done.values()])),
-        settings=asdict(settings),
-        runs={pe: run_summary(o.run_dir, o.train, request.out) for pe, o in done.items()},
-        eval=evals,
-        learning=learning_gate(evals, next((o.run_dir for o in done.values()), None), L_tr),
-        rope_base=block,
-        failures=outcome.failures,
-    )
-
-
-def check_pes(pes: list[str]) -> None:
-    """Every spec must be in the registry before anything is trained (p= and partial= included)."""
-    from extrap import positional
-
-    for pe in pes:
-        try:
-            positional.get(pe)
-        except ExtrapError as e:
-            raise ExtrapError(f"rope-base: {pe}: {e}") from None
+    return model_results(request, "rope-base", list(done.values()), PROTOCOL, L_tr, lengths, pes=pes, n_head=heads,
+                         settings=asdict(settings), block=block, failures=outcome.failures)  # fmt: skip
 
 
 def build(request: StudyRequest) -> Experiment:
     """Experiment ``rope-base``, checked before anything is trained."""
     from extrap.config import build_configs
 
-    if request.preset not in ROPE_BASE_PRESETS:
-        raise ExtrapError(f"unknown preset {request.preset!r} (choose from {', '.join(ROPE_BASE_PRESETS)})")
-    settings = ROPE_BASE_PRESETS[request.preset]
+    settings = preset_settings(PRESETS, request.preset)
     settings = replace(settings, steps=settings.steps if request.steps is None else request.steps)
     saved = saved_record(request.out) if request.resume and request.pes is None else None
-    pes = list(dict.fromkeys(request.pes or (saved.pes if saved else ROPE_BASE_DEFAULT_PES)))  # resume: same PEs
-    check_pes(pes)
+    pes = list(dict.fromkeys(request.pes or (saved.pes if saved else DEFAULT_PES)))  # resume: same PEs
+    check_pes("rope-base", pes)
     model_cfg, _ = build_configs("nope", settings.train_preset, overrides=dict(settings.train_overrides))
-    job = RopeBaseJob("", "", settings, request.delta, request.threads, request.corpus, request.device)
+    job = ModelJob("", "", settings, request.delta, request.threads, request.corpus, request.device)
     return Experiment(
-        record=StudyRecord(
-            request.preset,
-            "rope-base",
-            tuple(pes),
-            steps=request.steps,
-            corpus=request.corpus,
-            device=request.device,
-            delta=request.delta,
-        ),
+        record=StudyRecord.asked(request, "rope-base", pes),
         must_match=("preset", "experiment", "delta", "steps", "corpus"),  # other PEs may join: runs are per PE
         headline=f"study rope-base: {', '.join(pes)}, preset {request.preset}, L_tr={settings.train_length}, "
         f"lengths L_tr x {list(settings.multiples)}, {request.jobs} at a time -> {request.out}",

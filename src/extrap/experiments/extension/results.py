@@ -3,7 +3,7 @@
 Frozen records, each with ``to_json`` and ``from_json`` (a missing key reads as None or empty, so a partial
 file still loads).  :class:`ExtensionMethod` is one method: its last-token perplexity per length with the
 ratio to its own L_tr and its noise, passkey accuracy per length (rope-base's records
-:class:`~extrap.results.rope_base.PplLength` and :class:`~extrap.results.rope_base.PasskeyLength`), the
+:class:`~extrap.experiments.rope_base.results.PplLength` and ``PasskeyLength``), the
 theory's in-distribution verdict per length and length, the measured break and the passkey fall-off.
 :class:`ExtensionBlock` holds every method and the settings they were measured with.
 """
@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extrap.results.rope_base import PasskeyLength, PplLength
+from extrap.experiments.rope_base.results import PasskeyLength, PplLength, measured_from_json, measured_json
+from extrap.results import StudyResults
 
 
 def _obj(d: Any) -> Mapping:
@@ -84,23 +85,18 @@ class ExtensionBlock:
     methods: Mapping[str, ExtensionMethod] = field(default_factory=dict)  # {name: method}, the study's order
 
     def to_json(self) -> dict:
-        keys = ("pe", "train_length", "delta", "fall_fraction", "passkey_n", "targets")
-        head = {k: getattr(self, k) for k in keys}
-        return {**head, "lengths": list(self.lengths), "methods": {n: m.to_json() for n, m in self.methods.items()}}
+        return {"pe": self.pe, **measured_json(self), "methods": {n: m.to_json() for n, m in self.methods.items()}}
 
     @classmethod
     def from_json(cls, d: Any) -> ExtensionBlock:
         d = _obj(d)
-        return cls(
-            pe=d.get("pe"),
-            train_length=d.get("train_length"),
-            lengths=tuple(d.get("lengths") or ()),
-            delta=d.get("delta"),
-            fall_fraction=d.get("fall_fraction"),
-            passkey_n=d.get("passkey_n"),
-            targets=d.get("targets"),
-            methods={str(n): ExtensionMethod.from_json(m) for n, m in _obj(d.get("methods")).items()},
-        )
+        methods = {str(n): ExtensionMethod.from_json(m) for n, m in _obj(d.get("methods")).items()}
+        return cls(pe=d.get("pe"), **measured_from_json(d), methods=methods)
 
 
-__all__ = ["ExtensionBlock", "ExtensionMethod"]
+def block(results: StudyResults) -> ExtensionBlock:
+    """The extension block of ``results`` (empty when the results hold none)."""
+    return results.block if isinstance(results.block, ExtensionBlock) else ExtensionBlock()
+
+
+__all__ = ["ExtensionBlock", "ExtensionMethod", "block"]

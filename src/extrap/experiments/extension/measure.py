@@ -1,28 +1,30 @@
-"""What the extension study measures for one method on one model, with rope-base's code (:mod:`.rope_measure`).
+"""What the extension study measures for one method on one model, with rope-base's code
+(:mod:`extrap.experiments.rope_base.measure`).
 
-At each length L the run is read with the method (:func:`.extension_methods.loaded`: a scaling's factor
+At each length L the run is read with the method (:func:`.methods.loaded`: a scaling's factor
 depends on L), then:
 
 * last-token perplexity over the same targets at every length (those of the longest length,
   ``evaluate(longest=...)``), so that :func:`extrap.evaluate.verdict.verdict` pairs them target by target:
   |Δppl|/ppl against the method's own L_tr with its paired standard error (000 Definition 0.1), and the
   **measured break**, the first length whose ratio exceeds δ outside its 95% interval
-  (:func:`.rope_measure.measured_break`);
-* passkey exact match (greedy) of rope-base's examples (:func:`.rope_measure.passkey_by_distance`), and the
+  (:func:`extrap.experiments.rope_base.measure.measured_break`);
+* passkey exact match (greedy) of rope-base's examples
+  (:func:`extrap.experiments.rope_base.measure.passkey_by_distance`), and the
   **passkey fall-off**, the first length whose accuracy is below ``fall_fraction`` × the accuracy at L_tr
   (:func:`passkey_falloff`; None when nothing falls so low or the accuracy at L_tr is 0);
-* whether the theory keeps L in distribution (:func:`.extension_methods.in_distribution`).
+* whether the theory keeps L in distribution (:func:`.methods.in_distribution`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from extrap.experiments.extension.methods import Windowed, closed_form, in_distribution, loaded, study_method
+from extrap.experiments.extension.results import ExtensionMethod
+from extrap.experiments.rope_base import measure
+from extrap.experiments.rope_base.results import PasskeyLength
 from extrap.results import EvalReport, LengthResult
-from extrap.results.extension import ExtensionMethod
-from extrap.results.rope_base import PasskeyLength
-from extrap.study import rope_measure as measure
-from extrap.study.extension_methods import Windowed, closed_form, in_distribution, loaded, study_method
 
 PROTOCOL = "last-token"
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 
-from extrap.plotting import new_figure
-from extrap.report.rope_base import model_name
+from extrap.experiments.rope_base.results import block
+from extrap.experiments.rope_base.tables import model_name
+from extrap.report.panels import accuracy_axes, mark_break, ppl_axes, two_panels
 from extrap.results import StudyResults
 from extrap.theory.plots import curve_style
 
@@ -21,7 +22,7 @@ CAPTION = (
 
 
 def ppl_panel(ax, results: StudyResults) -> None:
-    b, every = results.rope_base, []
+    b, every = block(results), []
     for k, (pe, m) in enumerate(b.models.items()):
         style = curve_style(k)
         pts = [r for r in m.ppl if r.ppl is not None]
@@ -35,23 +36,12 @@ def ppl_panel(ax, results: StudyResults) -> None:
         every += ys
         if m.prediction.scratch_bound is not None:
             ax.axvline(m.prediction.scratch_bound, color=style.color, ls=":", lw=1)
-        hit = next((r for r in pts if r.length == m.measured_break), None)
-        if hit is not None:
-            ax.plot([hit.length], [hit.ppl], marker="^", ms=8, color=style.color, ls="none")
-    ax.set_xscale("log", base=2)
-    if every and min(every) > 0 and max(every) / min(every) >= 10:  # exploding models would flatten the rest
-        ax.set_yscale("log")
-    if isinstance(b.train_length, int):
-        ax.axvline(b.train_length, color="grey", ls="--", lw=1)
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("last-token perplexity")
-    ax.set_title("PPL vs length, predicted bounds dotted", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+        mark_break(ax, pts, m.measured_break, style.color, 8)
+    ppl_axes(ax, every, b.train_length, "PPL vs length, predicted bounds dotted", fontsize=7)
 
 
 def passkey_panel(ax, results: StudyResults) -> None:
-    for k, (pe, m) in enumerate(results.rope_base.models.items()):
+    for k, (pe, m) in enumerate(block(results).models.items()):
         style = curve_style(k)
         pts = [(x.hi, x.accuracy) for x in m.by_distance if x.n]
         if not pts:
@@ -59,20 +49,12 @@ def passkey_panel(ax, results: StudyResults) -> None:
         ax.plot([d for d, _ in pts], [a for _, a in pts], marker="o", ms=3, color=style.color, ls=style.ls, label=pe)
         if m.prediction.first_negative is not None:
             ax.axvline(m.prediction.first_negative, color=style.color, ls=":", lw=1)
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("needle distance from the query (tokens)")
-    ax.set_ylabel("passkey accuracy")
-    ax.set_title("retrieval vs distance, Men's first negative dotted", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    title = "retrieval vs distance, Men's first negative dotted"
+    accuracy_axes(ax, "needle distance from the query (tokens)", title, fontsize=7)
 
 
 def rope_base_figure(results: StudyResults):
     """The two panels, or None when no model was measured."""
-    if results.rope_base is None or not results.rope_base.models:
+    if not block(results).models:
         return None
-    fig = new_figure(12.0, 4.4)
-    ppl_panel(fig.add_subplot(1, 2, 1), results)
-    passkey_panel(fig.add_subplot(1, 2, 2), results)
-    return fig
+    return two_panels(4.4, lambda ax: ppl_panel(ax, results), lambda ax: passkey_panel(ax, results))

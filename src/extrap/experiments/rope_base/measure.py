@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from extrap.errors import ExtrapError
 from extrap.evaluate.verdict import verdict
+from extrap.experiments.rope_base.results import DistanceBin, PasskeyLength, PplLength, RopePrediction
 from extrap.results import EvalReport
-from extrap.results.rope_base import DistanceBin, PasskeyLength, PplLength, RopePrediction
 
 
 def ppl_rows(report: EvalReport, train_length: int, delta: float) -> tuple[PplLength, ...]:

@@ -1,0 +1,39 @@
+"""What extension.html.j2 shows: the extension study's settings, tables, goal line and figure."""
+
+from __future__ import annotations
+
+from extrap.experiments.extension.claims import goal_line
+from extrap.experiments.extension.figures import CAPTION
+from extrap.experiments.extension.results import block
+from extrap.experiments.extension.tables import passkey_table, ppl_table, prediction_rows
+from extrap.report.values import fmt
+from extrap.report.view import figure_ref, table
+from extrap.results import StudyResults
+
+
+def extension_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+    """The section's settings, tables, goal line and figure (``methods`` empty: the section says what is missing)."""
+    b = block(results)
+    headers, rows = prediction_rows(results)
+    return {
+        "methods": list(b.methods),
+        "pe": b.pe or "–",
+        "train_length": fmt(b.train_length),
+        "targets": fmt(b.targets),
+        "delta": fmt(b.delta),
+        "passkey_n": fmt(b.passkey_n),
+        "fall_fraction": fmt(b.fall_fraction),
+        "goal": goal_line(results),
+        "predictions": table(headers, rows),
+        "figure": figure_ref(figures, notes, "extension", CAPTION),
+        "ppl": ppl_table(results),
+        "passkey": passkey_table(results),
+    }
+
+
+def extension_missing(results: StudyResults) -> list[str]:
+    b = block(results)
+    if not b.methods:
+        return ["no extension results"]
+    lack = [m for m in results.settings.get("methods", []) if m not in b.methods]
+    return [f"no extension result for {', '.join(lack)}"] if lack else []
