@@ -703,3 +703,14 @@ def test_training_memory_parts_are_lower_bounds():
         batch=1, length=5, max_position=5, n_head=m.n_head, n_layer=m.n_layer, d_model=m.d_model
     )
     assert 0.5 * sum(kept.values()) < bound <= sum(kept.values())
+
+
+def test_analyse_rope_refuses_a_head_dim_beyond_memory_from_python(monkeypatch):
+    """The Python API is bounded as the CLI is: no allocation is attempted for 10^8 rotary dimensions."""
+    from extrap import memory
+    from extrap.errors import ExtrapError
+    from extrap.theory.rope import analyse_rope
+
+    monkeypatch.setattr(memory, "available_bytes", lambda *a, **k: 16 * 2**30)
+    with pytest.raises(ExtrapError, match="head dimension 100,000,000"):
+        analyse_rope("rope", 100_000_000, 64, 128)

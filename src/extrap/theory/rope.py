@@ -31,6 +31,7 @@ import math
 import torch
 
 from extrap.errors import ExtrapError
+from extrap.memory import check_head_dim as fits_head_dim
 from extrap.positional.base import Scheme
 from extrap.positional.registry import get as get_scheme
 from extrap.positional.rope_scaling import default_inv_freq
@@ -341,6 +342,7 @@ def analyse_rope(
         min_base_max_length: longest L' whose least base is searched.
     """
     d = check_head_dim(head_dim)
+    fits_head_dim(d, agg.search_bytes(1), "the RoPE analysis")  # the Python API too, not only the CLI
     train_length = _check("the training length", train_length, 0)
     s = rotary(scheme)
     tune = None if tune_length is None else _check("the fine-tuning length", tune_length, 0)
