@@ -367,6 +367,17 @@ def apply_extend(run, args) -> None:
         logging.getLogger(__name__).info("extrap: extension %s (L_tr = %s; %s)", method.spec, method.L, method.citation)
 
 
+def refuse_unread(args, reads, flags, where: str) -> None:
+    """Each of ``flags`` (argparse dests that stay None or False unless given) that was given but that the
+    asked mode does not read (not in ``reads``) is refused in one line: a flag is never silently dropped."""
+    from extrap.errors import ExtrapError
+
+    for name in flags:
+        value = getattr(args, name, None)
+        if name not in reads and value is not None and value is not False:
+            raise ExtrapError(f"--{name.replace('_', '-')} has no effect {where}")
+
+
 def check_extend_flags(args, refused: tuple[str, ...]) -> None:
     """Before anything is loaded: ``--extend`` with a flag it is not tested with is refused."""
     from extrap.errors import ExtrapError

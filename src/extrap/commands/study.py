@@ -50,7 +50,9 @@ def register(sub) -> None:
     )
     p.add_argument("--steps", type=types.positive_int, help="override the preset's training steps")
     p.add_argument("--corpus", help="override the corpus (default: stdlib)")
-    p.add_argument("--delta", type=types.positive_float, default=0.02, help="δ of 000 Definition 0.1")
+    p.add_argument(
+        "--delta", type=types.positive_float, help="δ of 000 Definition 0.1 (default 0.02; not for alignment)"
+    )
     types.add_device(p, note="default: training auto, evaluation and measurements cpu")
     p.set_defaults(func=run)
 
@@ -63,6 +65,8 @@ def run(args) -> int:
         raise ExtrapError("--tasks is only for --experiment alignment or effective-length")
     if args.methods is not None and args.experiment != "extension":
         raise ExtrapError("--methods is only for --experiment extension")
+    if args.delta is not None and args.experiment == "alignment":  # it scores retrieval, no PPL verdict
+        raise ExtrapError("--delta has no effect with --experiment alignment: it has no PPL verdict")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
         results = run_study(
             args.out,
@@ -71,7 +75,7 @@ def run(args) -> int:
             experiment=args.experiment,
             resume=args.resume,
             jobs=args.jobs,
-            delta=args.delta,
+            **({} if args.delta is None else {"delta": args.delta}),
             steps=args.steps,
             corpus=args.corpus,
             tasks=tasks,
