@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -714,3 +715,108 @@ def test_analyse_rope_refuses_a_head_dim_beyond_memory_from_python(monkeypatch):
     monkeypatch.setattr(memory, "available_bytes", lambda *a, **k: 16 * 2**30)
     with pytest.raises(ExtrapError, match="head dimension 100,000,000"):
         analyse_rope("rope", 100_000_000, 64, 128)
+
+
+# ---- flags accepted and then ignored: each is applied, or refused in one line ------------------------
+@pytest.fixture(scope="module")
+def rotary_runs(tmp_path_factory):
+    """A rope run and a bipe run (L_tr = 32), a few smoke steps on stdlib source."""
+    from extrap.train import build_configs, train
+
+    root = tmp_path_factory.mktemp("rotary")
+    for pe in ("rope", "bipe"):
+        m, t = build_configs(pe, "smoke", overrides=dict(steps=8, train_length=32))
+        train(root / pe, m, t, progress=False)
+    return root
+
+
+RULER = ["--lengths", "256", "--n", "4", "--score", "greedy", "--threshold", "abs:0.5", "--details", "--json"]
+
+
+@pytest.mark.parametrize("which", [["--task", "niah_single"], ["--suite", "ruler", "--tasks", "niah_single"]])
+def test_extend_is_applied_on_the_ruler_path(which, rotary_runs, capsys, monkeypatch):
+    """The model that scores carries sinks:n=0,window=2 (each query sees 2 keys, so its logits at 256 tokens
+    differ from plain RoPE's), the JSON names the method, and the CLI scores what the Python API scores."""
+    import extrap
+    import extrap.tasks.ruler as ruler
+    from extrap.extend import extend_run
+
+    scored, score = [], ruler.score_ruler
+    monkeypatch.setattr(ruler, "score_ruler", lambda model, *a: scored.append(model) or score(model, *a))
+    argv = ["task", "score", rotary_runs / "rope", *which, *RULER]
+    rc, out, _ = cli(capsys, argv)
+    plain = strict(out)
+    rc2, out, _ = cli(capsys, [*argv, "--extend", "sinks:n=0,window=2"])
+    ext = strict(out)
+    assert rc == rc2 == 0 and plain["pe"] == "rope" and "rope" not in plain
+    assert ext["pe"] == "rope+sinks:n=0,window=2" and ext["rope"]["extend"] == "sinks:n=0,window=2"
+    x = torch.randint(0, 256, (1, 256))
+    with torch.no_grad():
+        assert scored[0].extension is None and scored[1].extension.method.spec == "sinks:n=0,window=2"
+        assert not torch.allclose(scored[0](x).logits, scored[1](x).logits, atol=1e-3)
+    run = extrap.load(rotary_runs / "rope")
+    extend_run(run, "sinks:n=0,window=2")
+    s = ruler.RulerSettings(["niah_single"], [256], 32, n=4, method="greedy", threshold="abs:0.5", filler=run.corpus)
+    api = score(run.model, run.tokenizer, replace(s, details=True)).to_json()
+    assert ext["examples"] == api["examples"]  # seed, depth, answer, prediction and score of each example
+
+
+def test_extend_on_the_ruler_path_is_refused_where_it_cannot_apply(run, rotary_runs, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    task = ["--task", "niah_single", "--lengths", "256", "--n", "2", "--out", out]
+    refused(capsys, ["task", "score", run, *task, "--extend", "rerope"], "rotary model", "alibi")
+    rope = rotary_runs / "rope"
+    refused(capsys, ["task", "score", rope, *task, "--extend", "rerope", "--rope", "linear", "--factor", "2"], "--rope")
+    assert not out.exists()
+
+
+FLAGS_WITHOUT_EFFECT = [
+    (["theory", "--extend", "rerope", "--train-length", "64", "--length", "200", "--plot", "NEW"], "--plot"),
+    (["theory", "--extend", "rerope", "--train-length", "64", "--length", "200", "--tune-length", "300"], "--tune"),
+    (["theory", "--extend", "rerope", "--train-length", "64", "--length", "200", "--eps", "1e-3"], "--eps"),
+    (["theory", "--extend", "rerope", "--train-length", "64", "--length", "200", "--heads", "2"], "--heads"),
+    (["theory", "--extend", "rerope", "--train-length", "64", "--length", "200", "--pretrain-base", "1e4"], "--pre"),
+    (["theory", "alibi", "--head-dim", "64"], "--head-dim"),
+    (["theory", "rope", "--length", "900"], "--length"),
+    (["theory", "rope", "--tune-length", "900"], "--tune-length"),
+    (["theory", "rope", "--plot", "NEW"], "--plot"),
+    (["theory", "alibi", "--compare"], "--compare"),
+    (["theory", "--checkpoint", "RUN", "--heads", "3"], "--heads"),
+    (["theory", "--checkpoint", "RUN", "--compare"], "--compare"),
+    (["theory", "--checkpoint", "RUN", "--plot", "NEW"], "--plot"),
+    (["theory", "--checkpoint", "RUN", "--length", "300"], "--length"),
+    (["eval", "BIPE", "--lengths", "64", "--window", "32"], "--window 32"),
+    (["eval", "BIPE", "--lengths", "64", "--cache-window", "32"], "--window 32"),
+    (["eval", "RUN", "--lengths", "64", "--longppl", "--evaluator", ""], "--evaluator"),
+    (["eval", "RUN", "--lengths", "64", "--evaluator", ""], "--evaluator"),
+    (["eval", "RUN", "--lengths", "64", "--stride", "8"], "--stride"),
+    (["eval", "RUN", "--lengths", "64", "--protocol", "sliding", "--targets", "8"], "--targets"),
+    (["eval", "RUN", "--lengths", "64", "--protocol", "last-token", "--tokens", "128"], "--tokens"),
+    (["eval", "RUN", "--lengths", "64", "--window", "16", "--eps", "0.1"], "--eps"),
+    (["eval", "RUN", "--lengths", "64", "--align-mode", "entropy"], "--align-mode"),
+    (["eval", "RUN", "--lengths", "64", "--temperature", "auto:entropy", "--align-mode", "pmax"], "--align-mode"),
+    (["eval", "RUN", "--file", "TEXT", "--temperature", "1.2"], "--temperature"),
+    (["eval", "RUN", "--file", "TEXT", "--protocol", "sliding"], "--protocol"),
+    (["eval", "RUN", "--file", "TEXT", "--delta", "0.1"], "--delta"),
+    (["task", "sample", "--task", "vt", "--length", "256", "--param", "num_hops=2", "--param", "num_hops=3"], "twice"),
+    (["task", "score", "RUN", "--task", "vt", "--param", "num_hops=2", "--param", "num_hops=3"], "twice"),
+    (["erf", "RUN", "--kind", "attn", "--threshold", "0.9"], "--threshold"),
+    (["erf", "RUN", "--kind", "grad", "--eps", "0.1"], "--eps"),
+    (["align", "RUN", "--mode", "prop1", "--grid", "1,0.9"], "--grid"),
+    (["align", "RUN", "--mode", "log-length", "--no-refine"], "--no-refine"),
+    (["generate", "RUN", "--seed", "3"], "--seed"),
+    (["study", "--experiment", "alignment", "--delta", "0.1", "--out", "NEW"], "--delta"),
+]
+
+
+@pytest.mark.parametrize(
+    "argv,fragment", FLAGS_WITHOUT_EFFECT, ids=[" ".join(a[:1] + a[2:])[:60] for a, _ in FLAGS_WITHOUT_EFFECT]
+)
+def test_a_flag_without_effect_is_refused(argv, fragment, run, rotary_runs, tmp_path, capsys):
+    """Each of these exited 0 with the flag silently dropped; now: one line, exit 2, nothing written."""
+    text = tmp_path / "text.txt"
+    text.write_text("def f(x):\n    return x + 1\n" * 20)
+    names = {"RUN": str(run), "BIPE": str(rotary_runs / "bipe"), "NEW": str(tmp_path / "new"), "TEXT": str(text)}
+    csv = ["--csv", tmp_path / "out.csv"] if argv[0] != "study" else []
+    refused(capsys, [*(names.get(a, a) for a in argv), *csv], fragment)
+    assert not (tmp_path / "new").exists() and not (tmp_path / "out.csv").exists()

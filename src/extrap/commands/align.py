@@ -77,6 +77,9 @@ def run(args) -> int:
 
     if args.per_layer and args.mode not in SEARCH_MODES:
         raise ExtrapError(f"--per-layer needs --mode pmax or entropy, not {args.mode}")
+    if args.mode not in SEARCH_MODES and (args.grid or not args.refine):  # Algorithm 1's search, not a closed form
+        flag = "--grid" if args.grid else "--no-refine"
+        raise ExtrapError(f"{flag} has no effect with --mode {args.mode}: it sets Algorithm 1's search (pmax, entropy)")
     types.check_outputs(args, runs=[args.run])
     types.check_extend_flags(args, ("rope", "factor"))
     if args.extend is not None and str(args.run).startswith("hf:"):

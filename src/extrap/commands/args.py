@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 
+# --extend lives in its own module; the commands read it here with the other argument types
+from extrap.commands.extend_args import add_extend_argument, apply_extend, check_extend_flags, extend_spec  # noqa: F401
+
 MAX_LENGTH = 10**7  # longest evaluation length accepted on the command line
 SPLITS = ("validation", "test", "heldout")
 
@@ -346,46 +349,12 @@ def state_assumed_length(run) -> None:
         )
 
 
-def extend_spec(text: str) -> str:
-    """``--extend METHOD[:k=v,...]``: the method and option names checked now, the values once L_tr is known."""
-    from extrap.errors import ExtrapError
-    from extrap.extend import split_spec
-
-    try:
-        split_spec(text)
-    except ExtrapError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
-def add_extend_argument(p) -> None:
-    """``--extend``: a training-free RoPE extension at inference (extrap rope/xpos runs, hf: Llama-family models)."""
-    p.add_argument(
-        "--extend",
-        type=extend_spec,
-        metavar="METHOD[:k=v,...]",
-        help="training-free RoPE extension: sinks | lm-infinite | self-extend | dca | rerope | leaky-rerope | "
-        "string, options as in 'extrap pe list --extend' (not with --rope, --temperature or a window)",
-    )
-
-
-def apply_extend(run, args) -> None:
-    """Put ``--extend`` into the loaded run's model (the caller refused its conflicts before loading)."""
-    if getattr(args, "extend", None) is not None:
-        import logging
-
-        from extrap.extend import extend_run
-
-        method = extend_run(run, args.extend)
-        logging.getLogger(__name__).info("extrap: extension %s (L_tr = %s; %s)", method.spec, method.L, method.citation)
-
-
-def check_extend_flags(args, refused: tuple[str, ...]) -> None:
-    """Before anything is loaded: ``--extend`` with a flag it is not tested with is refused."""
+def refuse_unread(args, reads, flags, where: str) -> None:
+    """Each of ``flags`` (argparse dests that stay None or False unless given) that was given but that the
+    asked mode does not read (not in ``reads``) is refused in one line: a flag is never silently dropped."""
     from extrap.errors import ExtrapError
 
-    if getattr(args, "extend", None) is None:
-        return
-    for name in refused:
-        if getattr(args, name, None) not in (None, "none"):
-            raise ExtrapError(f"--extend is not combined with --{name.replace('_', '-')}")
+    for name in flags:
+        value = getattr(args, name, None)
+        if name not in reads and value is not None and value is not False:
+            raise ExtrapError(f"--{name.replace('_', '-')} has no effect {where}")

@@ -34,12 +34,8 @@ def register(sub) -> None:
     p.add_argument(
         "--segments", type=types.positive_int, default=8, help="segments of the split to average over (default 8)"
     )
-    p.add_argument(
-        "--threshold", type=types.fraction, default=0.99, help="gradient ERF threshold in (0, 1) (default 0.99)"
-    )
-    p.add_argument(
-        "--eps", type=types.fraction, default=0.01, help="eps of the attention ERF's n_emp, in (0, 1) (default 0.01)"
-    )
+    p.add_argument("--threshold", type=types.fraction, help="gradient ERF threshold in (0, 1) (default 0.99)")
+    p.add_argument("--eps", type=types.fraction, help="eps of the attention ERF's n_emp, in (0, 1) (default 0.01)")
     p.add_argument(
         "--trf-eps",
         type=types.fraction,
@@ -62,7 +58,7 @@ def register(sub) -> None:
         help="TRF parameters: init (the scheme's formula values, as in 000) | trained (the run's "
         "learned bias, every layer) (default init)",
     )
-    p.add_argument("--batch", type=types.positive_int, default=4, help="segments per backward pass (default 4)")
+    p.add_argument("--batch", type=types.positive_int, help="gradient ERF: segments per backward pass (default 4)")
     types.add_device(p, default="cpu")
     p.add_argument("--corpus", help="hf: models: corpus tokenized with the model's tokenizer (default stdlib)")
     p.add_argument("--plot", metavar="DIR", help="write the cumulative gradient curves to DIR as PNG and SVG")
@@ -71,9 +67,15 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+# The flags of one kind of ERF (None unless given): refused where --kind does not measure it.
+KIND_FLAGS = {"threshold": "grad", "batch": "grad", "plot": "grad", "eps": "attn"}
+
+
 def _check(args) -> None:
     if args.plot and args.kind == "attn":
         raise ExtrapError("--plot draws gradient curves; use --kind grad or both")
+    reads = [name for name, kind in KIND_FLAGS.items() if args.kind in (kind, "both")]
+    types.refuse_unread(args, reads, KIND_FLAGS, f"with --kind {args.kind}")
     types.check_outputs(args, runs=args.runs)
     types.check_folder_output("--plot", args.plot)
 
@@ -130,15 +132,13 @@ def settings_of(args) -> ErfSettings:
     """The measurement the command line asks for (an unset --trf-eps / --trf-reduce: ERF_TRF's)."""
     from extrap.erf import ErfSettings
 
-    trf = {k: getattr(args, k) for k in ("trf_eps", "trf_reduce") if getattr(args, k) is not None}
+    given = ("trf_eps", "trf_reduce", "threshold", "eps", "batch")  # None: ErfSettings' defaults
+    trf = {k: getattr(args, k) for k in given if getattr(args, k) is not None}
     return ErfSettings(
         kind=args.kind,
         length=args.length,
         segments=args.segments,
-        threshold=args.threshold,
-        eps=args.eps,
         split=args.split,
-        batch=args.batch,
         trf_source=args.trf_source,
         device=types.loading_device(args),
         corpus=args.corpus,

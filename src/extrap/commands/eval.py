@@ -16,6 +16,10 @@ def _tau_text(t) -> str:
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
 EXTEND_REFUSES = ("rope", "factor", "temperature", "window", "cache_window")  # flags --extend is not combined with
+# Flags that only some modes read (each None unless given): one given where it has no effect is refused, not dropped.
+MODE_FLAGS = ("protocol", "targets", "delta", "batch", "backend", "temperature", "align_mode", "corpus")
+FILE_READS = ()  # --file scores one sequence: no protocol, no verdict, no temperature, no corpus
+BY_PROTOCOL = {"stride": ("sliding",), "targets": ("last-token",), "tokens": ("nonoverlapping", "sliding")}
 
 
 def register(sub) -> None:
@@ -29,12 +33,10 @@ def register(sub) -> None:
         "--lengths", type=types.lengths, default=None, help="comma-separated L_ex (default: L_tr x 1,2,4,...,16)"
     )
     p.add_argument(
-        "--protocol", default="nonoverlapping", choices=PROTOCOLS, help="nonoverlapping | sliding | last-token"
+        "--protocol", choices=PROTOCOLS, help="nonoverlapping | sliding | last-token (default nonoverlapping)"
     )
     p.add_argument("--stride", type=types.positive_int, help="sliding stride (default L_ex/2)")
-    p.add_argument(
-        "--targets", type=types.positive_int, default=256, help="last-token: number of target tokens (default 256)"
-    )
+    p.add_argument("--targets", type=types.positive_int, help="last-token: number of target tokens (default 256)")
     p.add_argument(
         "--tokens",
         type=types.length,
@@ -48,8 +50,8 @@ def register(sub) -> None:
         "--file",
         help="score this UTF-8 text file as one sequence (streamed with --window; lengths and protocol do not apply)",
     )
-    p.add_argument("--delta", type=types.positive_float, default=0.02, help="δ of 000 Definition 0.1")
-    p.add_argument("--batch", type=types.positive_int, default=8)
+    p.add_argument("--delta", type=types.positive_float, help="δ of 000 Definition 0.1 (default 0.02)")
+    p.add_argument("--batch", type=types.positive_int, help="sequences per forward pass (default 8)")
     p.add_argument(
         "--backend",
         choices=("auto", "blocked", "flex"),
@@ -64,7 +66,6 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--align-mode",
-        default="pmax",
         dest="align_mode",
         help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)",
     )
@@ -105,7 +106,7 @@ def _check(args) -> None:
     if args.tokens is not None and args.lengths and args.protocol != "last-token" and args.tokens < max(args.lengths):
         raise ExtrapError(
             f"--tokens {args.tokens} is fewer than the longest length {max(args.lengths)}: "
-            f"{args.protocol} needs --tokens >= {max(args.lengths)}"
+            f"{args.protocol or 'nonoverlapping'} needs --tokens >= {max(args.lengths)}"
         )
     if args.stride is not None and args.lengths and args.protocol == "sliding" and args.stride > min(args.lengths):
         raise ExtrapError(f"--stride {args.stride} is longer than the shortest length {min(args.lengths)}")
@@ -116,8 +117,26 @@ def _check(args) -> None:
         raise ExtrapError(
             f"--window {args.window} and --cache-window {args.cache_window} ask for different windows: give one"
         )
+    _check_modes(args)
     types.check_outputs(args, runs=[args.run, args.evaluator], inputs=[("--file", args.file)])
     types.check_extend_flags(args, EXTEND_REFUSES)
+
+
+def _check_modes(args) -> None:
+    """The flags given that the asked mode would not read (MODE_FLAGS, BY_PROTOCOL, --eps, --align-mode)."""
+    from extrap.align import parse_temperature_spec
+
+    if args.file:
+        types.refuse_unread(args, FILE_READS, MODE_FLAGS, "with --file, which scores the whole file as one sequence")
+    protocol = args.protocol or "nonoverlapping"
+    reads = [name for name, protocols in BY_PROTOCOL.items() if protocol in protocols]
+    types.refuse_unread(args, reads, BY_PROTOCOL, f"with --protocol {protocol}")
+    if _window(args) != "auto":
+        types.refuse_unread(args, (), ("eps",), "without --window auto (it sets the TRF's eps of the auto window)")
+    spec = parse_temperature_spec(args.temperature)
+    if spec.kind != "auto" or spec.mode:
+        where = "without --temperature auto" if spec.kind != "auto" else f"with --temperature {args.temperature}"
+        types.refuse_unread(args, (), ("align_mode",), where)
 
 
 def _window(args) -> str:
@@ -132,6 +151,9 @@ def _load(args):
     run = extrap.load(args.run, device=types.loading_device(args), **types.hf_options(args))
     types.require_causal(run, "eval")
     types.apply_extend(run, args)
+    no_stream = getattr(getattr(run.model, "scheme", None), "no_stream", None)  # BiPE: ids need the whole prefix
+    if no_stream and _window(args).isdigit():
+        raise ExtrapError(f"--window {_window(args)}: {no_stream}")
     return run
 
 
@@ -176,20 +198,16 @@ def settings(args, window: str):
     """The :class:`~extrap.evaluate.EvalSettings` that the command line asks for."""
     from extrap.evaluate import EvalSettings
 
+    given = ("protocol", "targets", "eps", "delta", "batch", "align_mode")  # None: EvalSettings' defaults
     return EvalSettings(
         lengths=args.lengths,
-        protocol=args.protocol,
         stride=args.stride,
-        targets=args.targets,
         tokens=args.tokens,
         split=args.split,
         window=window,
-        **({} if args.eps is None else {"eps": args.eps}),  # None: WINDOW_AUTO_TRF's eps
-        delta=args.delta,
-        batch=args.batch,
+        **{k: getattr(args, k) for k in given if getattr(args, k) is not None},
         backend=args.backend,
         temperature=args.temperature,
-        align_mode=args.align_mode,
         progress=not args.json or sys.stderr.isatty(),  # JSON goes to stdout; a terminal still sees progress
         corpus=getattr(args, "corpus", None),
     )

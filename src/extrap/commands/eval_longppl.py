@@ -39,6 +39,8 @@ def settings(args):
 
     names = {"alpha": "alpha", "beta": "beta", "block": "block_fraction"}  # flag -> LongPPLSettings field
     given = {k: v for k in names if (v := getattr(args, f"longppl_{k}")) is not None}
+    if args.evaluator is not None and not args.evaluator.strip():  # not RUN itself in disguise
+        raise ExtrapError("--evaluator is empty: give a run directory or hf:PATH (leave it out for RUN itself)")
     if not args.longppl:
         flags = [f"--longppl-{k}" for k in given] + (["--evaluator"] if args.evaluator else [])
         if flags:

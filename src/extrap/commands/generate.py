@@ -22,7 +22,7 @@ def register(sub) -> None:
     )
     p.add_argument("--cache-window", type=types.positive_int, dest="cache_window", help="rolling KV cache of W tokens")
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    p.add_argument("--seed", type=types.seed, default=0, help="random seed of --sample (default 0)")
+    p.add_argument("--seed", type=types.seed, help="random seed of --sample (default 0)")
     types.add_rope_arguments(p)
     types.add_extend_argument(p)
     types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")
@@ -43,6 +43,9 @@ def run(args) -> int:
         args.prompt.encode("utf-8")
     except UnicodeEncodeError:  # undecodable bytes on the command line arrive as surrogates
         raise ExtrapError("--prompt is not valid UTF-8 text") from None
+    if args.seed is not None and not args.sample:
+        raise ExtrapError("--seed has no effect without --sample: greedy decoding draws nothing")
+    args.seed = args.seed or 0
     types.check_outputs(args, runs=[args.run])
     types.check_extend_flags(args, ("rope", "factor", "cache_window"))
     run = extrap.load(args.run, device=types.loading_device(args), **types.rope_options(args))

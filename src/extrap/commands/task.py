@@ -132,6 +132,7 @@ def run_sample(args) -> int:
     from extrap.tasks.generators import check_length
 
     if args.task not in TASK_CHOICES:  # a RULER-style task
+        task_ruler.check_params(args.params)  # before a tokenizer or corpus is read
         types.check_outputs(args, runs=[args.run])
         return task_ruler.run_ruler_sample(args, *_tokenizer(args))
     task_ruler.check_plain(args)
@@ -165,18 +166,6 @@ def run_sample(args) -> int:
     return 0
 
 
-def _load(args):
-    """The run with --rope or --extend (its conflicts refused before). T5: the prompt goes through the
-    encoder, the answer is scored by the decoder (extrap.tasks.seq2seq)."""
-    import extrap
-
-    run = extrap.load(
-        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-    )
-    types.apply_extend(run, args)
-    return run
-
-
 def run_score(args) -> int:
     if task_ruler.wants_ruler(args):  # --suite ruler, a RULER-style --task, or a run trained on one
         return task_ruler.run_ruler_score(args)
@@ -189,10 +178,10 @@ def _score_task(args) -> int:
     from extrap.tasks.generators import check_length
 
     types.check_outputs(args, runs=[args.run])
-    types.check_extend_flags(args, ("rope", "factor", "temperature"))
+    types.check_extend_flags(args, ("rope", "factor", "temperature"))  # before the lengths are checked
     for L in (args.lengths or []) if args.task else []:  # before the model is loaded
         check_length(args.task, L)
-    run = _load(args)
+    run = task_ruler.load_scored(args)  # T5: the prompt goes through the encoder, the answer the decoder
     task = args.task or run.task
     if not task:
         raise ExtrapError(f"{args.run} was not trained on a task; pass --task passkey|line|topic")

@@ -41,6 +41,16 @@ def param(text: str) -> tuple[str, int | float]:
     return name.strip(), int(number) if number.is_integer() and "." not in value else number
 
 
+def check_params(pairs) -> tuple:
+    """``--param`` pairs, each setting once: a repeated one is refused (the last would silently win)."""
+    seen: dict[str, object] = {}
+    for name, value in pairs or ():
+        if name in seen:
+            raise ExtrapError(f"--param {name} is given twice ({seen[name]}, then {value}): give each setting once")
+        seen[name] = value
+    return tuple(pairs or ())
+
+
 def add_sample_arguments(s) -> None:
     s.add_argument("--haystack", choices=("corpus", "noise"), help="RULER-style tasks: corpus text or RULER's noise")
     s.add_argument(
@@ -153,6 +163,7 @@ def _check_request(args) -> list[str]:
         raise ExtrapError("--tasks needs --suite ruler")
     tasks = [check_ruler_task(t) for t in (args.tasks or [])] or ([args.task] if args.task else [])
     parse_threshold(args.threshold or "rel:0.85")
+    check_params(args.params)
     for L in args.lengths or []:
         if L > MAX_LENGTH:
             raise ExtrapError(f"length {L:,} is above the longest RULER-style example, {MAX_LENGTH:,} tokens")
@@ -160,15 +171,25 @@ def _check_request(args) -> list[str]:
     return tasks
 
 
-def run_ruler_score(args) -> int:
+def load_scored(args):
+    """The run that ``task score`` scores, on every path: with --rope/--factor or --extend, whose conflicts
+    are refused before anything is loaded (an extension on a run that does not rotate: one line after)."""
     import extrap
+
+    types.check_extend_flags(args, ("rope", "factor", "temperature"))
+    run = extrap.load(
+        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
+    )
+    types.apply_extend(run, args)
+    return run
+
+
+def run_ruler_score(args) -> int:
     from extrap.tasks.ruler import RulerRun, score_ruler
 
     tasks = _check_request(args)
     types.check_outputs(args, runs=[args.run])
-    run = extrap.load(
-        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-    )
+    run = load_scored(args)
     if args.train_length is None:
         types.state_assumed_length(run)
     tasks = tasks or (run.task.split(",") if run.task and not args.suite else [])  # a mix: each of its tasks

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extrap.commands import args as types
-from extrap.commands import theory_rope
+from extrap.commands import theory_modes, theory_rope
 from extrap.errors import ExtrapError
 from extrap.io import json_text
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # the theory engine loads sympy and torch: imported when the 
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EPS_TEXT = "1e-3,1e-6"
-DEFAULT_LENGTHS_TEXT = "1024,2048,4096,8192,16384"
+DEFAULT_EPS_TEXT = theory_modes.DEFAULT_EPS_TEXT
+DEFAULT_LENGTHS_TEXT = theory_modes.DEFAULT_LENGTHS_TEXT
 DEFAULT_TRAIN_LENGTH = 512  # L_train of PEs given by name, and of checkpoints that do not record theirs
 
 
@@ -58,17 +58,15 @@ def register(subparsers) -> None:
         help="analyse a checkpoint's own bias instead of PEs: a run directory (learned bias per layer) or "
         "hf:PATH (T5 bucket tables per head; BLOOM/MPT ALiBi slopes)",
     )
-    p.add_argument("--heads", type=types.heads, default=8, help="number of heads, at most 1024 (default 8)")
+    p.add_argument("--heads", type=types.heads, help="number of heads, at most 1024 (default 8)")
     p.add_argument(
         "--eps",
         type=types.fractions,
-        default=DEFAULT_EPS_TEXT,
         help=f"comma-separated eps values in (0, 1) for n(eps) (default {DEFAULT_EPS_TEXT})",
     )
     p.add_argument(
         "--lengths",
         type=types.lengths_from(1),
-        default=DEFAULT_LENGTHS_TEXT,
         help=f"comma-separated evaluation lengths for S(L)/S(L_train) (default {DEFAULT_LENGTHS_TEXT})",
     )
     p.add_argument(
@@ -140,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from extrap.theory import analyse, collapse, compare, eps_key
     from extrap.theory.reports import TheoryReport
 
+    theory_modes.check(args)  # a flag that the mode does not read: one line, before any work
     eps = args.eps
     lengths = args.lengths
     types.check_outputs(args, runs=[args.checkpoint], flags=("csv",))
@@ -260,6 +259,8 @@ def _run_checkpoint(args, eps, lengths) -> int:
             plots = plot_t5_tables(src, args.plot)
     else:
         rows = _run_rows(src, eps, lengths, args.train_length)
+    if args.plot and not plots:  # before anything is written
+        raise ExtrapError(f"--plot with --checkpoint draws a T5 checkpoint's bucket tables; {src} has none")
     if args.csv:
         _write_csv(args.csv, rows)
     if args.json:
@@ -385,6 +386,8 @@ def _plots(schemes, args) -> list:
         for h in heads:
             out.extend(plots.heatmap(s, args.plot, head=h, num_heads=args.heads))
     toeplitz = [s for s in schemes if not not_applicable_reason(s)]
+    if not biases and not toeplitz:  # before any file: nothing to draw is a flag without effect
+        raise ExtrapError("--plot draws biases and TRF curves; none of these PEs has a bias to draw")
     if toeplitz:
         out.extend(plots.trf_curves(toeplitz, args.plot, num_heads=args.heads))
         out.extend(plots.partial_sums_plot(toeplitz, args.plot, max_length=max(args.lengths), num_heads=args.heads))

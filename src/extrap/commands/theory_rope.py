@@ -12,6 +12,7 @@ The Toeplitz-series table keeps its ``not-applicable`` row for a rotary PE; this
 from __future__ import annotations
 
 from extrap.commands import args as types
+from extrap.commands import theory_modes
 from extrap.errors import ExtrapError
 
 
@@ -51,6 +52,8 @@ def rope_for_pes(schemes, args, default_train_length: int) -> tuple:
     from extrap.theory.rope import analyse_rope
 
     rotary = [s for s in schemes if s.rotates]
+    if not rotary:
+        theory_modes.refuse_rope_flags(args, "without a rotary PE (rope, xpos) to analyse")
     if not rotary or args.head_dim is None:
         return ()
     check_head_dim(args.head_dim, search_bytes(1), "the RoPE analysis")
@@ -75,6 +78,7 @@ def rope_for_checkpoint(src, args) -> tuple:
         from extrap.hf.rope_config import hf_rope_theory, is_rope_config
 
         if not is_rope_config(src):
+            theory_modes.refuse_rope_flags(args, f"with --checkpoint {src}: its config has no RoPE")
             return ()
         return (hf_rope_theory(src, args.train_length, args.length, **_extra(args)),)
     from extrap import positional
@@ -84,9 +88,11 @@ def rope_for_checkpoint(src, args) -> tuple:
     try:
         cfg = RunDir(src).read_config()
     except (ExtrapError, TypeError, ValueError, KeyError):  # a foreign export: its bias rows say what it is
+        theory_modes.refuse_rope_flags(args, f"with --checkpoint {src}: it records no rotary PE")
         return ()
     scheme = positional.get(cfg.pe)
     if not scheme.rotates:
+        theory_modes.refuse_rope_flags(args, f"with --checkpoint {src}: it uses {cfg.pe}, not RoPE")
         return ()
     train = args.train_length or cfg.train_length
     head_dim = cfg.model.d_model // cfg.model.n_head

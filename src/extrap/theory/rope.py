@@ -385,17 +385,5 @@ def _with_explanation(r: RopeTheory, tuned: torch.Tensor) -> RopeTheory:
     return replace(r, explanation=explain(r, stage))
 
 
-__all__ = [
-    "MEN_TABLE",
-    "REGIMES",
-    "analyse_rope",
-    "check_head_dim",
-    "critical_base",
-    "critical_dim",
-    "default_length",
-    "frequencies",
-    "is_plain",
-    "liu_regime",
-    "rotary",
-    "xpos_rates",
-]
+__all__ = ["MEN_TABLE", "REGIMES", "analyse_rope", "check_head_dim", "critical_base", "critical_dim"]
+__all__ += ["default_length", "frequencies", "is_plain", "liu_regime", "rotary", "xpos_rates"]
