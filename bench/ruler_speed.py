@@ -26,9 +26,9 @@ from pathlib import Path
 def train_model(out: Path, pe: str) -> Path:
     """The study's cpu-preset model, trained 2 steps into ``out``."""
     from extrap import train as training
-    from extrap.study.presets import EFFECTIVE_LENGTH_PRESETS
+    from extrap.experiments.effective_length.presets import PRESETS
 
-    s = EFFECTIVE_LENGTH_PRESETS["cpu"]
+    s = PRESETS["cpu"]
     over = {**s.train_overrides, "task": "niah_single", "train_length": s.train_length, "steps": 2, "threads": 1}
     m, t = training.build_configs(pe, s.train_preset, overrides={**over, "save_every": 2})
     training.train(out, m, t, progress=False)

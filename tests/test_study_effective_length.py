@@ -7,19 +7,21 @@ import math
 import pytest
 
 from extrap.cli import main
-from extrap.experiments.rope_base import readme as rope_readme
-from extrap.report import effective_length as el
-from extrap.report import readme
-from extrap.results import EvalReport, LengthResult, StudyResults, load_results
-from extrap.results.effective_length import (
+from extrap.experiments.effective_length import claims as el
+from extrap.experiments.effective_length import readme as efflen_readme
+from extrap.experiments.effective_length.presets import DEFAULT_PES, PRESETS
+from extrap.experiments.effective_length.results import (
     EffectiveLengthBlock,
     EffectiveLengthModel,
     TrfValue,
     task_gate,
 )
+from extrap.experiments.effective_length.tables import ranking_rows
+from extrap.experiments.rope_base import readme as rope_readme
+from extrap.report import readme
+from extrap.results import EvalReport, LengthResult, StudyResults, load_results
 from extrap.results.longppl import LongPPL, LongPPLResult
-from extrap.study.effective_length_records import EffectiveLengthJob, EffectiveLengthOutput
-from extrap.study.presets import EFFECTIVE_LENGTH_PRESETS
+from extrap.study.models import ModelJob, ModelOutput
 from extrap.tasks.ruler import (
     LengthMean,
     RulerLength,
@@ -51,7 +53,7 @@ def smoke(tmp_path_factory):
 
 def test_smoke_study_end_to_end(smoke):
     res = load_results(smoke)
-    s = EFFECTIVE_LENGTH_PRESETS["smoke"]
+    s = PRESETS["smoke"]
     L_tr = s.train_length
     assert res.experiment == "effective-length" and res.pes == ["alibi", "rope"] and res.tasks == list(s.tasks)
     b = res.block
@@ -105,7 +107,7 @@ def test_the_readme_renders_the_effective_length_section(smoke, tmp_path):
     md = tmp_path / "README.md"
     md.write_text(
         f"{readme.BEGIN}\nkept\n{readme.END}\n{rope_readme.BEGIN}\nrope\n{rope_readme.END}\n"
-        f"{readme.EFFLEN_BEGIN}\nold\n{readme.EFFLEN_END}\n"
+        f"{efflen_readme.BEGIN}\nold\n{efflen_readme.END}\n"
     )
     assert readme.main([str(smoke / "results.json"), str(md)]) == 0
     text = md.read_text()
@@ -120,8 +122,8 @@ def test_the_readme_has_one_effective_length_block_after_the_rope_base_block():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert text.count(readme.EFFLEN_BEGIN) == 1 and text.count(readme.EFFLEN_END) == 1
-    assert text.index(rope_readme.END) < text.index(readme.EFFLEN_BEGIN) < text.index(readme.EFFLEN_END)
+    assert text.count(efflen_readme.BEGIN) == 1 and text.count(efflen_readme.END) == 1
+    assert text.index(rope_readme.END) < text.index(efflen_readme.BEGIN) < text.index(efflen_readme.END)
 
 
 # ---------------------------------------------------------------------------
@@ -170,11 +172,23 @@ def test_records_round_trip():
     assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).block == b
     assert "effective_length" not in StudyResults(experiment="extrapolation").to_json()  # others unchanged
     assert m.effective("niah_single").to_json()["form"] == "relative"  # the JSON records the form
-    job = EffectiveLengthJob("alibi", "/x", EFFECTIVE_LENGTH_PRESETS["smoke"], 0.02, 1)
+    job = ModelJob("alibi", "/x", PRESETS["smoke"], 0.02, 1)
     assert job.lengths == (136, 272)
     rep = EvalReport(pe="alibi", protocol="nonoverlapping", results=(LengthResult(100, 2.0, 32, 0.1),))
-    out = EffectiveLengthOutput("alibi", "/x", None, rep, m)
-    assert EffectiveLengthOutput.from_json(json.loads(json.dumps(out.to_json()))) == out
+    out = ModelOutput("alibi", "/x", None, rep, m)
+    assert ModelOutput.from_json(json.loads(json.dumps(out.to_json())), EffectiveLengthModel) == out
+
+
+def test_the_page_says_which_models_are_missing():
+    from extrap.experiments.effective_length.page import effective_length_missing
+
+    assert effective_length_missing(StudyResults(experiment="effective-length", pes=["alibi"])) == [
+        "no effective-length results"
+    ]
+    res = results_of(model("alibi", 1769, {"niah_single": [0.9, 0.8, 0.5]}))
+    assert effective_length_missing(res) == []
+    res.pes = ["alibi", "rope", "nope"]
+    assert effective_length_missing(res) == ["no effective-length result for rope, nope"]
 
 
 def test_claims_reproduced():
@@ -183,7 +197,7 @@ def test_claims_reproduced():
     keep, outlast = el.effective_length_claims(results_of(alibi, rope))
     assert keep.ok is True and "alibi/niah_single (TRF 1769): 200" in keep.evidence
     assert outlast.ok is True and "shortest finite-TRF alibi 200, longest other rope 100" in outlast.evidence
-    headers, rows = el.ranking_rows(results_of(rope, alibi))
+    headers, rows = ranking_rows(results_of(rope, alibi))
     assert [r[0] for r in rows] == ["alibi", "rope"] and rows[0][2].text == "200 (2×) #1"
     assert rows[1][1].text == "not-applicable" and rows[1][2].text == "100 (1×) #2"
 
@@ -194,7 +208,7 @@ def test_claims_refuted():
     keep, outlast = el.effective_length_claims(results_of(alibi, rope))
     assert keep.ok is False and "alibi/niah_single (TRF 1769): 100 ✘" in keep.evidence
     assert outlast.ok is False and "longest other rope 400 ✘" in outlast.evidence
-    _, rows = el.ranking_rows(results_of(alibi, rope))
+    _, rows = ranking_rows(results_of(alibi, rope))
     assert rows[0][0] == "rope" and rows[0][2].text == "≥ 400 (4×) #1"  # held at every length: a lower bound
 
 
@@ -204,7 +218,7 @@ def test_claims_not_tested_when_no_model_learned():
     keep, outlast = el.effective_length_claims(results_of(alibi, rope))
     assert keep.ok is None and keep.untested and "alibi/niah_single" in keep.evidence
     assert outlast.ok is None and outlast.untested
-    _, rows = el.ranking_rows(results_of(alibi, rope))
+    _, rows = ranking_rows(results_of(alibi, rope))
     assert [r[0] for r in rows] == ["rope", "alibi"]  # not learned: listed last, not ranked
     assert rows[1][2].text == "not learned" and "#" not in rows[1][2].text
 
@@ -275,12 +289,12 @@ def test_train_config_checks_every_task_of_a_mix():
 @pytest.mark.parametrize("preset", ["smoke", "cpu", "paper"])
 def test_every_preset_builds_with_tasks_that_fit_its_training_length(tmp_path, preset):
     """build() checks every task against L_tr before anything is trained; the presets' own tasks all fit."""
-    from extrap.study import EFFECTIVE_LENGTH_DEFAULT_PES, StudyRequest
-    from extrap.study.effective_length import build
+    from extrap.experiments.effective_length.plan import build
+    from extrap.study import StudyRequest
 
     exp = build(StudyRequest(tmp_path / "s", preset=preset, experiment="effective-length"))
-    s = EFFECTIVE_LENGTH_PRESETS[preset]
-    assert [j.name for j in exp.jobs] == list(EFFECTIVE_LENGTH_DEFAULT_PES)
+    s = PRESETS[preset]
+    assert [j.name for j in exp.jobs] == list(DEFAULT_PES)
     assert all(j.args.settings.tasks == s.tasks and j.args.lengths[0] == s.train_length for j in exp.jobs)
     assert exp.record.tasks == s.tasks and not (tmp_path / "s").exists()
 

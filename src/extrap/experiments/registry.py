@@ -63,9 +63,6 @@ def section(name: str) -> ReadmeSection:
 
 
 ALIASES = {  # names extrap.report.readme exported before each experiment had its package
-    "EFFLEN_BEGIN": "extrap.experiments.effective_length:BEGIN",
-    "EFFLEN_END": "extrap.experiments.effective_length:END",
-    "effective_length_markdown": "extrap.experiments.effective_length:effective_length_markdown",
     "SURVEY_BEGIN": "extrap.experiments.survey:BEGIN",
     "SURVEY_END": "extrap.experiments.survey:END",
     "survey_markdown": "extrap.experiments.survey:survey_markdown",

@@ -16,3 +16,12 @@ def figure_or_section(figure: str, figure_title: str, section: tuple[str, str]):
         return (f"fig-{figure}", figure_title) if figure in figures else section
 
     return anchor
+
+
+def missing_results(experiment: str, measured, wanted) -> list[str]:
+    """What an experiment's page lacks, one line each: everything when nothing was ``measured``, else the
+    items of ``wanted`` (PEs, methods) that have no result."""
+    if not measured:
+        return [f"no {experiment} results"]
+    lack = [w for w in wanted if w not in measured]
+    return [f"no {experiment} result for {', '.join(lack)}"] if lack else []

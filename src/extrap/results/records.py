@@ -5,12 +5,13 @@ field's default, so a partial or older file still loads) and keeps the keys it d
 not declare in ``extra``, so that writing it back loses nothing.  Fields whose values
 are records themselves say how to read and write them with :func:`one`, :func:`listed`
 and :func:`mapped`.  Every record, a :class:`Record` or a frozen one, reads itself with ``from_json``
-and writes itself with ``to_json``.
+and writes itself with ``to_json``; a frozen one may write and read its plain fields with :func:`record_json`
+and :func:`record_fields`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -59,6 +60,29 @@ def plain(default: Any = None, *, factory: Callable[[], Any] | None = None, omit
     if factory is not None:
         return field(default_factory=factory, metadata={"omit": omit})
     return field(default=default, metadata={"omit": omit})
+
+
+def as_mapping(d: Any) -> Mapping:
+    """``d`` when it is a JSON object, else an empty one (a missing or malformed value reads as empty)."""
+    return d if isinstance(d, Mapping) else {}
+
+
+def json_value(v: Any) -> Any:
+    """A field's JSON: a record by its own ``to_json``, a tuple or list item by item, anything else as it is."""
+    if hasattr(v, "to_json"):
+        return v.to_json()
+    return [json_value(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+def record_json(record) -> dict:
+    """A frozen dataclass record's JSON: every field in declaration order (:func:`json_value`)."""
+    return {f.name: json_value(getattr(record, f.name)) for f in fields(record)}
+
+
+def record_fields(cls, d: Any) -> dict:
+    """``cls``'s fields read from JSON object ``d`` as they are (a missing key reads as None)."""
+    d = as_mapping(d)
+    return {f.name: d.get(f.name) for f in fields(cls)}
 
 
 @dataclass

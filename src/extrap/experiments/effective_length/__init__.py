@@ -1,38 +1,29 @@
 """Experiment ``effective-length``: RULER-style effective length of models trained on a task mix, beside their TRF.
 
-Plan and workers: :mod:`extrap.study.effective_length`; claims and tables: :mod:`extrap.report.effective_length`;
-figures: :mod:`extrap.report.effective_length_figures`; page context: :mod:`extrap.report.effective_length_page`.
+:mod:`.presets` (settings per preset), :mod:`.plan` (jobs, worker, results.json), :mod:`.measure` (one
+model's numbers), :mod:`.results` (its block of results.json), :mod:`.claims`, :mod:`.tables`,
+:mod:`.figures`, :mod:`.page` (the HTML fragment, with ``effective_length.html.j2``) and :mod:`.readme`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from extrap.experiments.effective_length import plan
+from extrap.experiments.effective_length.claims import effective_length_claims
+from extrap.experiments.effective_length.figures import effective_length_plan
+from extrap.experiments.effective_length.page import effective_length_context, effective_length_missing
+from extrap.experiments.effective_length.presets import PRESETS
+from extrap.experiments.effective_length.readme import BEGIN, END, effective_length_markdown
+from extrap.experiments.effective_length.results import EffectiveLengthBlock
 from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock, ResultsBlock
-from extrap.report.effective_length import effective_length_claims, markdown_table
-from extrap.report.effective_length_figures import effective_length_plan
-from extrap.report.effective_length_page import effective_length_context, effective_length_missing
-from extrap.report.readme import experiment_markdown
-from extrap.results import StudyResults
-from extrap.results.effective_length import EffectiveLengthBlock
-from extrap.study import effective_length as plan
-from extrap.study.presets import EFFECTIVE_LENGTH_PRESETS
 
-BEGIN = "<!-- effective-length:begin: rendered from its study's results by python -m extrap.report.readme -->"
-END = "<!-- effective-length:end -->"
 SECTIONS = (("runs", "Training runs"), ("effective-length", "Effective length beside the TRF"))
-
-
-def effective_length_markdown(results: StudyResults) -> str:
-    """The README's effective-length section: the models, the claims, the ranking beside the TRF."""
-    tasks = f"; tasks {', '.join(results.tasks or [])}"
-    return experiment_markdown(results, tasks, [], markdown_table(results))
-
 
 SPEC = ExperimentSpec(
     name="effective-length",
     citation="RULER (Hsieh et al. 2024), NoLiMa's relative threshold, 000's TRF",
-    presets=EFFECTIVE_LENGTH_PRESETS,
+    presets=PRESETS,
     plan=plan.build,
     claims=effective_length_claims,
     missing=effective_length_missing,
@@ -48,3 +39,5 @@ SPEC = ExperimentSpec(
     results=ResultsBlock("effective_length", EffectiveLengthBlock),
     options=frozenset({"tasks"}),
 )
+
+__all__ = ["BEGIN", "END", "SPEC", "effective_length_markdown"]

@@ -6,6 +6,7 @@ from extrap.experiments.extension.claims import goal_line
 from extrap.experiments.extension.figures import CAPTION
 from extrap.experiments.extension.results import block
 from extrap.experiments.extension.tables import passkey_table, ppl_table, prediction_rows
+from extrap.report.contents import missing_results
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
@@ -32,8 +33,4 @@ def extension_context(results: StudyResults, figures: dict, notes: dict) -> dict
 
 
 def extension_missing(results: StudyResults) -> list[str]:
-    b = block(results)
-    if not b.methods:
-        return ["no extension results"]
-    lack = [m for m in results.settings.get("methods", []) if m not in b.methods]
-    return [f"no extension result for {', '.join(lack)}"] if lack else []
+    return missing_results("extension", block(results).methods, results.settings.get("methods", []))

@@ -16,10 +16,7 @@ from typing import Any
 
 from extrap.experiments.rope_base.results import PasskeyLength, PplLength, measured_from_json, measured_json
 from extrap.results import StudyResults
-
-
-def _obj(d: Any) -> Mapping:
-    return d if isinstance(d, Mapping) else {}
+from extrap.results.records import as_mapping
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class ExtensionMethod:
 
     @classmethod
     def from_json(cls, d: Any) -> ExtensionMethod:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(
             name=d.get("name"),
             kind=d.get("kind"),
@@ -89,8 +86,8 @@ class ExtensionBlock:
 
     @classmethod
     def from_json(cls, d: Any) -> ExtensionBlock:
-        d = _obj(d)
-        methods = {str(n): ExtensionMethod.from_json(m) for n, m in _obj(d.get("methods")).items()}
+        d = as_mapping(d)
+        methods = {str(n): ExtensionMethod.from_json(m) for n, m in as_mapping(d.get("methods")).items()}
         return cls(pe=d.get("pe"), **measured_from_json(d), methods=methods)
 
 

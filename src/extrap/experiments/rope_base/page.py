@@ -5,6 +5,7 @@ from __future__ import annotations
 from extrap.experiments.rope_base.figures import CAPTION
 from extrap.experiments.rope_base.results import block
 from extrap.experiments.rope_base.tables import distance_table, passkey_table, ppl_table, prediction_rows
+from extrap.report.contents import missing_results
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
@@ -32,8 +33,4 @@ def rope_base_context(results: StudyResults, figures: dict, notes: dict) -> dict
 
 
 def rope_base_missing(results: StudyResults) -> list[str]:
-    b = block(results)
-    if not b.models:
-        return ["no rope-base results"]
-    lack = [pe for pe in results.pes if pe not in b.models]
-    return [f"no rope-base result for {', '.join(lack)}"] if lack else []
+    return missing_results("rope-base", block(results).models, results.pes)

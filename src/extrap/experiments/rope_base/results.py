@@ -12,23 +12,11 @@ every model and the settings they were measured with.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from extrap.results import StudyResults
-
-
-def _obj(d: Any) -> Mapping:
-    return d if isinstance(d, Mapping) else {}
-
-
-def _flat(record) -> dict:
-    return {f.name: getattr(record, f.name) for f in fields(record)}
-
-
-def _pick(cls, d: Any) -> dict:
-    d = _obj(d)
-    return {f.name: d.get(f.name) for f in fields(cls)}
+from extrap.results.records import as_mapping, record_fields, record_json
 
 
 @dataclass(frozen=True)
@@ -49,11 +37,11 @@ class RopePrediction:
     error: str | None = None  # why there is no prediction (not a rotary scheme, ...)
 
     def to_json(self) -> dict:
-        return _flat(self)
+        return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> RopePrediction:
-        return cls(**_pick(cls, d))
+        return cls(**record_fields(cls, d))
 
 
 @dataclass(frozen=True)
@@ -68,11 +56,11 @@ class PplLength:
     above_delta: bool | None = None  # ratio > δ outside its 95% interval; None: no standard error
 
     def to_json(self) -> dict:
-        return _flat(self)
+        return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> PplLength:
-        return cls(**_pick(cls, d))
+        return cls(**record_fields(cls, d))
 
 
 @dataclass(frozen=True)
@@ -89,11 +77,11 @@ class DistanceBin:
         return self.correct / self.n if self.n else None
 
     def to_json(self) -> dict:
-        return {**_flat(self), "accuracy": self.accuracy}
+        return {**record_json(self), "accuracy": self.accuracy}
 
     @classmethod
     def from_json(cls, d: Any) -> DistanceBin:
-        return cls(**_pick(cls, d))
+        return cls(**record_fields(cls, d))
 
 
 @dataclass(frozen=True)
@@ -116,7 +104,7 @@ class PasskeyLength:
 
     @classmethod
     def from_json(cls, d: Any) -> PasskeyLength:
-        d = _obj(d)
+        d = as_mapping(d)
         bins = tuple(DistanceBin.from_json(b) for b in d.get("bins") or ())
         return cls(d.get("length"), d.get("n") or 0, d.get("correct") or 0, bins, d.get("error"))
 
@@ -152,7 +140,7 @@ class RopeBaseModel:
 
     @classmethod
     def from_json(cls, d: Any) -> RopeBaseModel:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(
             pe=d.get("pe"),
             ppl=tuple(PplLength.from_json(p) for p in d.get("ppl") or ()),
@@ -181,7 +169,7 @@ class RopeBaseBlock:
 
     @classmethod
     def from_json(cls, d: Any) -> RopeBaseBlock:
-        models = {str(pe): RopeBaseModel.from_json(m) for pe, m in _obj(_obj(d).get("models")).items()}
+        models = {str(pe): RopeBaseModel.from_json(m) for pe, m in as_mapping(as_mapping(d).get("models")).items()}
         return cls(**measured_from_json(d), models=models)
 
 
@@ -195,7 +183,7 @@ def measured_json(block) -> dict:
 
 
 def measured_from_json(d: Any) -> dict:
-    d = _obj(d)
+    d = as_mapping(d)
     return {**{k: d.get(k) for k in MEASURED}, "lengths": tuple(d.get("lengths") or ())}
 
 

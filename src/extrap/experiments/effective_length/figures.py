@@ -4,8 +4,8 @@ perplexity beside LongPPL against length."""
 
 from __future__ import annotations
 
+from extrap.experiments.effective_length.results import block
 from extrap.plotting import new_figure
-from extrap.report.effective_length import block
 from extrap.results import StudyResults, slug
 from extrap.theory.plots import curve_style
 

@@ -3,7 +3,7 @@
 * The RULER-style suite (:func:`extrap.tasks.ruler.score_ruler`, rank scoring) at L_tr × the preset's
   multiples: per task, length and needle depth, and each task's effective length in the relative form
   (0.85 × the score at L_tr, NoLiMa; the record says which form).
-* Whether the model learned each task above chance at L_tr (:func:`extrap.results.effective_length.task_gate`):
+* Whether the model learned each task above chance at L_tr (:func:`.results.task_gate`):
   a model that did not is reported as not learned and is not ranked on that task.
 * Perplexity and LongPPL (Fang et al. 2025, :func:`extrap.evaluate.longppl.longppl_report`, the model as its
   own evaluator) at the same lengths, nonoverlapping chunks.
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 
-from extrap.results import INITIAL, TRAINED, EvalReport
-from extrap.results.effective_length import (
+from extrap.experiments.effective_length.results import (
     FINITE,
     INFINITE,
     NOT_APPLICABLE,
@@ -27,6 +26,7 @@ from extrap.results.effective_length import (
     TrfValue,
     task_gate,
 )
+from extrap.results import INITIAL, TRAINED, EvalReport
 
 PROTOCOL = "nonoverlapping"  # of perplexity and LongPPL: LongPPL cuts each chunk's context blockwise
 

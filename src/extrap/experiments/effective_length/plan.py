@@ -1,14 +1,14 @@
 """Experiment ``effective-length``: how far past L_tr does each PE still retrieve, beside its TRF?
 
-Models with the default PEs (:data:`~extrap.study.presets.EFFECTIVE_LENGTH_DEFAULT_PES`: ALiBi, KERPLE-log and
+Models with the default PEs (:data:`.presets.DEFAULT_PES`: ALiBi, KERPLE-log and
 000's Type 1, whose TRF is finite, beside RoPE and NoPE, whose TRF is not) are trained at L_tr on a mix of the
 RULER-style tasks that fit L_tr (example i of the (i mod count)-th task, :class:`extrap.tasks.TaskSampler`)
 and language-modelling batches, as the alignment and rope-base studies train.  At L_tr × 1, 2, 4, 8, 16 each
-is measured (:mod:`.effective_length_measure`): every task by rank scoring with its needle-depth × length
+is measured (:mod:`.measure`): every task by rank scoring with its needle-depth × length
 table and effective length (relative form, 0.85 × the score at L_tr), perplexity and LongPPL, and the TRF
 that the theory engine gives the model.  The report ranks the PEs by effective length beside their TRF, only
 on the tasks each learned above chance, and judges "PEs with a finite TRF keep an effective length beyond
-L_tr" (:mod:`extrap.report.effective_length`).
+L_tr" (:mod:`.claims`).
 
 Each model leaves ``runs/<pe>/`` with its training, ``eval-nonoverlapping`` and ``effective-length`` results;
 a finished result is not computed again.
@@ -19,37 +19,24 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
-from extrap.results import EvalReport, StudyResults, slug
-from extrap.results.effective_length import EffectiveLengthBlock, EffectiveLengthModel
+from extrap.experiments.effective_length.measure import PROTOCOL, measure_model
+from extrap.experiments.effective_length.presets import DEFAULT_PES, PRESETS, EffectiveLengthSettings
+from extrap.experiments.effective_length.results import EffectiveLengthBlock, EffectiveLengthModel
+from extrap.results import EvalReport, slug
 from extrap.run import RunDir
-from extrap.study.effective_length_measure import PROTOCOL, measure_model
-from extrap.study.effective_length_records import EffectiveLengthJob, EffectiveLengthOutput
-from extrap.study.learning import learning_gate
-from extrap.study.orchestrator import (
-    Experiment,
-    Job,
-    Outcome,
-    StudyRecord,
-    StudyRequest,
-    provenance,
-    run_summary,
-    saved_record,
-)
-from extrap.study.presets import EFFECTIVE_LENGTH_DEFAULT_PES, EFFECTIVE_LENGTH_PRESETS, EffectiveLengthSettings
-from extrap.study.task_training import TaskTraining, trained_task_run
+from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results, preset_settings
+from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, saved_record
+from extrap.study.task_training import trained_task_run
 
 RESULT = "effective-length"
 
 
-def trained_run(job: EffectiveLengthJob) -> RunDir:
-    """The model's run folder, trained (or its training finished) first if needed."""
-    s = job.settings
-    plan = TaskTraining(job.run_dir, job.pe, s.train_preset, ",".join(s.tasks), s.task_mix, s.train_length,
-                        s.steps, s.train_overrides, job.corpus, job.device, job.threads)  # fmt: skip
-    return trained_task_run(plan, job.pe)
+def trained_run(job: ModelJob) -> RunDir:
+    """The model's run folder, trained on the study's task mix (or its training finished) first if needed."""
+    return trained_task_run(job.training(",".join(job.settings.tasks)), job.pe)
 
 
-def effective_length_job(job: EffectiveLengthJob) -> EffectiveLengthOutput:
+def effective_length_job(job: ModelJob) -> ModelOutput:
     """One model (in a worker process): train, then measure what its run folder has not recorded."""
     import torch
 
@@ -64,10 +51,10 @@ def effective_length_job(job: EffectiveLengthJob) -> EffectiveLengthOutput:
         rd.write_result(RESULT, model)
     report = rd.read_result(f"eval-{PROTOCOL}", EvalReport)
     model = rd.read_result(RESULT, EffectiveLengthModel)
-    return EffectiveLengthOutput(job.pe, str(rd.path), rd.read_final(), report, model)
+    return ModelOutput(job.pe, str(rd.path), rd.read_final(), report, model)
 
 
-def progress_line(out: EffectiveLengthOutput) -> str:
+def progress_line(out: ModelOutput) -> str:
     m = out.model
     loss = out.train.final_loss if out.train is not None else float("nan")
     tasks = []
@@ -81,39 +68,15 @@ def progress_line(out: EffectiveLengthOutput) -> str:
 
 def assemble(request: StudyRequest, settings: EffectiveLengthSettings, pes: list[str], heads: int, outcome: Outcome):
     """results.json: the perplexity reports, the learning gate and every model's record."""
-    done: dict[str, EffectiveLengthOutput] = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}
-    L_tr = settings.train_length
-    evals = {pe: {PROTOCOL: o.report} for pe, o in done.items()}
-    lengths = [L_tr * k for k in settings.multiples]
-    block = EffectiveLengthBlock(
-        train_length=L_tr,
-        lengths=tuple(lengths),
-        tasks=settings.tasks,
-        threshold=settings.threshold,
-        method="rank",
-        n=settings.n,
-        buckets=settings.buckets,
-        eval_tokens=settings.eval_tokens,
-        protocol=PROTOCOL,
-        models={pe: o.model for pe, o in done.items()},
-    )
-    return StudyResults(
-        preset=request.preset,
-        experiment="effective-length",
-        pes=pes,
-        tasks=list(settings.tasks),
-        train_length=L_tr,
-        n_head=heads,
-        lengths=lengths,
-        delta=request.delta,
-        **asdict(provenance([o.run_dir for o in done.values()])),
-        settings=asdict(settings),
-        runs={pe: run_summary(o.run_dir, o.train, request.out) for pe, o in done.items()},
-        eval=evals,
-        learning=learning_gate(evals, next((o.run_dir for o in done.values()), None), L_tr),
-        block=block,
-        failures=outcome.failures,
-    )
+    done = [outcome.done[pe] for pe in pes if pe in outcome.done]
+    lengths = [settings.train_length * k for k in settings.multiples]
+    scored = {k: getattr(settings, k) for k in ("tasks", "threshold", "n", "buckets", "eval_tokens")}
+    models = {o.pe: o.model for o in done}
+    block = EffectiveLengthBlock(settings.train_length, tuple(lengths), **scored, method="rank", protocol=PROTOCOL,
+                                 models=models)  # fmt: skip
+    return model_results(request, "effective-length", done, PROTOCOL, settings.train_length, lengths, pes=pes,
+                         tasks=list(settings.tasks), n_head=heads, settings=asdict(settings), block=block,
+                         failures=outcome.failures)  # fmt: skip
 
 
 def check_tasks(tasks: list[str], settings: EffectiveLengthSettings, tokenizer_spec: str, corpus: str) -> None:
@@ -140,45 +103,23 @@ def check_tasks(tasks: list[str], settings: EffectiveLengthSettings, tokenizer_s
             )
 
 
-def check_pes(pes: list[str]) -> None:
-    """Every spec must be in the registry before anything is trained."""
-    from extrap import positional
-
-    for pe in pes:
-        try:
-            positional.get(pe)
-        except ExtrapError as e:
-            raise ExtrapError(f"effective-length: {pe}: {e}") from None
-
-
 def build(request: StudyRequest) -> Experiment:
     """Experiment ``effective-length``, checked before anything is trained."""
     from extrap.config import build_configs
 
-    if request.preset not in EFFECTIVE_LENGTH_PRESETS:
-        raise ExtrapError(f"unknown preset {request.preset!r} (choose from {', '.join(EFFECTIVE_LENGTH_PRESETS)})")
-    settings = EFFECTIVE_LENGTH_PRESETS[request.preset]
+    settings = preset_settings(PRESETS, request.preset)
     saved = saved_record(request.out) if request.resume else None
     tasks = list(dict.fromkeys(request.tasks or (saved.tasks if saved and saved.tasks else settings.tasks)))
     steps = settings.steps if request.steps is None else request.steps
     settings = replace(settings, steps=steps, tasks=tuple(tasks))
-    pes = list(dict.fromkeys(request.pes or (saved.pes if saved else EFFECTIVE_LENGTH_DEFAULT_PES)))  # resume: same
-    check_pes(pes)
+    pes = list(dict.fromkeys(request.pes or (saved.pes if saved else DEFAULT_PES)))  # resume: same PEs
+    check_pes("effective-length", pes)
     over = {**settings.train_overrides, **({"corpus": request.corpus} if request.corpus else {})}
     model_cfg, train_cfg = build_configs("nope", settings.train_preset, overrides=over)
     check_tasks(tasks, settings, train_cfg.tokenizer, train_cfg.corpus)
-    job = EffectiveLengthJob("", "", settings, request.delta, request.threads, request.corpus, request.device)
+    job = ModelJob("", "", settings, request.delta, request.threads, request.corpus, request.device)
     return Experiment(
-        record=StudyRecord(
-            request.preset,
-            "effective-length",
-            tuple(pes),
-            steps=request.steps,
-            corpus=request.corpus,
-            device=request.device,
-            delta=request.delta,
-            tasks=tuple(tasks),
-        ),
+        record=StudyRecord.asked(request, "effective-length", pes, tasks=tasks),
         must_match=("preset", "experiment", "delta", "steps", "corpus", "tasks"),  # other PEs may join
         headline=f"study effective-length: {', '.join(pes)}, preset {request.preset}, L_tr={settings.train_length}, "
         f"tasks {', '.join(tasks)}, lengths L_tr x {list(settings.multiples)}, {request.jobs} at a time "

@@ -1,4 +1,4 @@
-"""The section of ``extrap study --experiment effective-length``: each model's effective length per task
+"""The block of ``extrap study --experiment effective-length``: each model's effective length per task
 beside its TRF, with perplexity and LongPPL at the same lengths.
 
 Frozen records, each with ``to_json`` and ``from_json`` (a missing key reads as None or empty, so a partial
@@ -7,26 +7,25 @@ file still loads).  :class:`EffectiveLengthModel` is one model: its RULER-style 
 :class:`~extrap.tasks.ruler.EffectiveLength`, whose JSON records the form and ratio), whether it learned
 each task above chance (:class:`TaskGate`), its TRF (:class:`TrfValue`) and its LongPPL per length
 (:class:`~extrap.results.longppl.LongPPL`, the plain perplexity beside it).  :class:`EffectiveLengthBlock`
-holds every model and the settings they were measured with.  Light: the RULER records are imported when read.
+holds every model and the settings they were measured with; :func:`block` reads it from the study's results.
+Light: the RULER records are imported when read.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from extrap.results import StudyResults
 from extrap.results.longppl import LongPPL
+from extrap.results.records import as_mapping, record_fields, record_json
 
 if TYPE_CHECKING:
     from extrap.tasks.ruler.records import RulerReport
 
 FINITE, INFINITE, NOT_APPLICABLE, UNKNOWN = "finite", "infinite", "not-applicable", "unknown"
-
-
-def _obj(d: Any) -> Mapping:
-    return d if isinstance(d, Mapping) else {}
 
 
 @dataclass(frozen=True)
@@ -51,12 +50,11 @@ class TrfValue:
         return self.status == FINITE
 
     def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> TrfValue:
-        d = _obj(d)
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)} | {"status": d.get("status") or UNKNOWN})
+        return cls(**record_fields(cls, d) | {"status": as_mapping(d).get("status") or UNKNOWN})
 
 
 @dataclass(frozen=True)
@@ -73,12 +71,11 @@ class TaskGate:
     learned: bool | None
 
     def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> TaskGate:
-        d = _obj(d)
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
+        return cls(**record_fields(cls, d))
 
 
 def task_gate(task: str, candidates: int, n: int, score: float | None) -> TaskGate:
@@ -112,20 +109,13 @@ class EffectiveLengthModel:
         return t.effective_length if t is not None else None
 
     def to_json(self) -> dict:
-        return {
-            "pe": self.pe,
-            "trf": self.trf.to_json(),
-            "ruler": self.ruler.to_json() if self.ruler is not None else None,
-            "gates": [g.to_json() for g in self.gates],
-            "longppl": self.longppl.to_json() if self.longppl is not None else None,
-            "error": self.error,
-        }
+        return record_json(self)  # pe, trf, ruler, gates, longppl, error: each record by its own to_json
 
     @classmethod
     def from_json(cls, d: Any) -> EffectiveLengthModel:
         from extrap.tasks.ruler.records import RulerReport
 
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(
             pe=d.get("pe"),
             trf=TrfValue.from_json(d.get("trf")),
@@ -160,13 +150,18 @@ class EffectiveLengthBlock:
 
     @classmethod
     def from_json(cls, d: Any) -> EffectiveLengthBlock:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(
             **{k: d.get(k) for k in cls.HEAD},
             lengths=tuple(d.get("lengths") or ()),
             tasks=tuple(d.get("tasks") or ()),
-            models={str(pe): EffectiveLengthModel.from_json(m) for pe, m in _obj(d.get("models")).items()},
+            models={str(pe): EffectiveLengthModel.from_json(m) for pe, m in as_mapping(d.get("models")).items()},
         )
+
+
+def block(results: StudyResults) -> EffectiveLengthBlock:
+    """The effective-length block of ``results`` (empty when the results hold none)."""
+    return results.block if isinstance(results.block, EffectiveLengthBlock) else EffectiveLengthBlock()
 
 
 __all__ = [
@@ -178,5 +173,6 @@ __all__ = [
     "EffectiveLengthModel",
     "TaskGate",
     "TrfValue",
+    "block",
     "task_gate",
 ]

@@ -1,21 +1,14 @@
-"""What templates/effective_length.html.j2 shows: the ranking, the heatmaps and perplexity beside LongPPL."""
+"""What effective_length.html.j2 shows: the ranking, the heatmaps and perplexity beside LongPPL."""
 
 from __future__ import annotations
 
-from extrap.report.effective_length import (
-    block,
-    effective_length_missing,
-    ppl_table,
-    ranking_rows,
-    score_table,
-    threshold_text,
-)
-from extrap.report.effective_length_figures import PPL_CAPTION, heatmap_name
+from extrap.experiments.effective_length.figures import PPL_CAPTION, heatmap_name
+from extrap.experiments.effective_length.results import block
+from extrap.experiments.effective_length.tables import ppl_table, ranking_rows, score_table, threshold_text
+from extrap.report.contents import missing_results
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
-
-__all__ = ["effective_length_context", "effective_length_missing"]
 
 
 def effective_length_context(results: StudyResults, figures: dict, notes: dict) -> dict:
@@ -37,3 +30,7 @@ def effective_length_context(results: StudyResults, figures: dict, notes: dict) 
         "ppl_figure": figure_ref(figures, notes, "efflen_ppl", PPL_CAPTION),
         "heatmaps": [(pe, figs) for pe, figs in heatmaps if figs],
     }
+
+
+def effective_length_missing(results: StudyResults) -> list[str]:
+    return missing_results("effective-length", block(results).models, results.pes)
