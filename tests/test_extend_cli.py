@@ -1,5 +1,6 @@
 """--extend from the command line and the Python API on an extrap rope run: eval (every method), eval --file
-(a bounded method streams), task score, generate, align, and the refusals (exit 2, one line, nothing written)."""
+(a bounded method streams), task score, generate, align, the refusals (exit 2, one line, nothing written), and
+--extend with --temperature (a τ or 004's search on the extended model) against a dense reference."""
 
 import json
 import math
@@ -126,7 +127,9 @@ REFUSED = [
     ["--extend", "string:shift=40"],
     ["--extend", "rerope", "--rope", "linear", "--factor", "2"],
     ["--extend", "rerope", "--window", "16"],
-    ["--extend", "rerope", "--temperature", "1.2"],
+    ["--extend", "rerope", "--cache-window", "16"],
+    ["--extend", "rerope", "--temperature", "1.2", "--rope", "linear", "--factor", "2"],
+    ["--extend", "rerope", "--temperature", "auto", "--window", "16"],
 ]
 
 
@@ -166,3 +169,122 @@ def test_pe_list_and_theory_cli(capsys, tmp_path):
                 ["alibi", "--extend", "rerope", "--train-length", "64", "--length", "9"]):  # fmt: skip
         assert main(["theory", *bad]) == 2
         _one_error_line(capsys)
+
+
+# ---- --extend with --temperature: logit(i, j) = s(i) · (R(d_ij) q_i)·k_j / (τ √D), written here from the definitions
+class DenseReference:
+    """A GPT layer's attention, dense and in float64: ReRoPE's distance d = min(t, w) (Su 2023), the query
+    rotated by d (Su et al. 2021, Eq. 34, rotate-half, θ_k = 10000^(-2k/D)), times s(i), over τ√D, causal."""
+
+    def __init__(self, window: int, tau: float, log_length: int | None = None):
+        self.w, self.tau, self.log_length = window, tau, log_length
+
+    def __call__(self, attn, q, k, v, positions, cache=None, seq_len=None, window=None, record=None, rows=None):
+        assert cache is None and window is None and record is None and rows is None
+        D = q.shape[-1]
+        i = positions.double()
+        t = i[:, None] - i[None, :]
+        ang = t.clamp(max=self.w)[..., None] * 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+        cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+        qd = q.double()[:, :, :, None, :]  # (B, H, L, 1, D): query i rotated by d_ij for every j
+        half = torch.cat([-qd[..., D // 2 :], qd[..., : D // 2]], -1)
+        s = ((qd * cos + half * sin) * k.double()[:, :, None]).sum(-1) / (self.tau * math.sqrt(D))
+        if self.log_length is not None:  # bojone/rerope: max(1, ln(i + 1) / ln L_tr) on query i
+            s = s * (torch.log(i + 1) / math.log(self.log_length)).clamp(min=1.0)[:, None]
+        p = torch.softmax(s.masked_fill(t < 0, -torch.inf), -1)
+        return (p @ v.double()).to(q.dtype), None
+
+
+def _dense_run(path, reference):
+    run = extrap.load(path)
+    for blk in run.model.blocks:
+        blk.attn.extend = reference
+    return run
+
+
+IDS = torch.randint(0, 256, (2, 80), generator=torch.Generator().manual_seed(3))
+
+
+@pytest.mark.parametrize("spec,log_length", [("rerope:window=4", None), ("rerope:window=4,log=1", L_TR)])
+def test_extend_with_a_temperature_equals_the_dense_reference(runs, spec, log_length, capsys):
+    from extrap.evaluate import EvalSettings, evaluate_run
+
+    tau = 0.7
+    run = extrap.load(runs["rope"])
+    extend_run(run, spec)
+    run.model.set_temperature(tau)  # as eval sets it
+    ref = _dense_run(runs["rope"], DenseReference(4, tau, log_length))
+    with torch.no_grad():
+        got, want = run.model(IDS).logits, ref.model(IDS).logits
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)  # measured: 2.4e-7 (float32 model)
+    for other in (DenseReference(4, 1.0, log_length), DenseReference(4, tau, None if log_length else L_TR)):
+        with torch.no_grad():  # without τ, or with the log-length factor toggled: 0.01-0.04 away
+            assert (_dense_run(runs["rope"], other).model(IDS).logits - got).abs().max() > 1e-3
+    rc = main(["eval", str(runs["rope"]), "--lengths", "64", "--tokens", "128", "--extend", spec,
+               "--temperature", str(tau), "--json"])  # fmt: skip
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["pe"] == f"rope+{spec}" and rep["rope"]["extend"] == spec
+    assert rep["temperature"] == {"mode": "fixed", "tau": tau}
+    assert [(r["length"], r["temperature"]) for r in rep["results"]] == [(32, tau), (64, tau)]
+    dense = evaluate_run(ref, EvalSettings(lengths=[64], tokens=128)).to_json()["results"]  # L_tr = 32 and 64
+    assert [r["loss"] for r in rep["results"]] == pytest.approx([r["loss"] for r in dense], rel=1e-5)
+
+
+def test_a_temperature_of_one_is_the_extension_alone(runs, capsys):
+    base = ["eval", str(runs["rope"]), "--lengths", "32,64", "--tokens", "128", "--extend", "rerope:window=4,log=1"]
+    assert main([*base, "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main([*base, "--temperature", "1", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert [r["loss"] for r in one["results"]] == [r["loss"] for r in alone["results"]]  # bit for bit
+    assert one["temperature"] == {"mode": "fixed", "tau": 1.0} and "temperature" not in alone
+
+
+def test_auto_temperature_searches_the_extended_model(runs, capsys, monkeypatch):
+    from extrap import align
+    from extrap.align.search import algorithm1
+
+    seen = []
+
+    def spy(model, stream, train_length, length, *a, **kw):
+        tau = aligned(model, stream, train_length, length, *a, **kw)
+        seen.append((length, model.extension.method.spec if model.extension else None, stream, tau))
+        return tau
+
+    aligned = align.aligned_temperature
+    monkeypatch.setattr(align, "aligned_temperature", spy)
+    rc = main(["eval", str(runs["rope"]), "--lengths", "64", "--tokens", "128", "--extend", "rerope:window=4",
+               "--temperature", "auto", "--json"])  # fmt: skip
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["pe"] == "rope+rerope:window=4" and rep["temperature"]["mode"] == "auto"
+    assert [L for L, *_ in seen] == [32, 64]  # 32 = L_tr: τ = 1 without a search
+    _, spec, stream, tau = seen[1]
+    assert spec == "rerope:window=4" and rep["temperature"]["tau"]["64"] == tau == rep["results"][1]["temperature"]
+    ext, plain = extrap.load(runs["rope"]), extrap.load(runs["rope"])
+    extend_run(ext, "rerope:window=4")
+    on_ext, on_plain = (algorithm1(r.model, stream, L_TR, 64).search for r in (ext, plain))
+    assert on_ext.tau == tau and on_ext.curve != on_plain.curve  # the search read the extended attention
+    assert aligned(ext.model, stream, L_TR, 64, "prop2") != aligned(plain.model, stream, L_TR, 64, "prop2")
+
+
+def test_task_score_runs_the_extension_at_the_temperature(runs, capsys, monkeypatch):
+    from extrap.extend.apply import GptExtension
+
+    seen, call = set(), GptExtension.__call__
+
+    def spy(self, attn, *a, **kw):
+        seen.add((self.method.spec, round(float(attn.temperature), 6)))
+        return call(self, attn, *a, **kw)
+
+    monkeypatch.setattr(GptExtension, "__call__", spy)
+    rc = main(["task", "score", str(runs["rope"]), "--task", "passkey", "--lengths", "96", "--n", "2",
+               "--extend", "rerope:window=4", "--temperature", "0.8", "--json"])  # fmt: skip
+    assert rc == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["pe"] == "rope+rerope:window=4" and rep["temperature"] == 0.8 == rep["results"][0]["temperature"]
+    assert seen == {("rerope:window=4", 0.8)}  # every attention call of the scoring, extended and at τ
+    assert main(["task", "score", str(runs["rope"]), "--task", "niah_single", "--lengths", "256", "--n", "2",
+                 "--extend", "rerope", "--temperature", "0.8"]) == 2  # fmt: skip
+    assert "RULER" in _one_error_line(capsys)

@@ -51,6 +51,14 @@ def _reference(module, query, key, value, attention_mask, scaling=None, dropout=
     return out.transpose(1, 2).contiguous(), None
 
 
+def _attend_with(run, attention) -> None:
+    """Every layer of the hf: run attends with ``attention`` (an AttentionInterface function) from now on."""
+    transformers.AttentionInterface.register("extend_reference", attention)
+    for m in run.model.hf.modules():
+        if hasattr(getattr(m, "config", None), "_attn_implementation"):
+            m.config._attn_implementation = "extend_reference"
+
+
 IDS = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(1))
 
 
@@ -62,10 +70,7 @@ def test_hf_extension_equals_a_dense_reference(folder, spec):
     assert run.pe.endswith("+" + parse(spec, 16).spec)
     with torch.no_grad():
         got = run.model(IDS).logits
-        transformers.AttentionInterface.register("extend_reference", _reference)
-        for m in run.model.hf.modules():
-            if hasattr(getattr(m, "config", None), "_attn_implementation"):
-                m.config._attn_implementation = "extend_reference"
+        _attend_with(run, _reference)
         want = run.model(IDS).logits
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(got, plain, atol=1e-3)  # 40 > 16 = L_tr: the map differs from plain RoPE
@@ -135,10 +140,7 @@ def test_other_families_equal_the_dense_reference(family, tmp_path, hf_tokenizer
     extend_run(run, "self-extend:group=2,window=4")
     with torch.no_grad():
         got = run.model(IDS).logits
-        transformers.AttentionInterface.register("extend_reference", _reference)
-        for m in run.model.hf.modules():
-            if hasattr(getattr(m, "config", None), "_attn_implementation"):
-                m.config._attn_implementation = "extend_reference"
+        _attend_with(run, _reference)
         want = run.model(IDS).logits
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(got, plain, atol=1e-3)
@@ -152,3 +154,50 @@ def test_a_model_with_its_own_sliding_window_is_refused(tmp_path, hf_tokenizer):
     run = extrap.load(f"hf:{tmp_path}", device="cpu", dtype="float32")
     with pytest.raises(ExtrapError, match="sliding window"):
         extend_run(run, "rerope")
+
+
+def _scaled_reference(tau: float, log_length: int):
+    """Dense, with the logit scale written here: s(i) (bojone/rerope's max(1, ln(i+1)/ln L_tr)) / (τ √D)."""
+
+    def attend(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        i = torch.arange(query.shape[2], dtype=torch.float64)
+        s = (torch.log(i + 1) / math.log(log_length)).clamp(min=1.0).to(query.dtype)
+        return _reference(module, query * s[:, None], key, value, None, query.shape[-1] ** -0.5 / tau)
+
+    return attend
+
+
+def test_hf_extension_with_a_temperature_equals_the_dense_reference(folder):
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    extend_run(run, "rerope:window=4,log=1")
+    with torch.no_grad():
+        run.model.set_temperature(1.0)
+        alone = run.model(IDS).logits
+        run.model.set_temperature(0.7)  # the module's scaling, which hf_extended_attention reads
+        got = run.model(IDS).logits
+        run.model.set_temperature(1.0)  # the reference applies τ itself
+        _attend_with(run, _scaled_reference(0.7, 16))
+        want = run.model(IDS).logits
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, alone, atol=1e-3)
+
+
+def test_hf_cli_takes_a_tau_and_refuses_a_probing_search(folder, tiny_text, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EXTRAP_CACHE", str(tmp_path / "cache"))
+    base = ["eval", f"hf:{folder}", "--corpus", tiny_text, "--lengths", "16,48", "--tokens", "96", "--dtype", "float32",
+            "--extend", "rerope:window=4", "--json"]  # fmt: skip
+    assert main([*base, "--temperature", "0.8"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["pe"].endswith("+rerope:window=4") and rep["temperature"] == {"mode": "fixed", "tau": 0.8}
+    assert main([*base, "--temperature", "auto:log-length"]) == 0  # τ = log_48 16 reads no attention
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["temperature"]["tau"]["48"] == pytest.approx(math.log(16) / math.log(48), rel=1e-12)
+    out = tmp_path / "o.json"
+    for auto in (["--temperature", "auto"], ["--temperature", "auto", "--align-mode", "prop2"]):
+        assert main([*base, *auto, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "hf: models" in err and not out.exists()
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    extend_run(run, "rerope")
+    with pytest.raises(ExtrapError, match="not available"):  # eager logits would be unrotated: refused
+        run.model.layer_logits(IDS[:, :8])

@@ -10,7 +10,13 @@ import argparse
 import os
 
 # --extend lives in its own module; the commands read it here with the other argument types
-from extrap.commands.extend_args import add_extend_argument, apply_extend, check_extend_flags, extend_spec  # noqa: F401
+from extrap.commands.extend_args import (  # noqa: F401
+    add_extend_argument,
+    apply_extend,
+    check_extend_flags,
+    check_extend_temperature,
+    extend_spec,
+)
 
 MAX_LENGTH = 10**7  # longest evaluation length accepted on the command line
 SPLITS = ("validation", "test", "heldout")

@@ -15,7 +15,7 @@ def _tau_text(t) -> str:
 
 
 PROTOCOLS = ("nonoverlapping", "sliding", "last-token")
-EXTEND_REFUSES = ("rope", "factor", "temperature", "window", "cache_window")  # flags --extend is not combined with
+EXTEND_REFUSES = ("rope", "factor", "window", "cache_window")  # flags --extend is not combined with
 # Flags that only some modes read (each None unless given): one given where it has no effect is refused, not dropped.
 MODE_FLAGS = ("protocol", "targets", "delta", "batch", "backend", "temperature", "align_mode", "corpus")
 FILE_READS = ()  # --file scores one sequence: no protocol, no verdict, no temperature, no corpus
@@ -120,6 +120,7 @@ def _check(args) -> None:
     _check_modes(args)
     types.check_outputs(args, runs=[args.run, args.evaluator], inputs=[("--file", args.file)])
     types.check_extend_flags(args, EXTEND_REFUSES)
+    types.check_extend_temperature(args, args.align_mode)
 
 
 def _check_modes(args) -> None:

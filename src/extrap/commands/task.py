@@ -178,7 +178,8 @@ def _score_task(args) -> int:
     from extrap.tasks.generators import check_length
 
     types.check_outputs(args, runs=[args.run])
-    types.check_extend_flags(args, ("rope", "factor", "temperature"))  # before the lengths are checked
+    types.check_extend_flags(args, ("rope", "factor"))  # before the lengths are checked
+    types.check_extend_temperature(args)
     for L in (args.lengths or []) if args.task else []:  # before the model is loaded
         check_length(args.task, L)
     run = task_ruler.load_scored(args)  # T5: the prompt goes through the encoder, the answer the decoder

@@ -176,7 +176,7 @@ def load_scored(args):
     are refused before anything is loaded (an extension on a run that does not rotate: one line after)."""
     import extrap
 
-    types.check_extend_flags(args, ("rope", "factor", "temperature"))
+    types.check_extend_flags(args, ("rope", "factor"))  # RULER refuses --temperature itself (_check_request)
     run = extrap.load(
         args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
     )

@@ -298,6 +298,8 @@ class HFModel(nn.Module):
         Runs eager attention and records the input of the first softmax called inside the layer's
         attention module, then stops the forward pass (later layers are not run).
         """
+        if self.extension is not None:  # eager attention would score q and k unrotated: refused, not wrong
+            raise ExtrapError(f"{self.extension.name}: attention logits are not available with it on hf: models")
         L = idx.shape[1]
         if L > PROBS_MAX_LENGTH:
             raise ExtrapError(f"attention logits of hf: models only up to L={PROBS_MAX_LENGTH}")
