@@ -21,13 +21,10 @@ from extrap.run.directory import refuse_run_folder
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
-    ALIGNMENT_DEFAULT_PES,
-    ALIGNMENT_PRESETS,
     DEFAULT_PES,
     EFFECTIVE_LENGTH_DEFAULT_PES,
     EFFECTIVE_LENGTH_PRESETS,
     STUDY_PRESETS,
-    AlignmentSettings,
     EffectiveLengthSettings,
     SlopeVariants,
     StudySettings,
@@ -94,15 +91,12 @@ def run_alignment_study(
 
 
 __all__ = [
-    "ALIGNMENT_DEFAULT_PES",
-    "ALIGNMENT_PRESETS",
     "DEFAULT_PES",
     "EFFECTIVE_LENGTH_DEFAULT_PES",
     "EFFECTIVE_LENGTH_PRESETS",
     "EXPERIMENTS",
     "PROTOCOLS",
     "STUDY_PRESETS",
-    "AlignmentSettings",
     "EffectiveLengthSettings",
     "SlopeVariants",
     "StudyExistsError",
