@@ -226,7 +226,7 @@ def alignment_results(acc_at_tr: float) -> StudyResults:
 def test_alignment_accuracy_curves_stay_visible_on_top_of_each_other(acc):
     """Four settings with the same accuracy: each keeps its own marker and line style, the legend shows the same,
     and a model that does not retrieve at L_tr is marked on its panel."""
-    from extrap.report.alignment.figures import CAPTIONS, accuracy_figure
+    from extrap.experiments.alignment.figures import CAPTIONS, accuracy_figure
 
     fig = accuracy_figure(alignment_results(acc))
     ax = fig.axes[0]

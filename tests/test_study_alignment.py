@@ -8,9 +8,15 @@ import pytest
 
 from extrap import report
 from extrap.cli import main
-from extrap.report import alignment as ra
-from extrap.results import DepthSummary, StudyResults, best_setting, load_results
-from extrap.study import alignment as sa
+from extrap.experiments.alignment import measure as sm
+from extrap.experiments.alignment import plan as sa
+from extrap.experiments.alignment import tables as ra
+from extrap.experiments.alignment.records import LengthRecord
+from extrap.experiments.alignment.results import DepthSummary, best_setting, blocks
+from extrap.io import json_text
+from extrap.report.gate import MIN_TRAIN_ACC
+from extrap.results import StudyResults, load_results
+from extrap.results.tables import study_table
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +84,7 @@ def test_smoke_alignment_claims_and_report(smoke):
     learned = [
         pe
         for pe, mdl in res["alignment"]["passkey"]["models"].items()
-        if mdl["accuracy"]["none"][str(L_tr)] >= ra.MIN_TRAIN_ACC
+        if mdl["accuracy"]["none"][str(L_tr)] >= MIN_TRAIN_ACC
     ]
     for c in accuracy:  # judged on the models that retrieve at L_tr; undecided only when none does
         assert (c["ok"] is None) == (not learned) or "ceiling" in c["evidence"], c
@@ -176,13 +182,13 @@ THREE_LAYERS = SimpleNamespace(shape=SimpleNamespace(n_layer=3))
 
 
 def test_beyond_the_probe_cap_uses_the_log_length_rule():
-    found = sa.find_taus(THREE_LAYERS, probe=None, train_length=128, length=8192, cap=4096)
+    found = sm.find_taus(THREE_LAYERS, probe=None, train_length=128, length=8192, cap=4096)
     t = math.log(128) / math.log(8192)
     assert found.tau["pmax"] == found.tau["entropy"] == pytest.approx(t)
     assert found.tau["pmax-layer"] == (pytest.approx(t),) * 3
     assert all(s.startswith("log-length (L > probe cap 4096)") for s in found.source.values())
     assert found.to_json()["closed_forms"] == {"log_length": t, "note": "log-length (L > probe cap 4096)"}
-    at_tr = sa.find_taus(THREE_LAYERS, probe=None, train_length=128, length=128, cap=4096)
+    at_tr = sm.find_taus(THREE_LAYERS, probe=None, train_length=128, length=128, cap=4096)
     assert at_tr.tau["pmax"] == 1.0 and at_tr.source["entropy"] == "L_tr"
     assert at_tr.to_json() == {
         "tau": {"pmax": 1.0, "entropy": 1.0, "pmax-layer": [1.0] * 3},
@@ -194,8 +200,6 @@ def test_beyond_the_probe_cap_uses_the_log_length_rule():
 
 def test_length_record_round_trips_through_its_json(smoke):
     """An L<length>.json the study wrote reads back into the same record and writes back byte for byte."""
-    from extrap.study.alignment_records import LengthRecord
-
     files = sorted((smoke / "runs").rglob("alignment/L*.json"))
     assert files
     for path in files:
@@ -211,7 +215,7 @@ def test_merge_stats_weights_every_row_once():
 
     a = Stats(pmax=0.5, entropy=1.0, layers=(SoftmaxStat(0.5, 1.0),), rows=10)
     b = Stats(pmax=0.2, entropy=2.0, layers=(SoftmaxStat(0.2, 2.0),), rows=30)
-    m = sa.merge_stats([a, b])
+    m = sm.merge_stats([a, b])
     assert m.rows == 40 and m.pmax == pytest.approx(0.275) and m.entropy == pytest.approx(1.75)
 
 
@@ -224,7 +228,7 @@ def test_prompt_prober_matches_attention_stats_on_equal_lengths():
     torch.manual_seed(0)
     model = GPT(ModelConfig(n_layer=2, d_model=16, n_head=2, pe="t5")).eval()
     x = torch.randint(0, 256, (2, 24))
-    probe = sa.PromptProber(model, {24: [x[0], x[1]]})
+    probe = sm.PromptProber(model, {24: [x[0], x[1]]})
     got, want = probe(24, [0.8, 0.8]), attention_stats(model, x, [0.8, 0.8])
     assert got.pmax == pytest.approx(want.pmax) and got.entropy == pytest.approx(want.entropy)
     assert probe(24, [0.8, 0.8]) is got  # cached
@@ -397,15 +401,35 @@ def test_each_task_has_its_own_tables_and_claims(tmp_path):
         assert f"{t} (L_tr = 64 tokens)" in text and f"Exact-match accuracy, {t} (004 Table 4)" in text
     assert "columns: lines" in text and "**line** (L_tr = 64)" in ra.markdown_tables(StudyResults.from_json(r))
     old = StudyResults.from_json({"experiment": "alignment", "alignment": r["alignment"]["passkey"]})  # one block
-    assert list(old.alignment) == ["passkey"] and len(report.compute_claims(old)) == 3
+    assert list(blocks(old)) == ["passkey"] and len(report.compute_claims(old)) == 3
+
+
+def test_block_keeps_task_order_round_trips_and_lists_its_rows_in_results_csv():
+    """results.json's "alignment" is the experiment's block: {task: block} in the order of "tasks", written back
+    unchanged, and its rows reach results.csv through the spec's results block, never for another experiment."""
+    r = synthetic()
+    line = {**json.loads(json.dumps(r["alignment"]["passkey"])), "task": "line"}
+    r["tasks"], r["alignment"] = ["line", "passkey"], {"passkey": r["alignment"]["passkey"], "line": line}
+    res = StudyResults.from_json(r)
+    assert list(blocks(res)) == ["line", "passkey"] and blocks(res)["line"].train_length == L_TR
+    out = res.to_json()
+    assert list(out["alignment"]) == ["line", "passkey"]
+    assert json_text(StudyResults.from_json(out).to_json()) == json_text(out)
+    rows = [x for x in study_table(res).rows if x["section"] == "alignment"]
+    assert len(rows) == 2 * 4 * len(LENGTHS)  # tasks x settings (none and three modes) x lengths, one model
+    row = next(x for x in rows if (x["task"], x["setting"], x["length"]) == ("passkey", "pmax", 128))
+    assert (row["pe"], row["accuracy"], row["tau"], row["tau_source"]) == ("t5", 0.7, 0.9, "algorithm1")
+    assert row["train_length"] == L_TR and row["rank_accuracy"] is None and row["at_grid_edge"] is False
+    other = StudyResults.from_json({**r, "experiment": "rope-base"})  # another experiment's file: no such block
+    assert blocks(other) == {} and not [x for x in study_table(other).rows if x["section"] == "alignment"]
 
 
 def test_line_and_topic_study_end_to_end(tmp_path, monkeypatch):
     """A tiny study on line and topic (their own L_tr), one PE, scored by greedy decoding and by ranking."""
     from dataclasses import replace
 
-    tiny = replace(sa.ALIGNMENT_PRESETS["smoke"], multiples=[1, 2], n=2, probe_prompts=1, probe_tokens=0)
-    monkeypatch.setitem(sa.ALIGNMENT_PRESETS, "smoke", tiny)
+    tiny = replace(sa.PRESETS["smoke"], multiples=[1, 2], n=2, probe_prompts=1, probe_tokens=0)
+    monkeypatch.setitem(sa.PRESETS, "smoke", tiny)
     out = tmp_path / "s"
     assert (
         main(

@@ -11,7 +11,8 @@ so adding an experiment means one new package and one line in :mod:`extrap.exper
 * ``figures(results, notes, out_dir)``: (name, draw) pairs, draw returning a figure or None;
 * ``page``: its fragment of the HTML page (template, table-of-contents entries, context);
 * ``readme``: its block of the README, between its own markers;
-* ``results``: its own block of ``results.json`` (:class:`ResultsBlock`), which ``StudyResults.block`` holds.
+* ``results``: its own block of ``results.json`` (:class:`ResultsBlock`), which ``StudyResults.block`` holds,
+  and the block's rows of ``results.csv``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class ResultsBlock:
 
     def write(self, block: Any) -> Any:
         return block.to_json()
+
+    def rows(self, block: Any) -> list[dict]:
+        """Its rows of the study's ``results.csv`` (each with its ``section``); none unless overridden."""
+        return []
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ of failing.
   external resources; images by relative path), rendered from ``templates/*.j2``.
 
 Modules: :mod:`.claims` judges the claims, :mod:`.figures` and :mod:`.shapes` draw,
-:mod:`.sections` and :mod:`.page` build and render the page; :mod:`.alignment` holds the
-claims, figures and tables of ``--experiment alignment`` (004).
+:mod:`.sections` and :mod:`.page` build and render the page; an experiment's own claims, figures
+and tables are in its package (``--experiment alignment``, 004: :mod:`extrap.experiments.alignment`).
 """
 
 from extrap.report.claims import compute_claims, sliding_relative

@@ -8,17 +8,6 @@ holds the records of ``extrap eval`` itself (:mod:`.evaluation`: :class:`EvalRep
 :class:`FileScore` of ``eval --file``).
 """
 
-from extrap.results.alignment import (
-    MODES,
-    SETTINGS,
-    AlignmentBlock,
-    AlignmentModel,
-    DepthSummary,
-    best_setting,
-    length_key,
-    mean_beyond,
-    mean_tau,
-)
 from extrap.results.evaluation import EvalReport, FileScore, LengthResult, Provenance, TemperatureInfo
 from extrap.results.extrapolation import (
     INITIAL,
@@ -42,13 +31,8 @@ from extrap.results.window import WindowBound, WindowError, WindowInfo, WindowMe
 __all__ = [
     "INITIAL",
     "TRAINED",
-    "MODES",
     "RESULTS_FILE",
-    "SETTINGS",
-    "AlignmentBlock",
-    "AlignmentModel",
     "Claim",
-    "DepthSummary",
     "ErfEntry",
     "EvalReport",
     "LearningGate",
@@ -71,11 +55,7 @@ __all__ = [
     "WindowBound",
     "WindowError",
     "WindowMeasure",
-    "best_setting",
-    "length_key",
     "load_results",
-    "mean_beyond",
-    "mean_tau",
     "save_results",
     "slug",
 ]

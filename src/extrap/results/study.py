@@ -12,7 +12,6 @@ from typing import Any
 
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
-from extrap.results.alignment import AlignmentBlock, alignment_blocks
 from extrap.results.evaluation import EvalReport
 from extrap.results.extrapolation import (
     Claim,
@@ -105,8 +104,8 @@ class StudyResults(Record):
     """Everything a study measured, with its settings and provenance.
 
     Extrapolation and ALiBi-slope studies fill ``theory``, ``eval``, ``erf``, ``spearman``
-    (and ``timing`` / ``slopes``); the alignment study fills ``tasks`` and ``alignment``,
-    and its ``train_length`` is {task: L_tr}.  Any other experiment keeps its own record in ``block``,
+    (and ``timing`` / ``slopes``); a study of several tasks fills ``tasks``, and its ``train_length`` may be
+    {task: L_tr}.  Any other experiment keeps its own record in ``block``,
     written under the key its spec declares (:func:`block_kind`).  Any section may be empty: a study that
     failed part way, or an older file.
     """
@@ -131,7 +130,6 @@ class StudyResults(Record):
     eval: dict[str, dict[str, EvalReport]] = mapped(EvalReport, depth=2, omit=True)  # {pe: {protocol: report}}
     erf: dict[str, ErfEntry] = mapped(ErfEntry, omit=True)
     spearman: Spearman | None = one(Spearman, omit=True)
-    alignment: dict[str, AlignmentBlock] = mapped(AlignmentBlock, omit=True)  # {task: block}
     failures: dict = plain(factory=dict)  # {job: why it failed}
     slopes: Slopes | None = one(Slopes, omit=True)
     timing: Timing | None = one(Timing, omit=True)
@@ -147,7 +145,6 @@ class StudyResults(Record):
         results = super().from_json(d)
         results.block = None  # only the experiment's own key holds it
         if isinstance(d, dict):
-            results.alignment = alignment_blocks(d.get("alignment"), results.tasks)
             kind = block_kind(results.experiment)
             if kind is not None and kind.key in results.extra:
                 results.block = kind.read(results.extra.pop(kind.key), d)

@@ -282,7 +282,7 @@ def study_table(results: StudyResults) -> Table:
     """``results.csv``: one row per record of every section of ``results.json``; ``section`` says which."""
     record = results.to_json()
     head = {**provenance(record), **_pick(record, ("experiment", "preset"))}
-    sections = (_runs, _theory, _eval, _erf, _spearman, _timing, _alignment, _claims, _failures)
+    sections = (_runs, _theory, _eval, _erf, _spearman, _timing, _block, _claims, _failures)
     return Table([{**head, **row, **_command(record)} for section in sections for row in section(results)])
 
 
@@ -341,23 +341,12 @@ def _timing(res: StudyResults) -> list[dict]:
     ]
 
 
-def _alignment(res: StudyResults) -> list[dict]:
-    """One row per task, model, setting (none or an alignment mode) and length."""
-    rows = []
-    for task, block in res.alignment.items():
-        for pe, m in block.models.items():
-            for setting in dict.fromkeys([*m.accuracy, *m.tau]):
-                for L in dict.fromkeys([*m.accuracy.get(setting, {}), *m.tau.get(setting, {})]):
-                    values = {
-                        "accuracy": m.accuracy.get(setting, {}).get(L),
-                        "rank_accuracy": (m.rank_accuracy or {}).get(setting, {}).get(L),
-                        "tau": m.tau.get(setting, {}).get(L),
-                        "tau_source": m.tau_source.get(setting, {}).get(L),
-                        "at_grid_edge": m.at_grid_edge.get(setting, {}).get(L),
-                    }
-                    key = {"section": "alignment", "task": task, "pe": pe, "setting": setting, "length": int(L)}
-                    rows.append({**key, "train_length": block.train_length, **values})
-    return rows
+def _block(res: StudyResults) -> list[dict]:
+    """The experiment's own rows (its spec's results block lists them; none unless it does)."""
+    from extrap.results.study import block_kind  # the records, only when a study's table is built
+
+    kind = block_kind(res.experiment)
+    return kind.rows(res.block) if kind is not None and res.block is not None else []
 
 
 def _claims(res: StudyResults) -> list[dict]:

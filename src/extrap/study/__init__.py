@@ -21,11 +21,8 @@ from extrap.run.directory import refuse_run_folder
 from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
-    ALIGNMENT_DEFAULT_PES,
-    ALIGNMENT_PRESETS,
     DEFAULT_PES,
     STUDY_PRESETS,
-    AlignmentSettings,
     SlopeVariants,
     StudySettings,
 )
@@ -91,13 +88,10 @@ def run_alignment_study(
 
 
 __all__ = [
-    "ALIGNMENT_DEFAULT_PES",
-    "ALIGNMENT_PRESETS",
     "DEFAULT_PES",
     "EXPERIMENTS",
     "PROTOCOLS",
     "STUDY_PRESETS",
-    "AlignmentSettings",
     "SlopeVariants",
     "StudyExistsError",
     "StudyMismatchError",

@@ -15,8 +15,7 @@ Claims (judged only on models that learned, :mod:`.gate`; never forced):
 from __future__ import annotations
 
 from extrap.experiments.rope_base.results import RopeBaseModel, block
-from extrap.report.alignment.claims import MIN_TRAIN_ACC
-from extrap.report.gate import left_out_note, not_tested
+from extrap.report.gate import MIN_TRAIN_ACC, left_out_note, not_tested
 from extrap.report.gate import split as gate_split
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults

@@ -1,34 +1,22 @@
-"""The alignment study's tables (004 Tables 4, 5, 9) for the HTML report and as Markdown, and what is missing."""
+"""The alignment study's tables (004 Tables 4, 5, 9) for the HTML page, and as Markdown (:func:`markdown_tables`)."""
 
 from __future__ import annotations
 
-from extrap.report.alignment.figures import CAPTIONS
-from extrap.report.alignment.text import LABELS, closed_form_text, closed_form_value, tau_text
-from extrap.report.paper import PAPER_004_TABLE5
+from extrap.experiments.alignment.results import (
+    MODES,
+    SETTINGS,
+    AlignmentBlock,
+    blocks,
+    length_key,
+    mean_beyond,
+    mean_tau,
+)
+from extrap.experiments.alignment.text import LABELS, closed_form_text, closed_form_value, tau_text
 from extrap.report.values import fmt
-from extrap.report.view import Cell, Table, figure_ref, table
-from extrap.results import MODES, SETTINGS, AlignmentBlock, StudyResults, length_key, mean_beyond, mean_tau
+from extrap.report.view import Cell, Table, table
+from extrap.results import StudyResults
 
 CLOSED_FORMS = (("prop1", "Prop. 1 (P_max)"), ("prop2", "Prop. 2 (entropy)"), ("log-length", "log-length log_L L_tr"))
-
-
-def missing(results: StudyResults) -> list[str]:
-    blocks = results.alignment
-    out = [] if any(b.models for b in blocks.values()) else ["no alignment results"]
-    for task in results.tasks or []:
-        if task not in blocks or not blocks[task].models:
-            out.append(f"{task}: no alignment results")
-    for task, al in blocks.items():
-        lack = [pe for pe in results.pes if pe not in al.models]
-        if al.models and lack:
-            out.append(f"{task}: no alignment results for {', '.join(lack)}")
-        for pe, mdl in al.models.items():
-            out += [f"{task}/{pe} {k}: {v}" for k, v in mdl.errors.items()]
-            got = {k for v in mdl.accuracy.values() for k in v}
-            gone = [L for L in al.lengths if length_key(L) not in got]
-            if gone:
-                out.append(f"{task}/{pe}: not evaluated at {', '.join(map(str, gone))}")
-    return out
 
 
 def tau_cell(t, source: str | None, edge: bool) -> str | Cell:
@@ -97,46 +85,6 @@ def depth_table(al: AlignmentBlock) -> Table | None:
     return table(["PE", "setting", "L"] + [f"depth {lo:.1f}–{hi:.1f}" for lo, hi in buckets], rows, "depth")
 
 
-def task_context(task: str, al: AlignmentBlock) -> dict:
-    """One task's τ table (004 Table 5), accuracy table (Table 4) and depth table (Table 9)."""
-    cols = [f"{L}{' (L_tr)' if L == al.train_length else ''}" for L in al.lengths]
-    paper = PAPER_004_TABLE5.get(task)
-    return {
-        "task": task,
-        "train_length": fmt(al.train_length),
-        "tau": tau_table(al, cols),
-        "paper": paper
-        and {
-            "unit": paper["unit"],
-            "table": table(["τ"] + paper["labels"], [[lab] + v for lab, v in paper["rows"]], "paper"),
-        },
-        "accuracy": accuracy_table(al, cols),
-        "ranked": any(m.rank_accuracy for m in al.models.values()),
-        "depth": depth_table(al),
-    }
-
-
-def alignment_context(results: StudyResults, figures: dict, notes: dict) -> dict:
-    """What templates/alignment.html.j2 shows."""
-    blocks = {t: b for t, b in results.alignment.items() if b.models}
-    if not blocks:
-        return {"tasks": []}
-    first = next(iter(blocks.values()))
-    return {
-        "names": ", ".join(blocks),
-        "n": fmt(first.n),
-        "buckets": fmt(first.buckets),
-        "rank": bool(first.rank),
-        "probe_prompts": fmt(first.probe_prompts),
-        "probe_tokens": fmt(first.probe_tokens),
-        "probe_cap": fmt(first.probe_cap),
-        "tasks": [task_context(t, al) for t, al in blocks.items()],
-        "figures": [
-            figure_ref(figures, notes, name, CAPTIONS[name]) for name in ("alignment_accuracy", "alignment_tau")
-        ],
-    }
-
-
 def markdown_tau_rows(al: AlignmentBlock, pe: str, mdl) -> list[str]:
     lines = []
     for m in MODES:
@@ -183,7 +131,7 @@ def markdown_accuracy_rows(al: AlignmentBlock, pe: str, mdl) -> list[str]:
 def markdown_tables(results: StudyResults) -> str:
     """The τ and accuracy tables of every task as Markdown (for a README or a message)."""
     lines = []
-    for task, al in results.alignment.items():
+    for task, al in blocks(results).items():
         cols = [f"{L}" + (" (L_tr)" if L == al.train_length else "") for L in al.lengths]
         lines += [
             f"**{task}** (L_tr = {al.train_length})",

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import itertools
 
-from extrap.report.alignment.text import LABELS
-from extrap.results import MODES, AlignmentBlock, Claim, StudyResults, best_setting, length_key, mean_beyond, mean_tau
+from extrap.experiments.alignment.results import (
+    MODES,
+    AlignmentBlock,
+    best_setting,
+    blocks,
+    length_key,
+    mean_beyond,
+    mean_tau,
+)
+from extrap.experiments.alignment.text import LABELS
+from extrap.report.gate import MIN_TRAIN_ACC
+from extrap.results import Claim, StudyResults
 
 TAU_TOL = 1e-3  # Algorithm 1's refinement resolution (0.05 / 64 < 0.001): smaller τ changes are noise
-MIN_TRAIN_ACC = 0.2  # accuracy claims are judged only on models that retrieve at L_tr at least this often
 
 
 def claim_tau_decreases(al: AlignmentBlock) -> Claim:
@@ -99,7 +108,7 @@ def alignment_claims(results: StudyResults) -> list[Claim]:
     """The three claims of 004 §5 for every task (named "task: claim")."""
     src_acc = "004 Table 4, §5.4"
     out = []
-    for task, al in (results.alignment or {"passkey": AlignmentBlock()}).items():
+    for task, al in (blocks(results) or {"passkey": AlignmentBlock()}).items():
         c2 = compare_settings(al, "pmax alignment beats entropy alignment", src_acc, "pmax", "entropy")
         c3 = compare_settings(al, "alignment improves accuracy beyond L_tr", src_acc, None, "none")
         if c3.ok is not None:

@@ -12,9 +12,9 @@ import time
 
 from extrap.align.formulas import SoftmaxStat
 from extrap.align.records import Algorithm1, ClosedForms, LogLengthForm, Stats
-from extrap.results import MODES, SETTINGS
-from extrap.study.alignment_records import LengthRecord, SettingScores, TauFindings
-from extrap.study.presets import AlignmentSettings
+from extrap.experiments.alignment.presets import AlignmentSettings
+from extrap.experiments.alignment.records import LengthRecord, SettingScores, TauFindings
+from extrap.experiments.alignment.results import MODES, SETTINGS
 from extrap.tasks.records import TaskSettings
 
 SCORE_SEED = 0  # the scored examples (extrap.tasks.score_task)

@@ -15,7 +15,7 @@ Here, for every task and every PE (default: T5 bias ``t5`` and ALiBi ``alibi``):
 2. at every L in L_tr x multiples, τ is found on probe prompts of the task (modes ``pmax``,
    ``entropy``, ``pmax-layer``) beside the closed forms of 004 §6; probing is O(L^2) and
    capped at ``max_probe_length``, beyond which every mode uses the log-length rule
-   τ = log_L L_tr, and the tables say so (:mod:`extrap.study.probing`);
+   τ = log_L L_tr, and the tables say so (:mod:`.measure`);
 3. exact-match accuracy of ``n`` examples per length without alignment (``none``, τ = 1)
    and with each τ, with the accuracy per answer-depth bucket: greedy, and with ``rank``
    also 004's ranking of the candidate answers.
@@ -31,38 +31,28 @@ import logging
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
-from extrap.io import atomic_write_json
-from extrap.results import (
+from extrap.experiments.alignment.measure import PromptProber, length_record
+from extrap.experiments.alignment.presets import DEFAULT_PES, PRESETS, AlignmentSettings
+from extrap.experiments.alignment.records import AlignJob, AlignJobResult, LengthRecord
+from extrap.experiments.alignment.results import (
     MODES,
     SETTINGS,
     AlignmentBlock,
     AlignmentModel,
+    AlignmentTasks,
     DepthSummary,
-    StudyResults,
     best_setting,
     length_key,
-    slug,
 )
+from extrap.io import atomic_write_json
+from extrap.results import StudyResults, slug
 from extrap.run import RunDir
-from extrap.study.alignment_records import AlignJob, AlignJobResult, LengthRecord
+from extrap.study.models import check_pes, preset_settings
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, provenance, run_summary
-from extrap.study.presets import ALIGNMENT_DEFAULT_PES, ALIGNMENT_PRESETS, AlignmentSettings
-from extrap.study.probing import PromptProber, find_taus, length_record, merge_stats
 from extrap.study.task_training import TaskTraining, trained_task_run
 from extrap.tasks.records import DepthBucket
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "ALIGNMENT_PRESETS",
-    "MODES",
-    "SETTINGS",
-    "PromptProber",
-    "build",
-    "find_taus",
-    "merge_stats",
-    "model_summary",
-]
 
 
 def tau_text(t) -> str:
@@ -212,7 +202,7 @@ def assemble(
         **asdict(provenance([r.run_dir for r in outcome.done.values()])),
         settings=asdict(settings),
         runs=runs,
-        alignment=blocks,
+        block=AlignmentTasks(blocks),
         failures=outcome.failures,
     )
 
@@ -236,29 +226,18 @@ def check_lengths(settings: AlignmentSettings, corpus: str | None) -> int:
 
 def build(request: StudyRequest) -> Experiment:
     """Experiment ``alignment``, checked before anything is trained."""
-    from extrap import align, positional
+    from extrap import align
     from extrap.tasks.generators import check_task
 
-    if request.preset not in ALIGNMENT_PRESETS:
-        raise ExtrapError(f"unknown preset {request.preset!r} (choose from {', '.join(ALIGNMENT_PRESETS)})")
-    settings = ALIGNMENT_PRESETS[request.preset]
+    settings = preset_settings(PRESETS, request.preset)
     tasks = tuple(check_task(t) for t in dict.fromkeys(request.tasks or settings.tasks))
     settings = replace(settings, tasks=tasks, steps=settings.steps if request.steps is None else request.steps)
-    pes = list(dict.fromkeys(request.pes or ALIGNMENT_DEFAULT_PES))
-    for pe in pes:
-        positional.get(pe)  # fail early, before any training, on a bad spec
+    pes = list(dict.fromkeys(request.pes or DEFAULT_PES))
+    check_pes("alignment", pes)  # fail early, before any training, on a bad spec
     num_heads = check_lengths(settings, request.corpus)
     cap = settings.max_probe_length or align.MAX_PROBE_LENGTH
     return Experiment(
-        record=StudyRecord(
-            request.preset,
-            "alignment",
-            tuple(pes),
-            steps=request.steps,
-            corpus=request.corpus,
-            device=request.device,
-            tasks=tuple(tasks),
-        ),
+        record=StudyRecord.asked(request, "alignment", pes, delta=False, tasks=tasks),
         must_match=("preset", "experiment", "steps", "corpus"),  # other tasks or PEs may join: runs are per task, PE
         headline=f"study alignment: {', '.join(pes)}, preset {request.preset}, "
         + "; ".join(f"{task} at L_tr={settings.train_lengths[task]}" for task in tasks)

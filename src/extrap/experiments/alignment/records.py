@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from extrap.align.records import Algorithm1, ClosedForms, LogLengthForm, Tau, read_closed_forms, tau_json, tau_of
+from extrap.experiments.alignment.presets import AlignmentSettings
 from extrap.run.records import TrainingSummary
-from extrap.study.presets import AlignmentSettings
 from extrap.tasks.records import DepthBucket
 
 

@@ -1,15 +1,20 @@
-"""The sections of the attention-alignment study (004 §5.2): per task, per model, τ and accuracy by length.
+"""The block of ``extrap study --experiment alignment`` (004 §5.2): per task, per model, τ and accuracy by length.
 
-Per-length tables are keyed by the length as a string (JSON object keys): :func:`length_key`.
-The closed forms per length are typed (:class:`extrap.align.records.ClosedForms`, or only the log-length
-rule beyond the probe cap: :class:`extrap.align.records.LogLengthForm`).
+results.json's ``"alignment"`` is {task: :class:`AlignmentBlock`}, held as :class:`AlignmentTasks` in
+``StudyResults.block`` and read with :func:`blocks`.  Per-length tables are keyed by the length as a string
+(JSON object keys): :func:`length_key`.  The closed forms per length are typed
+(:class:`extrap.align.records.ClosedForms`, or only the log-length rule beyond the probe cap:
+:class:`extrap.align.records.LogLengthForm`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from extrap.experiments.protocol import ResultsBlock
+from extrap.results import StudyResults
 from extrap.results.records import Record, mapped, one, plain
 
 if TYPE_CHECKING:  # extrap.align needs torch; the results and the report do not, until closed forms are read
@@ -112,3 +117,52 @@ def alignment_blocks(section, tasks: list | None) -> dict[str, AlignmentBlock]:
         section = {section.get("task") or "passkey": section}
     order = list(tasks) if tasks else list(section)
     return {t: AlignmentBlock.from_json(section[t]) for t in order if isinstance(section.get(t), dict)}
+
+
+@dataclass(frozen=True)
+class AlignmentTasks:
+    """The experiment's block of results.json: every task's :class:`AlignmentBlock`, in the study's task order."""
+
+    tasks: Mapping[str, AlignmentBlock] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {task: b.to_json() for task, b in self.tasks.items()}
+
+
+def csv_rows(block: AlignmentTasks) -> list[dict]:
+    """results.csv: one row per task, model, setting (none or an alignment mode) and length."""
+    rows = []
+    for task, b in block.tasks.items():
+        for pe, m in b.models.items():
+            for setting in dict.fromkeys([*m.accuracy, *m.tau]):
+                for L in dict.fromkeys([*m.accuracy.get(setting, {}), *m.tau.get(setting, {})]):
+                    values = {
+                        "accuracy": m.accuracy.get(setting, {}).get(L),
+                        "rank_accuracy": (m.rank_accuracy or {}).get(setting, {}).get(L),
+                        "tau": m.tau.get(setting, {}).get(L),
+                        "tau_source": m.tau_source.get(setting, {}).get(L),
+                        "at_grid_edge": m.at_grid_edge.get(setting, {}).get(L),
+                    }
+                    key = {"section": "alignment", "task": task, "pe": pe, "setting": setting, "length": int(L)}
+                    rows.append({**key, "train_length": b.train_length, **values})
+    return rows
+
+
+@dataclass(frozen=True)
+class AlignmentResults(ResultsBlock):
+    """``"alignment"``: {task: block} in the order of results.json's ``tasks`` (a file of one untasked block too)."""
+
+    def read(self, value: Any, whole: Mapping) -> AlignmentTasks | None:
+        found = alignment_blocks(value, whole.get("tasks"))
+        return AlignmentTasks(found) if found else None  # none: the key is left out, as before
+
+    def rows(self, block: Any) -> list[dict]:
+        return csv_rows(block)
+
+
+RESULTS = AlignmentResults("alignment", AlignmentTasks)
+
+
+def blocks(results: StudyResults) -> Mapping[str, AlignmentBlock]:
+    """Every task's block of ``results`` (empty when the results hold none)."""
+    return results.block.tasks if isinstance(results.block, AlignmentTasks) else {}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from extrap.experiments.alignment.results import MODES, SETTINGS, blocks, length_key, mean_tau
+from extrap.experiments.alignment.text import LABELS
 from extrap.plotting import new_figure
-from extrap.report.alignment.claims import MIN_TRAIN_ACC
-from extrap.report.alignment.text import LABELS
-from extrap.results import MODES, SETTINGS, StudyResults, length_key, mean_tau
+from extrap.report.gate import MIN_TRAIN_ACC
+from extrap.results import StudyResults
 
 CAPTIONS = {
     "alignment_tau": "τ vs length (analogue of 004 Figs. 3-5), one row per task: markers, Algorithm 1 (× P_max, "
@@ -28,15 +29,15 @@ SETTING_STYLE = {  # marker, line style, size: identical curves still show every
 
 def grid(results: StudyResults):
     """(figure, [(block, model, axes)]) with one row per task and one column per PE; (None, []) without models."""
-    blocks = {t: b for t, b in results.alignment.items() if b.models}
-    if not blocks:
+    shown = {t: b for t, b in blocks(results).items() if b.models}
+    if not shown:
         return None, []
-    cols = max(len(b.models) for b in blocks.values())
-    fig = new_figure(4.2 * cols, 3.6 * len(blocks))
+    cols = max(len(b.models) for b in shown.values())
+    fig = new_figure(4.2 * cols, 3.6 * len(shown))
     cells = []
-    for r, (task, al) in enumerate(blocks.items()):
+    for r, (task, al) in enumerate(shown.items()):
         for c, (pe, mdl) in enumerate(al.models.items()):
-            ax = fig.add_subplot(len(blocks), cols, r * cols + c + 1)
+            ax = fig.add_subplot(len(shown), cols, r * cols + c + 1)
             ax.set_title(f"{task}, {pe}", fontsize=9)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("L (tokens)")
