@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,24 @@ def test_later_commands_read_the_child_with_its_own_encoding(rope_parent, corpus
     assert main(["eval", str(out), "--lengths", "128", "--tokens", "256", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["pe"], report["train_length"]) == ("rope:base=500000", 64)
+
+
+def test_a_child_inherits_its_parents_model_without_a_preset(rope_parent, corpus, tmp_path, capsys):
+    """The smoke parent's shapes (and the rest of its model section) are the child's without --preset smoke;
+    training comes from the default preset and the flags as for any run."""
+    out = tmp_path / "abf"
+    argv = ["train", "--init-from", str(rope_parent), "--train-length", "128", "--pe", "rope:base=500000",
+            "--steps", "1", "--batch-size", "2", "--corpus", corpus, "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    parent, child = RunDir(rope_parent).read_config(), RunDir(out).read_config()
+    assert child.model == replace(parent.model, pe="rope:base=500000")
+    cpu = build_configs(None, "cpu")[1]
+    assert (child.train.lr, child.train.warmup, child.train.train_length) == (cpu.lr, cpu.warmup, 128)
+    model = tmp_path / "model.yaml"  # a --config model section that changes a shape is refused, naming it
+    model.write_text("model:\n  d_model: 64\n  dropout: 0.1\n")
+    assert main([*argv[:-1], str(tmp_path / "wide"), "--config", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert "d_model 32 -> 64" in err and "dropout" not in err and not (tmp_path / "wide").exists()
 
 
 def test_rope_and_factor_rescale_the_parents_pe_as_eval_reads_it(rope_parent, corpus, tmp_path):

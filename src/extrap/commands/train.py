@@ -16,11 +16,18 @@ def register(sub) -> None:
         description="Train a GPT-style LM; checkpoints are safetensors + JSON, resume is exact.",
     )
     p.add_argument(
-        "--pe", type=types.pe, help="positional scheme spec (see `extrap pe list`); default from preset/config"
+        "--pe",
+        type=types.pe,
+        help="positional scheme spec (see `extrap pe list`); default from preset/config, with --init-from the parent's",
     )
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--config", help="YAML or JSON file with 'model' and 'train' sections")
-    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+    p.add_argument(
+        "--preset",
+        help="smoke | cpu | paper: model and training settings (default: cpu). With --init-from the model is the "
+        "parent's (a preset's layers, width, heads must be the parent's) and training is the preset's; with "
+        "--resume every setting is the run's own (config.json) and a preset, --config or flag must agree with it",
+    )
     p.add_argument("--steps", type=int)
     p.add_argument("--train-length", type=int, dest="train_length")
     p.add_argument("--batch-size", type=int, dest="batch_size")
@@ -44,8 +51,19 @@ def register(sub) -> None:
     )
     types.add_device(p, note="default: the config's, else auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its last checkpoint with its own saved settings: no other flag is "
+        "needed (a fine-tune's PE and parent included); a setting given that differs from the run's is refused, "
+        "except a larger --steps (train further), --device, --threads and --save-every",
+    )
     _add_init_arguments(p)
+    _add_output_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _add_output_arguments(p) -> None:
     p.add_argument(
         "--tensorboard",
         action="store_true",
@@ -57,7 +75,6 @@ def register(sub) -> None:
         help="print the final summary as JSON (progress then shows only on a terminal; warnings always)",
     )
     p.add_argument("--csv", metavar="PATH", help="also write the final summary as one CSV row to PATH (atomically)")
-    p.set_defaults(func=run)
 
 
 def _add_init_arguments(p) -> None:
@@ -83,39 +100,36 @@ def _add_init_arguments(p) -> None:
     )
 
 
+# The flags that set a run's settings (the same names in ModelConfig/TrainConfig).
+SETTINGS = (
+    "steps",
+    "train_length",
+    "batch_size",
+    "grad_accum",
+    "lr",
+    "corpus",
+    "tokenizer",
+    "seed",
+    "save_every",
+    "positions",
+    "device",
+    "threads",
+    "task",
+    "task_mix",
+)
+
+
 def run(args) -> int:
-    from extrap.config import build_configs, read_config_file
+    from extrap.config import read_config_file
     from extrap.train import train
 
-    keys = (
-        "steps",
-        "train_length",
-        "batch_size",
-        "grad_accum",
-        "lr",
-        "corpus",
-        "tokenizer",
-        "seed",
-        "save_every",
-        "positions",
-        "device",
-        "threads",
-        "task",
-        "task_mix",
-    )
     # found out now, not after the training: a --csv that is a folder, a device, or a file of the run
     types.check_outputs(args, runs=[args.out], inputs=[("--config", args.config)], flags=("csv",))
-    overrides = {k: getattr(args, k) for k in keys}
     config = read_config_file(args.config)
     init_from = _init_from(args, config)
-    try:
-        model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides)
-    except ExtrapError as e:  # say where a bad setting may have come from
-        raise ExtrapError(
-            f"{e} (settings: preset {args.preset}" + (f", {args.config}" if args.config else "") + ", command line)"
-        ) from None
     if init_from is not None and init_from.source.startswith("hf:"):
-        return _run_hf(args, config, train_cfg, init_from)
+        return _run_hf(args, config, init_from)
+    model_cfg, train_cfg = _configs(args, config, init_from)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         import torch.distributed as dist
@@ -142,8 +156,55 @@ def run(args) -> int:
     return 0
 
 
+def _configs(args, config: dict, init_from, base=None):
+    """The settings, later layers winning: the base (the run's own on --resume, the parent's model with
+    --init-from, else none), the preset (given, else cpu without a base; a fine-tune's training part always),
+    the --config file, the flags.  ``base``: given for an hf: fine-tune's resume (its saved settings)."""
+    from extrap.config import build_configs
+
+    where = "preset " + (args.preset or "cpu")
+    if base is None:
+        base, where = _base(args, init_from)
+    overrides = {k: getattr(args, k) for k in SETTINGS}
+    try:
+        model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides, base)
+    except ExtrapError as e:  # say where a bad setting may have come from
+        raise ExtrapError(
+            f"{e} (settings: {where}" + (f", {args.config}" if args.config else "") + ", command line)"
+        ) from None
+    steps_given = args.steps is not None or "steps" in (config.get("train") or {})
+    if args.resume and base is not None and not steps_given and train_cfg.steps != base[1]["steps"]:
+        # more steps extend a run: only when asked for by name, not because a preset says so
+        raise ExtrapError(
+            f"resume: preset {args.preset} trains {train_cfg.steps} steps, the run {base[1]['steps']} "
+            "(give --steps N to train it further)"
+        )
+    return model_cfg, train_cfg
+
+
+def _base(args, init_from) -> tuple[tuple[dict, dict] | None, str]:
+    """The settings a run starts from before the preset, config and flags, and where they come from."""
+    from dataclasses import asdict
+
+    from extrap.config import PRESETS
+    from extrap.run import RunDir
+
+    run = RunDir(args.out)
+    if args.resume and run.exists():  # the run's own settings: --resume --out RUN needs no other flag
+        saved = run.read_config()
+        return (saved.model.to_dict(), asdict(saved.train)), f"{args.out}/config.json"
+    if init_from is None:
+        return None, "preset " + (args.preset or "cpu")
+    from extrap.run.lineage import parent_config
+
+    # the parent's model (its shapes, PE and the rest) and tokenizer; training from the preset as for any run
+    parent = parent_config(init_from.source)
+    train = {**PRESETS[args.preset or "cpu"].train, "tokenizer": parent.tokenizer}
+    return (parent.model.to_dict(), train), f"parent {init_from.source}, preset {args.preset or 'cpu'}"
+
+
 def _init_from(args, config: dict):
-    """The parent of a fine-tune (None: a run from scratch); without --pe it keeps the parent's PE."""
+    """The parent of a fine-tune (None: a run from scratch); --rope re-scales the parent's PE."""
     if args.init_from is None:
         if args.init_step is not None or args.rope is not None or args.factor is not None:
             flag = "--init-step" if args.init_step is not None else "--rope/--factor"
@@ -154,20 +215,20 @@ def _init_from(args, config: dict):
         return None
     if args.resume:
         raise ExtrapError("--init-from starts a new run from a parent and --resume continues one: give one of them")
-    from extrap.run.lineage import InitFrom, parent_pe, rescaled_parent_pe
+    from extrap.run.lineage import InitFrom, rescaled_parent_pe
 
     if args.init_from.startswith("hf:"):  # its RoPE is its config's: --rope goes to extrap.hf.finetune
         return InitFrom(args.init_from, args.init_step)
     if args.rope is not None or args.factor is not None:
-        if args.pe is not None:
-            raise ExtrapError("--rope re-scales the parent's PE and --pe replaces it: give one of them")
+        if args.pe is not None or "pe" in (config.get("model") or {}):
+            raise ExtrapError(
+                "--rope re-scales the parent's PE and --pe (or a --config model pe) replaces it: give one of them"
+            )
         args.pe = rescaled_parent_pe(args.init_from, args.rope, args.factor)
-    elif args.pe is None and "pe" not in (config.get("model") or {}):
-        args.pe = parent_pe(args.init_from)
     return InitFrom(args.init_from, args.init_step)
 
 
-def _run_hf(args, config: dict, train_cfg, init_from) -> int:
+def _run_hf(args, config: dict, init_from) -> int:
     """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`)."""
     from extrap.hf.finetune import finetune_hf
     from extrap.run.records import TrainReport
@@ -185,6 +246,7 @@ def _run_hf(args, config: dict, train_cfg, init_from) -> int:
     ]
     if refused:
         raise ExtrapError(f"--init-from hf: cannot honour {', '.join(refused)}")
+    _, train_cfg = _configs(args, config, None)  # the model is the folder's; the preset gives training only
     summary = finetune_hf(args.out, init_from, train_cfg, args.rope, args.factor, args.positions)
     from extrap.hf.rope_config import read_rope_config
 

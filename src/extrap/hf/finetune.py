@@ -28,7 +28,7 @@ import torch
 from extrap.config import TrainConfig
 from extrap.errors import ExtrapError
 from extrap.hf.common import check_folder, read_hf_config
-from extrap.io import atomic_write_bytes, atomic_write_json
+from extrap.io import atomic_write_bytes, atomic_write_json, replace_folder
 from extrap.positional.rope_scaling import RopeRequest
 from extrap.run.lineage import InitFrom
 from extrap.run.records import Parent, TrainingSummary
@@ -188,9 +188,7 @@ def _write(out: Path, child, folder: Path, record: Parent, summary: TrainingSumm
             if f.is_file() and f.name.startswith(TOKENIZER_FILES):
                 atomic_write_bytes(tmp / f.name, f.read_bytes())
         atomic_write_json(tmp / PARENT_FILE, {"parent": record.to_json(), "training": summary.to_json()})
-        if out.is_dir():
-            out.rmdir()  # empty: checked before training
-        os.replace(tmp, out)
+        replace_folder(tmp, out)  # out is absent or empty: checked before training
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
