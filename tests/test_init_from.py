@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,11 +24,8 @@ from killer import KILLER
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> str:
-    folder = tmp_path_factory.mktemp("corpus")
-    for p in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:30]:
-        (folder / p.name).write_text(p.read_text(encoding="utf-8", errors="replace"))
-    return f"text:{folder}"
+def corpus(stdlib_corpus) -> str:
+    return stdlib_corpus
 
 
 def _parent(root: Path, pe: str, corpus: str) -> Path:
@@ -190,26 +186,31 @@ def _resume_argv(argv: list[str], parent) -> list[str]:
     return [a for a in argv if a not in ("--init-from", str(parent))] + ["--resume"]
 
 
-def test_a_child_killed_after_a_checkpoint_resumes_bit_exact(straight, rope_parent, corpus, tmp_path):
-    """kill -9 at the 15th file-system operation (after the checkpoint of step 3, see test_faults.py)."""
+def test_a_child_killed_after_a_checkpoint_resumes_bit_exact(straight, rope_parent, corpus, tmp_path, capsys):
+    """kill -9 at the 15th file-system operation (after the checkpoint of step 3, see test_faults.py); then
+    `--resume --out CHILD` alone: the PE, parent, corpus, preset settings and steps are the child's own."""
     out = tmp_path / "killed"
     argv = _child_argv(rope_parent, corpus, out, *YARN)
     proc = subprocess.run([sys.executable, "-c", KILLER, "15", *argv], env={**os.environ}, capture_output=True)
     assert proc.returncode == 137, proc.stderr
     assert RunDir(out).latest().step == 3 and not RunDir(out).is_finished()
-    assert main(_resume_argv(argv, rope_parent)) == 0
+    for flag, said in ((("--pe", "rope"), "model: pe"), (("--preset", "cpu"), "model: d_model, n_head, n_layer")):
+        assert main(["train", "--resume", "--out", str(out), *flag]) == 2  # a setting that differs: refused
+        assert said in capsys.readouterr().err and RunDir(out).latest().step == 3
+    assert main(["train", "--resume", "--out", str(out)]) == 0
     assert RunDir(out).read_final().final_loss == RunDir(straight).read_final().final_loss
     assert RunDir(out).read_config().parent == RunDir(straight).read_config().parent
+    assert main(_resume_argv(argv, rope_parent)) == 2  # the original command, finished: its result is kept
+    assert "finished training at step 6" in capsys.readouterr().err
 
 
 def test_a_child_stopped_before_its_first_checkpoint_starts_again_from_its_parent(
     straight, rope_parent, corpus, tmp_path, capsys
 ):
-    argv = _child_argv(rope_parent, corpus, tmp_path / "child", *YARN)
     m, t = build_configs(YARN[1], "smoke", overrides=dict(steps=6, save_every=3, corpus=corpus, train_length=64))
     train(tmp_path / "child", m, t, progress=False, stop_after=0, init_from=str(rope_parent))
     assert RunDir(tmp_path / "child").exists() and RunDir(tmp_path / "child").latest() is None
-    assert main(_resume_argv(argv, rope_parent)) == 0
+    assert main(["train", "--resume", "--out", str(tmp_path / "child")]) == 0
     assert RunDir(tmp_path / "child").read_final().final_loss == RunDir(straight).read_final().final_loss
 
 
@@ -222,9 +223,7 @@ def test_a_child_stopped_before_its_first_checkpoint_refuses_a_changed_parent(tm
     weights = _weights(parent)
     weights["tok.weight"][0, 0] += 1.0
     save_file(weights, str(RunDir(parent).latest().weights))
-    argv = ["train", "--preset", "smoke", "--pe", "rope", "--steps", "2", "--corpus", corpus,
-            "--train-length", "32", "--out", str(tmp_path / "child"), "--resume"]  # fmt: skip
-    assert main(argv) == 2
+    assert main(["train", "--out", str(tmp_path / "child"), "--resume"]) == 2
     assert "sha256 differs" in capsys.readouterr().err
     assert RunDir(tmp_path / "child").latest() is None
 

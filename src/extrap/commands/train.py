@@ -156,15 +156,13 @@ def run(args) -> int:
     return 0
 
 
-def _configs(args, config: dict, init_from, base=None):
+def _configs(args, config: dict, init_from):
     """The settings, later layers winning: the base (the run's own on --resume, the parent's model with
     --init-from, else none), the preset (given, else cpu without a base; a fine-tune's training part always),
-    the --config file, the flags.  ``base``: given for an hf: fine-tune's resume (its saved settings)."""
+    the --config file, the flags.  Resumed, the result must be the run's own settings."""
     from extrap.config import build_configs
 
-    where = "preset " + (args.preset or "cpu")
-    if base is None:
-        base, where = _base(args, init_from)
+    saved, base, where = _base(args, init_from)
     overrides = {k: getattr(args, k) for k in SETTINGS}
     try:
         model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides, base)
@@ -172,18 +170,19 @@ def _configs(args, config: dict, init_from, base=None):
         raise ExtrapError(
             f"{e} (settings: {where}" + (f", {args.config}" if args.config else "") + ", command line)"
         ) from None
-    steps_given = args.steps is not None or "steps" in (config.get("train") or {})
-    if args.resume and base is not None and not steps_given and train_cfg.steps != base[1]["steps"]:
-        # more steps extend a run: only when asked for by name, not because a preset says so
-        raise ExtrapError(
-            f"resume: preset {args.preset} trains {train_cfg.steps} steps, the run {base[1]['steps']} "
-            "(give --steps N to train it further)"
-        )
+    if saved is not None:  # every setting that differs, named; more steps extend a run only when asked by name
+        from extrap.run import refuse_changed_settings
+
+        steps_given = args.steps is not None or "steps" in (config.get("train") or {})
+        more = not steps_given and train_cfg.steps != saved.train.steps
+        hint = "give --steps N to train it further" if more else ""
+        refuse_changed_settings(saved, model_cfg, train_cfg, ignore=("steps",) if steps_given else (), hint=hint)
     return model_cfg, train_cfg
 
 
-def _base(args, init_from) -> tuple[tuple[dict, dict] | None, str]:
-    """The settings a run starts from before the preset, config and flags, and where they come from."""
+def _base(args, init_from):
+    """The saved config of a run resumed (else None), the settings a run starts from before the preset,
+    config and flags (None: none), and where they come from."""
     from dataclasses import asdict
 
     from extrap.config import PRESETS
@@ -192,15 +191,15 @@ def _base(args, init_from) -> tuple[tuple[dict, dict] | None, str]:
     run = RunDir(args.out)
     if args.resume and run.exists():  # the run's own settings: --resume --out RUN needs no other flag
         saved = run.read_config()
-        return (saved.model.to_dict(), asdict(saved.train)), f"{args.out}/config.json"
+        return saved, (saved.model.to_dict(), asdict(saved.train)), f"{args.out}/config.json"
     if init_from is None:
-        return None, "preset " + (args.preset or "cpu")
+        return None, None, "preset " + (args.preset or "cpu")
     from extrap.run.lineage import parent_config
 
     # the parent's model (its shapes, PE and the rest) and tokenizer; training from the preset as for any run
     parent = parent_config(init_from.source)
     train = {**PRESETS[args.preset or "cpu"].train, "tokenizer": parent.tokenizer}
-    return (parent.model.to_dict(), train), f"parent {init_from.source}, preset {args.preset or 'cpu'}"
+    return None, (parent.model.to_dict(), train), f"parent {init_from.source}, preset {args.preset or 'cpu'}"
 
 
 def _init_from(args, config: dict):

@@ -209,3 +209,11 @@ def changed_settings(
         if diff:
             out.append((section, diff))
     return out
+
+
+def refuse_changed_settings(saved: RunConfig, model_cfg, train_cfg, ignore: tuple[str, ...] = (), hint: str = ""):
+    """ExtrapError naming every setting of a resumption that differs from the saved run (``hint``: appended)."""
+    diff = changed_settings(saved, model_cfg, train_cfg, ignore)
+    if diff:
+        named = "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff)
+        raise ExtrapError(f"resume: settings differ from the saved run ({named})" + (f"; {hint}" if hint else ""))
