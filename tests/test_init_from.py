@@ -279,11 +279,34 @@ def test_an_hf_llama_fine_tuned_with_yarn_is_written_back_as_an_hf_folder(llama,
     assert not torch.equal(parent.model.embed_tokens.weight, hf.model.embed_tokens.weight)  # it trained
 
 
+def test_abf_on_an_hf_llama_writes_rope_theta_as_extrap_spells_it(llama, corpus, tmp_path):
+    """`--pe rope:base=500000` (ABF, as for an extrap run) becomes the written folder's rope_theta."""
+    import transformers
+
+    from extrap.hf.rope_config import read_rope_config
+    from extrap.positional.rotary import Rotary
+
+    out = tmp_path / "abf"
+    assert main(_hf_argv(llama, corpus, out, "--pe", "rope:base=500000")) == 0
+    written = json.loads((out / "config.json").read_text())
+    assert written["rope_parameters"] == {"rope_type": "default", "rope_theta": 500000.0}
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    inv, attention = Rotary(base=500000).frequencies(8)  # θ_i = B^(-2i/d), Su et al. 2021 eq. 15
+    assert torch.allclose(hf.model.rotary_emb.inv_freq, inv, rtol=1e-6, atol=0) and attention == 1
+    run = extrap.load(f"hf:{out}", device="cpu", dtype="float32")
+    assert read_rope_config(out).spec == "rope:base=500000.0"  # what extrap theory --checkpoint reads
+    ids = torch.randint(0, 300, (1, 96), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert (run.model(ids).logits - hf(input_ids=ids).logits).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize(
     "extra, said",
     [
         (("--train-length", "16"), "shorter than the parent's training length 32"),
-        (("--pe", "rope"), "cannot honour --pe"),
+        (("--pe", "alibi"), "takes --pe rope:base=B"),
+        (("--pe", "rope:scaling=yarn,factor=4,original_max_position=32"), "a scaling is --rope TYPE"),
+        (("--pe", "rope:base=500000", "--rope", "yarn"), "give one of them"),
         (("--resume",), "--resume"),
         (("--init-step", "2"), "no init step"),
         (("--rope", "yarn:beta_fast=-1"), "beta_fast"),

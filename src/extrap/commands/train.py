@@ -229,13 +229,13 @@ def _init_from(args, config: dict):
 
 def _run_hf(args, config: dict, init_from) -> int:
     """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`)."""
-    from extrap.hf.finetune import finetune_hf
+    from extrap.hf.finetune import abf_base, finetune_hf
     from extrap.run.records import TrainReport
 
+    base = abf_base(args.pe) if args.pe is not None else None
     refused = [
         flag
         for flag, given in (
-            ("--pe (an hf: model's RoPE is changed with --rope)", args.pe is not None),
             ("--tokenizer (an hf: model keeps its own)", args.tokenizer is not None),
             ("--tensorboard", args.tensorboard),
             ("a --config model section", bool(config.get("model"))),
@@ -246,7 +246,7 @@ def _run_hf(args, config: dict, init_from) -> int:
     if refused:
         raise ExtrapError(f"--init-from hf: cannot honour {', '.join(refused)}")
     _, train_cfg = _configs(args, config, None)  # the model is the folder's; the preset gives training only
-    summary = finetune_hf(args.out, init_from, train_cfg, args.rope, args.factor, args.positions)
+    summary = finetune_hf(args.out, init_from, train_cfg, args.rope, args.factor, args.positions, base)
     from extrap.hf.rope_config import read_rope_config
 
     pe = read_rope_config(args.out).spec

@@ -48,13 +48,16 @@ def finetune_hf(
     rope: str | None = None,
     factor: float | None = None,
     positions: str | None = None,
+    base: float | None = None,
 ) -> TrainingSummary:
     """Fine-tune ``init.source`` (``hf:DIR``) at ``train_cfg.train_length`` and write it as an HF folder ``out``.
 
     ``rope``/``factor``: the new RoPE, a transformers rope type (``linear``, ``dynamic``, ``yarn``,
     ``llama3``, ``longrope``; ``hf:`` optional) with its ``rope_parameters`` keys as options; None keeps
-    the parent's.  ``positions``: a position sampler spec (``pose:target=T,chunks=K``).  Everything is
-    checked before anything is written.
+    the parent's.  ``base``: instead, plain RoPE with this ``rope_theta`` (ABF, Xiong et al. 2023, "Effective
+    Long-Context Scaling", §4.1: base 10⁴ -> 5·10⁵; :func:`abf_base` reads it from ``rope:base=B``).
+    ``positions``: a position sampler spec (``pose:target=T,chunks=K``).  Everything is checked before
+    anything is written.
     """
     from extrap.hf.load import local_pretrained
     from extrap.positional.sampling import PositionSampler
@@ -62,7 +65,9 @@ def finetune_hf(
     out = Path(out)
     sampler_spec = PositionSampler.from_spec(positions)
     folder, parent_cfg, record = _check(out, init, train_cfg)
-    new_cfg = _child_config(parent_cfg, record.train_length, train_cfg.train_length, rope, factor)
+    if base is not None and (rope is not None or factor is not None):
+        raise ExtrapError("a new RoPE base replaces the parent's RoPE and --rope re-scales it: give one of them")
+    new_cfg = _child_config(parent_cfg, record.train_length, train_cfg.train_length, rope, factor, base)
     model, tok = local_pretrained(folder, torch.float32)
     child = _child_model(model, new_cfg)
     summary = _train(child, tok, folder, train_cfg, sampler_spec)
@@ -96,13 +101,29 @@ def _check(out: Path, init: InitFrom, train_cfg: TrainConfig):
     return folder, cfg, record
 
 
-def _child_config(cfg, original: int, length: int, rope: str | None, factor: float | None):
-    """The parent's config with rope_parameters for ``rope`` (L = ``original``) and context ``length``."""
+def abf_base(spec: str) -> float:
+    """The base of ``rope:base=B``, the one PE spec an hf: fine-tune takes (its rope_theta); others refused."""
+    from extrap import positional
+
+    scheme, plain = positional.get(spec), positional.get("rope").opts
+    other = sorted(k for k, v in scheme.opts.items() if k != "base" and plain.get(k, v) != v)
+    if scheme.name != "rope" or other or set(scheme.opts) != set(plain):
+        raise ExtrapError(
+            f"--init-from hf: takes --pe rope:base=B (a new rope_theta), not {spec}; a scaling is --rope TYPE"
+        )
+    return float(scheme.opts["base"])
+
+
+def _child_config(cfg, original: int, length: int, rope: str | None, factor: float | None, base: float | None):
+    """The parent's config with rope_parameters for ``rope`` (L = ``original``), or plain RoPE of theta
+    ``base``, and context ``length``."""
     from extrap.hf.rope import hf_rope_parameters
 
     rp = dict(getattr(cfg, "rope_parameters", None) or {"rope_theta": 10000.0})
     new = cfg.__class__.from_dict(cfg.to_dict())
-    if rope is not None:
+    if base is not None:  # ABF: --pe replaces the RoPE, as for an extrap run (a scaling of the parent's goes)
+        new.rope_parameters = {"rope_type": "default", "rope_theta": float(base)}
+    elif rope is not None:
         text = str(rope)[3:] if str(rope).startswith("hf:") else str(rope)
         req = replace(RopeRequest.parse(text, factor), hf=True)
         half = (getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads) // 2
@@ -195,4 +216,4 @@ def _write(out: Path, child, folder: Path, record: Parent, summary: TrainingSumm
     log.info("%s: fine-tuned from %s", out, record.path)
 
 
-__all__ = ["FAMILIES", "PARENT_FILE", "finetune_hf"]
+__all__ = ["FAMILIES", "PARENT_FILE", "abf_base", "finetune_hf"]
