@@ -323,3 +323,28 @@ def test_bad_hf_input_is_refused_in_one_line_and_writes_nothing(extra, said, lla
 def test_a_missing_hf_parent_is_refused(tmp_path, corpus, capsys):
     assert main(_hf_argv(tmp_path / "nope", corpus, tmp_path / "child")) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "child").exists()
+
+
+@pytest.mark.parametrize("k", [12, 20])  # after the checkpoint of step 2; between extrap_parent.json and config.json
+def test_an_hf_fine_tune_killed_resumes_with_only_out_bit_exact(k, llama, corpus, tmp_path, capsys):
+    """kill -9 at the k-th file-system operation (the record, checkpoint 2 and latest.json take 11), then
+    `--resume --out OUT` alone: the same final loss and weights as an uninterrupted fine-tune, as an HF folder."""
+    extra = ("--rope", "yarn", "--factor", "2", "--steps", "4", "--save-every", "2")
+    assert main(_hf_argv(llama, corpus, tmp_path / "straight", *extra)) == 0
+    out = tmp_path / "killed"
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(k), *_hf_argv(llama, corpus, out, *extra)],
+                          env={**os.environ}, capture_output=True)  # fmt: skip
+    assert proc.returncode == 137, proc.stderr
+    assert RunDir(out).latest().step == 2 and not (out / "config.json").exists()
+    assert main(_hf_argv(llama, corpus, out, *extra)) == 2  # started again without --resume: refused
+    for flag, said in ((("--lr", "0.5"), "train: lr"), (("--rope", "linear"), "(rope)")):
+        assert main(["train", "--resume", "--out", str(out), *flag]) == 2
+        assert said in capsys.readouterr().err and RunDir(out).latest().step == 2
+    assert main(["train", "--resume", "--out", str(out)]) == 0
+    done = [json.loads((d / "extrap_parent.json").read_text())["training"] for d in (tmp_path / "straight", out)]
+    assert done[0]["final_loss"] == done[1]["final_loss"] and done[1]["step"] == 4
+    a, b = load_file(str(tmp_path / "straight" / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (tmp_path / "straight").iterdir())
+    assert main(["train", "--resume", "--out", str(out)]) == 2  # finished: its result is kept
+    assert "finished hf: fine-tune" in capsys.readouterr().err

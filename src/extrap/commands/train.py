@@ -126,9 +126,14 @@ def run(args) -> int:
     # found out now, not after the training: a --csv that is a folder, a device, or a file of the run
     types.check_outputs(args, runs=[args.out], inputs=[("--config", args.config)], flags=("csv",))
     config = read_config_file(args.config)
-    init_from = _init_from(args, config)
+    record = _hf_record(args.out) if args.resume and args.init_from is None else None
+    init_from = _init_from(args, config, record is not None)
+    if record is not None:  # an hf: fine-tune stopped before it was written whole
+        from extrap.run.lineage import InitFrom
+
+        init_from = InitFrom(record.parent.path)
     if init_from is not None and init_from.source.startswith("hf:"):
-        return _run_hf(args, config, init_from)
+        return _run_hf(args, config, init_from, record)
     model_cfg, train_cfg = _configs(args, config, init_from)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
@@ -186,9 +191,13 @@ def _base(args, init_from):
     from dataclasses import asdict
 
     from extrap.config import PRESETS
+    from extrap.hf.finetune_state import RECORD_FILE
     from extrap.run import RunDir
 
     run = RunDir(args.out)
+    record = _hf_record(args.out) if args.resume else None
+    if record is not None:  # an hf: fine-tune's training settings (the rest: extrap.hf.finetune checks)
+        return None, ({}, asdict(record.train)), f"{args.out}/{RECORD_FILE}"
     if args.resume and run.exists():  # the run's own settings: --resume --out RUN needs no other flag
         saved = run.read_config()
         return saved, (saved.model.to_dict(), asdict(saved.train)), f"{args.out}/config.json"
@@ -202,10 +211,14 @@ def _base(args, init_from):
     return None, (parent.model.to_dict(), train), f"parent {init_from.source}, preset {args.preset or 'cpu'}"
 
 
-def _init_from(args, config: dict):
-    """The parent of a fine-tune (None: a run from scratch); --rope re-scales the parent's PE."""
+def _init_from(args, config: dict, hf_resume: bool = False):
+    """The parent of a fine-tune (None: a run from scratch, or resumed); --rope re-scales the parent's PE.
+    ``hf_resume``: an hf: fine-tune is resumed (its --rope/--factor, if given, must be the recorded ones)."""
     if args.init_from is None:
-        if args.init_step is not None or args.rope is not None or args.factor is not None:
+        rope = args.rope is not None or args.factor is not None
+        if args.resume and (args.init_step is not None or rope and not hf_resume):
+            raise ExtrapError("--init-step/--rope/--factor choose a fine-tune's start: a resumed run keeps its own")
+        if args.init_step is not None or rope and not hf_resume:
             flag = "--init-step" if args.init_step is not None else "--rope/--factor"
             raise ExtrapError(
                 f"{flag} needs --init-from (a scaling from scratch is a --pe spec: "
@@ -227,8 +240,18 @@ def _init_from(args, config: dict):
     return InitFrom(args.init_from, args.init_step)
 
 
-def _run_hf(args, config: dict, init_from) -> int:
-    """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`)."""
+def _hf_record(out):
+    """The record of an hf: fine-tune in progress in ``out`` (None: none); a finished one is kept."""
+    from extrap.hf.finetune_state import is_finished, read_record
+
+    if is_finished(out):
+        raise ExtrapError(f"{out} holds a finished hf: fine-tune; its result is kept")
+    return read_record(out)
+
+
+def _run_hf(args, config: dict, init_from, record=None) -> int:
+    """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`);
+    ``record``: resume that fine-tune, with its settings unless a flag names one (then it must agree)."""
     from extrap.hf.finetune import abf_base, finetune_hf
     from extrap.run.records import TrainReport
 
@@ -246,7 +269,10 @@ def _run_hf(args, config: dict, init_from) -> int:
     if refused:
         raise ExtrapError(f"--init-from hf: cannot honour {', '.join(refused)}")
     _, train_cfg = _configs(args, config, None)  # the model is the folder's; the preset gives training only
-    summary = finetune_hf(args.out, init_from, train_cfg, args.rope, args.factor, args.positions, base)
+    given = dict(rope=args.rope, factor=args.factor, positions=args.positions, base=base)
+    if record is not None:
+        given = {k: getattr(record, k) if v is None else v for k, v in given.items()}
+    summary = finetune_hf(args.out, init_from, train_cfg, resume=record is not None, **given)
     from extrap.hf.rope_config import read_rope_config
 
     pe = read_rope_config(args.out).spec

@@ -23,6 +23,7 @@ from extrap.run.protocol import EVAL_SPLITS, Run, eval_stream
 from extrap.run.trained import (
     TrainedRun,
     changed_settings,
+    differing,
     load_model_weights,
     model_weights,
     open_run,
@@ -75,6 +76,7 @@ __all__ = [
     "StoredParams",
     "TrainedRun",
     "changed_settings",
+    "differing",
     "refuse_changed_settings",
     "eval_stream",
     "is_hf",
