@@ -2,13 +2,15 @@
 
 The model is loaded with transformers in float32, its ``rope_parameters`` rebuilt for the requested
 transformers rope type (:func:`extrap.hf.rope.hf_rope_parameters`: ``--rope yarn --factor 4``, with the
-parent's length as ``original_max_position_embeddings``) and its ``max_position_embeddings`` set to the
-fine-tuning length; the parent's weights are loaded into it strictly, it trains with extrap's schedule
+parent's length as ``original_max_position_embeddings``), or plain RoPE of a new ``rope_theta`` (ABF,
+``--pe rope:base=B``), and its ``max_position_embeddings`` set to the fine-tuning length; the parent's
+weights are loaded into it strictly, it trains with extrap's schedule
 (:func:`extrap.train.lr_at`) on extrap's batches, and the result is written as an HF folder: that
 config, ``model.safetensors``, the parent's tokenizer files and ``extrap_parent.json`` (the
-:class:`~extrap.run.records.Parent` and the training summary).  The folder appears whole or not at all:
-it is written under a temporary name and renamed.  ``extrap.load("hf:OUT")`` and transformers'
-``from_pretrained`` then read the same model.
+:class:`~extrap.run.records.Parent` and the training summary), ``config.json`` last, so that the folder
+is a model only once whole.  While it trains it checkpoints and resumes like any run
+(:mod:`extrap.hf.finetune_state`).  ``extrap.load("hf:OUT")`` and transformers' ``from_pretrained`` then
+read the same model.
 """
 
 from __future__ import annotations
