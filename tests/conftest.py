@@ -21,6 +21,18 @@ def tiny_text(tmp_path):
 
 
 @pytest.fixture(scope="session")
+def stdlib_corpus(tmp_path_factory) -> str:
+    """30 stdlib source files as text:PATH, one folder for the whole session (fine-tune and resume tests)."""
+    import sysconfig
+    from pathlib import Path
+
+    folder = tmp_path_factory.mktemp("corpus")
+    for p in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:30]:
+        (folder / p.name).write_text(p.read_text(encoding="utf-8", errors="replace"))
+    return f"text:{folder}"
+
+
+@pytest.fixture(scope="session")
 def hf_tokenizer():
     """A byte-level BPE tokenizer of 300 tokens trained on stdlib source, for tiny hf: models."""
     import sysconfig

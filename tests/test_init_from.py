@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,11 +24,8 @@ from killer import KILLER
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> str:
-    folder = tmp_path_factory.mktemp("corpus")
-    for p in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:30]:
-        (folder / p.name).write_text(p.read_text(encoding="utf-8", errors="replace"))
-    return f"text:{folder}"
+def corpus(stdlib_corpus) -> str:
+    return stdlib_corpus
 
 
 def _parent(root: Path, pe: str, corpus: str) -> Path:
@@ -77,6 +74,24 @@ def test_later_commands_read_the_child_with_its_own_encoding(rope_parent, corpus
     assert main(["eval", str(out), "--lengths", "128", "--tokens", "256", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["pe"], report["train_length"]) == ("rope:base=500000", 64)
+
+
+def test_a_child_inherits_its_parents_model_without_a_preset(rope_parent, corpus, tmp_path, capsys):
+    """The smoke parent's shapes (and the rest of its model section) are the child's without --preset smoke;
+    training comes from the default preset and the flags as for any run."""
+    out = tmp_path / "abf"
+    argv = ["train", "--init-from", str(rope_parent), "--train-length", "128", "--pe", "rope:base=500000",
+            "--steps", "1", "--batch-size", "2", "--corpus", corpus, "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    parent, child = RunDir(rope_parent).read_config(), RunDir(out).read_config()
+    assert child.model == replace(parent.model, pe="rope:base=500000")
+    cpu = build_configs(None, "cpu")[1]
+    assert (child.train.lr, child.train.warmup, child.train.train_length) == (cpu.lr, cpu.warmup, 128)
+    model = tmp_path / "model.yaml"  # a --config model section that changes a shape is refused, naming it
+    model.write_text("model:\n  d_model: 64\n  dropout: 0.1\n")
+    assert main([*argv[:-1], str(tmp_path / "wide"), "--config", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert "d_model 32 -> 64" in err and "dropout" not in err and not (tmp_path / "wide").exists()
 
 
 def test_rope_and_factor_rescale_the_parents_pe_as_eval_reads_it(rope_parent, corpus, tmp_path):
@@ -171,26 +186,31 @@ def _resume_argv(argv: list[str], parent) -> list[str]:
     return [a for a in argv if a not in ("--init-from", str(parent))] + ["--resume"]
 
 
-def test_a_child_killed_after_a_checkpoint_resumes_bit_exact(straight, rope_parent, corpus, tmp_path):
-    """kill -9 at the 15th file-system operation (after the checkpoint of step 3, see test_faults.py)."""
+def test_a_child_killed_after_a_checkpoint_resumes_bit_exact(straight, rope_parent, corpus, tmp_path, capsys):
+    """kill -9 at the 15th file-system operation (after the checkpoint of step 3, see test_faults.py); then
+    `--resume --out CHILD` alone: the PE, parent, corpus, preset settings and steps are the child's own."""
     out = tmp_path / "killed"
     argv = _child_argv(rope_parent, corpus, out, *YARN)
     proc = subprocess.run([sys.executable, "-c", KILLER, "15", *argv], env={**os.environ}, capture_output=True)
     assert proc.returncode == 137, proc.stderr
     assert RunDir(out).latest().step == 3 and not RunDir(out).is_finished()
-    assert main(_resume_argv(argv, rope_parent)) == 0
+    for flag, said in ((("--pe", "rope"), "model: pe"), (("--preset", "cpu"), "model: d_model, n_head, n_layer")):
+        assert main(["train", "--resume", "--out", str(out), *flag]) == 2  # a setting that differs: refused
+        assert said in capsys.readouterr().err and RunDir(out).latest().step == 3
+    assert main(["train", "--resume", "--out", str(out)]) == 0
     assert RunDir(out).read_final().final_loss == RunDir(straight).read_final().final_loss
     assert RunDir(out).read_config().parent == RunDir(straight).read_config().parent
+    assert main(_resume_argv(argv, rope_parent)) == 2  # the original command, finished: its result is kept
+    assert "finished training at step 6" in capsys.readouterr().err
 
 
 def test_a_child_stopped_before_its_first_checkpoint_starts_again_from_its_parent(
     straight, rope_parent, corpus, tmp_path, capsys
 ):
-    argv = _child_argv(rope_parent, corpus, tmp_path / "child", *YARN)
     m, t = build_configs(YARN[1], "smoke", overrides=dict(steps=6, save_every=3, corpus=corpus, train_length=64))
     train(tmp_path / "child", m, t, progress=False, stop_after=0, init_from=str(rope_parent))
     assert RunDir(tmp_path / "child").exists() and RunDir(tmp_path / "child").latest() is None
-    assert main(_resume_argv(argv, rope_parent)) == 0
+    assert main(["train", "--resume", "--out", str(tmp_path / "child")]) == 0
     assert RunDir(tmp_path / "child").read_final().final_loss == RunDir(straight).read_final().final_loss
 
 
@@ -203,9 +223,7 @@ def test_a_child_stopped_before_its_first_checkpoint_refuses_a_changed_parent(tm
     weights = _weights(parent)
     weights["tok.weight"][0, 0] += 1.0
     save_file(weights, str(RunDir(parent).latest().weights))
-    argv = ["train", "--preset", "smoke", "--pe", "rope", "--steps", "2", "--corpus", corpus,
-            "--train-length", "32", "--out", str(tmp_path / "child"), "--resume"]  # fmt: skip
-    assert main(argv) == 2
+    assert main(["train", "--out", str(tmp_path / "child"), "--resume"]) == 2
     assert "sha256 differs" in capsys.readouterr().err
     assert RunDir(tmp_path / "child").latest() is None
 
@@ -261,11 +279,34 @@ def test_an_hf_llama_fine_tuned_with_yarn_is_written_back_as_an_hf_folder(llama,
     assert not torch.equal(parent.model.embed_tokens.weight, hf.model.embed_tokens.weight)  # it trained
 
 
+def test_abf_on_an_hf_llama_writes_rope_theta_as_extrap_spells_it(llama, corpus, tmp_path):
+    """`--pe rope:base=500000` (ABF, as for an extrap run) becomes the written folder's rope_theta."""
+    import transformers
+
+    from extrap.hf.rope_config import read_rope_config
+    from extrap.positional.rotary import Rotary
+
+    out = tmp_path / "abf"
+    assert main(_hf_argv(llama, corpus, out, "--pe", "rope:base=500000")) == 0
+    written = json.loads((out / "config.json").read_text())
+    assert written["rope_parameters"] == {"rope_type": "default", "rope_theta": 500000.0}
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    inv, attention = Rotary(base=500000).frequencies(8)  # θ_i = B^(-2i/d), Su et al. 2021 eq. 15
+    assert torch.allclose(hf.model.rotary_emb.inv_freq, inv, rtol=1e-6, atol=0) and attention == 1
+    run = extrap.load(f"hf:{out}", device="cpu", dtype="float32")
+    assert read_rope_config(out).spec == "rope:base=500000.0"  # what extrap theory --checkpoint reads
+    ids = torch.randint(0, 300, (1, 96), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert (run.model(ids).logits - hf(input_ids=ids).logits).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize(
     "extra, said",
     [
         (("--train-length", "16"), "shorter than the parent's training length 32"),
-        (("--pe", "rope"), "cannot honour --pe"),
+        (("--pe", "alibi"), "takes --pe rope:base=B"),
+        (("--pe", "rope:scaling=yarn,factor=4,original_max_position=32"), "a scaling is --rope TYPE"),
+        (("--pe", "rope:base=500000", "--rope", "yarn"), "give one of them"),
         (("--resume",), "--resume"),
         (("--init-step", "2"), "no init step"),
         (("--rope", "yarn:beta_fast=-1"), "beta_fast"),
@@ -282,3 +323,28 @@ def test_bad_hf_input_is_refused_in_one_line_and_writes_nothing(extra, said, lla
 def test_a_missing_hf_parent_is_refused(tmp_path, corpus, capsys):
     assert main(_hf_argv(tmp_path / "nope", corpus, tmp_path / "child")) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "child").exists()
+
+
+@pytest.mark.parametrize("k", [12, 20])  # after the checkpoint of step 2; between extrap_parent.json and config.json
+def test_an_hf_fine_tune_killed_resumes_with_only_out_bit_exact(k, llama, corpus, tmp_path, capsys):
+    """kill -9 at the k-th file-system operation (the record, checkpoint 2 and latest.json take 11), then
+    `--resume --out OUT` alone: the same final loss and weights as an uninterrupted fine-tune, as an HF folder."""
+    extra = ("--rope", "yarn", "--factor", "2", "--steps", "4", "--save-every", "2")
+    assert main(_hf_argv(llama, corpus, tmp_path / "straight", *extra)) == 0
+    out = tmp_path / "killed"
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(k), *_hf_argv(llama, corpus, out, *extra)],
+                          env={**os.environ}, capture_output=True)  # fmt: skip
+    assert proc.returncode == 137, proc.stderr
+    assert RunDir(out).latest().step == 2 and not (out / "config.json").exists()
+    assert main(_hf_argv(llama, corpus, out, *extra)) == 2  # started again without --resume: refused
+    for flag, said in ((("--lr", "0.5"), "train: lr"), (("--rope", "linear"), "(rope)")):
+        assert main(["train", "--resume", "--out", str(out), *flag]) == 2
+        assert said in capsys.readouterr().err and RunDir(out).latest().step == 2
+    assert main(["train", "--resume", "--out", str(out)]) == 0
+    done = [json.loads((d / "extrap_parent.json").read_text())["training"] for d in (tmp_path / "straight", out)]
+    assert done[0]["final_loss"] == done[1]["final_loss"] and done[1]["step"] == 4
+    a, b = load_file(str(tmp_path / "straight" / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (tmp_path / "straight").iterdir())
+    assert main(["train", "--resume", "--out", str(out)]) == 2  # finished: its result is kept
+    assert "finished hf: fine-tune" in capsys.readouterr().err

@@ -94,12 +94,26 @@ PRESETS: dict[str, Preset] = {
 
 
 def build_configs(
-    pe: str | None, preset: str = "cpu", config: dict | None = None, overrides: dict | None = None
+    pe: str | None,
+    preset: str | None = "cpu",
+    config: dict | None = None,
+    overrides: dict | None = None,
+    base: tuple[dict, dict] | None = None,
 ) -> tuple[ModelConfig, TrainConfig]:
-    """Preset, then a config file's {model: ..., train: ...}, then overrides (None values are skipped)."""
-    if preset not in PRESETS:
+    """Preset, then a config file's {model: ..., train: ...}, then overrides (None values are skipped).
+
+    ``base``: the (model, train) settings to start from instead of the dataclass defaults and a preset
+    (a run's own when it is resumed, a parent's model when it is fine-tuned); a preset given (not None)
+    still applies on top of them.  Without a base, no preset means ``cpu``.
+    """
+    if preset is not None and preset not in PRESETS:
         raise ExtrapError(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
-    model_d, train_d = dict(PRESETS[preset].model), dict(PRESETS[preset].train)
+    if base is None:
+        base, preset = ({}, {}), preset or "cpu"
+    model_d, train_d = dict(base[0]), dict(base[1])
+    if preset is not None:
+        model_d.update(PRESETS[preset].model)
+        train_d.update(PRESETS[preset].train)
     config = config or {}
     unknown = sorted(set(config) - {"model", "train"})
     if unknown:

@@ -23,7 +23,7 @@ from extrap.io import run_metadata
 from extrap.model import GPT, ModelConfig
 from extrap.model.budget import check_training_memory
 from extrap.progress import StepProgress
-from extrap.run import RunConfig, RunDir, changed_settings, load_model_weights, model_weights
+from extrap.run import RunConfig, RunDir, load_model_weights, model_weights, refuse_changed_settings
 from extrap.run.lineage import InitFrom, ParentWeights, check_child, read_parent, reread_parent, start_from_parent
 from extrap.run.lock import exclusive
 from extrap.run.records import MetricsRecord, TrainingSummary, TrainState
@@ -137,13 +137,7 @@ def _check_resume(run_dir: RunDir, model_cfg: ModelConfig, train_cfg: TrainConfi
             "(to train it further, resume with more steps)"
         )
     extend = train_cfg.steps > saved.train.steps
-    diff = changed_settings(saved, model_cfg, train_cfg, ignore=("steps",) if extend else ())
-    if diff:
-        raise ExtrapError(
-            "resume: settings differ from the saved run ("
-            + "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff)
-            + ")"
-        )
+    refuse_changed_settings(saved, model_cfg, train_cfg, ignore=("steps",) if extend else ())
     if extend and rank == 0:  # the run now aims further: its config says so, and it is no longer finished
         log.info("%s: extending from %d to %d steps", run_dir.path, saved.train.steps, train_cfg.steps)
         run_dir.write_config(replace(saved, train=replace(saved.train, steps=train_cfg.steps)))

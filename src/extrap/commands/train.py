@@ -16,11 +16,18 @@ def register(sub) -> None:
         description="Train a GPT-style LM; checkpoints are safetensors + JSON, resume is exact.",
     )
     p.add_argument(
-        "--pe", type=types.pe, help="positional scheme spec (see `extrap pe list`); default from preset/config"
+        "--pe",
+        type=types.pe,
+        help="positional scheme spec (see `extrap pe list`); default from preset/config, with --init-from the parent's",
     )
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--config", help="YAML or JSON file with 'model' and 'train' sections")
-    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+    p.add_argument(
+        "--preset",
+        help="smoke | cpu | paper: model and training settings (default: cpu). With --init-from the model is the "
+        "parent's (a preset's layers, width, heads must be the parent's) and training is the preset's; with "
+        "--resume every setting is the run's own (config.json) and a preset, --config or flag must agree with it",
+    )
     p.add_argument("--steps", type=int)
     p.add_argument("--train-length", type=int, dest="train_length")
     p.add_argument("--batch-size", type=int, dest="batch_size")
@@ -44,8 +51,19 @@ def register(sub) -> None:
     )
     types.add_device(p, note="default: the config's, else auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its last checkpoint with its own saved settings: no other flag is "
+        "needed (a fine-tune's PE and parent included); a setting given that differs from the run's is refused, "
+        "except a larger --steps (train further), --device, --threads and --save-every",
+    )
     _add_init_arguments(p)
+    _add_output_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _add_output_arguments(p) -> None:
     p.add_argument(
         "--tensorboard",
         action="store_true",
@@ -57,7 +75,6 @@ def register(sub) -> None:
         help="print the final summary as JSON (progress then shows only on a terminal; warnings always)",
     )
     p.add_argument("--csv", metavar="PATH", help="also write the final summary as one CSV row to PATH (atomically)")
-    p.set_defaults(func=run)
 
 
 def _add_init_arguments(p) -> None:
@@ -83,39 +100,41 @@ def _add_init_arguments(p) -> None:
     )
 
 
+# The flags that set a run's settings (the same names in ModelConfig/TrainConfig).
+SETTINGS = (
+    "steps",
+    "train_length",
+    "batch_size",
+    "grad_accum",
+    "lr",
+    "corpus",
+    "tokenizer",
+    "seed",
+    "save_every",
+    "positions",
+    "device",
+    "threads",
+    "task",
+    "task_mix",
+)
+
+
 def run(args) -> int:
-    from extrap.config import build_configs, read_config_file
+    from extrap.config import read_config_file
     from extrap.train import train
 
-    keys = (
-        "steps",
-        "train_length",
-        "batch_size",
-        "grad_accum",
-        "lr",
-        "corpus",
-        "tokenizer",
-        "seed",
-        "save_every",
-        "positions",
-        "device",
-        "threads",
-        "task",
-        "task_mix",
-    )
     # found out now, not after the training: a --csv that is a folder, a device, or a file of the run
     types.check_outputs(args, runs=[args.out], inputs=[("--config", args.config)], flags=("csv",))
-    overrides = {k: getattr(args, k) for k in keys}
     config = read_config_file(args.config)
-    init_from = _init_from(args, config)
-    try:
-        model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides)
-    except ExtrapError as e:  # say where a bad setting may have come from
-        raise ExtrapError(
-            f"{e} (settings: preset {args.preset}" + (f", {args.config}" if args.config else "") + ", command line)"
-        ) from None
+    record = _hf_record(args.out) if args.resume and args.init_from is None else None
+    init_from = _init_from(args, config, record is not None)
+    if record is not None:  # an hf: fine-tune stopped before it was written whole
+        from extrap.run.lineage import InitFrom
+
+        init_from = InitFrom(record.parent.path)
     if init_from is not None and init_from.source.startswith("hf:"):
-        return _run_hf(args, config, train_cfg, init_from)
+        return _run_hf(args, config, init_from, record)
+    model_cfg, train_cfg = _configs(args, config, init_from)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         import torch.distributed as dist
@@ -142,10 +161,64 @@ def run(args) -> int:
     return 0
 
 
-def _init_from(args, config: dict):
-    """The parent of a fine-tune (None: a run from scratch); without --pe it keeps the parent's PE."""
+def _configs(args, config: dict, init_from):
+    """The settings, later layers winning: the base (the run's own on --resume, the parent's model with
+    --init-from, else none), the preset (given, else cpu without a base; a fine-tune's training part always),
+    the --config file, the flags.  Resumed, the result must be the run's own settings."""
+    from extrap.config import build_configs
+
+    saved, base, where = _base(args, init_from)
+    overrides = {k: getattr(args, k) for k in SETTINGS}
+    try:
+        model_cfg, train_cfg = build_configs(args.pe, args.preset, config, overrides, base)
+    except ExtrapError as e:  # say where a bad setting may have come from
+        raise ExtrapError(
+            f"{e} (settings: {where}" + (f", {args.config}" if args.config else "") + ", command line)"
+        ) from None
+    if saved is not None:  # every setting that differs, named; more steps extend a run only when asked by name
+        from extrap.run import refuse_changed_settings
+
+        steps_given = args.steps is not None or "steps" in (config.get("train") or {})
+        more = not steps_given and train_cfg.steps != saved.train.steps
+        hint = "give --steps N to train it further" if more else ""
+        refuse_changed_settings(saved, model_cfg, train_cfg, ignore=("steps",) if steps_given else (), hint=hint)
+    return model_cfg, train_cfg
+
+
+def _base(args, init_from):
+    """The saved config of a run resumed (else None), the settings a run starts from before the preset,
+    config and flags (None: none), and where they come from."""
+    from dataclasses import asdict
+
+    from extrap.config import PRESETS
+    from extrap.hf.finetune_state import RECORD_FILE
+    from extrap.run import RunDir
+
+    run = RunDir(args.out)
+    record = _hf_record(args.out) if args.resume else None
+    if record is not None:  # an hf: fine-tune's training settings (the rest: extrap.hf.finetune checks)
+        return None, ({}, asdict(record.train)), f"{args.out}/{RECORD_FILE}"
+    if args.resume and run.exists():  # the run's own settings: --resume --out RUN needs no other flag
+        saved = run.read_config()
+        return saved, (saved.model.to_dict(), asdict(saved.train)), f"{args.out}/config.json"
+    if init_from is None:
+        return None, None, "preset " + (args.preset or "cpu")
+    from extrap.run.lineage import parent_config
+
+    # the parent's model (its shapes, PE and the rest) and tokenizer; training from the preset as for any run
+    parent = parent_config(init_from.source)
+    train = {**PRESETS[args.preset or "cpu"].train, "tokenizer": parent.tokenizer}
+    return None, (parent.model.to_dict(), train), f"parent {init_from.source}, preset {args.preset or 'cpu'}"
+
+
+def _init_from(args, config: dict, hf_resume: bool = False):
+    """The parent of a fine-tune (None: a run from scratch, or resumed); --rope re-scales the parent's PE.
+    ``hf_resume``: an hf: fine-tune is resumed (its --rope/--factor, if given, must be the recorded ones)."""
     if args.init_from is None:
-        if args.init_step is not None or args.rope is not None or args.factor is not None:
+        rope = args.rope is not None or args.factor is not None
+        if args.resume and (args.init_step is not None or rope and not hf_resume):
+            raise ExtrapError("--init-step/--rope/--factor choose a fine-tune's start: a resumed run keeps its own")
+        if args.init_step is not None or rope and not hf_resume:
             flag = "--init-step" if args.init_step is not None else "--rope/--factor"
             raise ExtrapError(
                 f"{flag} needs --init-from (a scaling from scratch is a --pe spec: "
@@ -154,28 +227,38 @@ def _init_from(args, config: dict):
         return None
     if args.resume:
         raise ExtrapError("--init-from starts a new run from a parent and --resume continues one: give one of them")
-    from extrap.run.lineage import InitFrom, parent_pe, rescaled_parent_pe
+    from extrap.run.lineage import InitFrom, rescaled_parent_pe
 
     if args.init_from.startswith("hf:"):  # its RoPE is its config's: --rope goes to extrap.hf.finetune
         return InitFrom(args.init_from, args.init_step)
     if args.rope is not None or args.factor is not None:
-        if args.pe is not None:
-            raise ExtrapError("--rope re-scales the parent's PE and --pe replaces it: give one of them")
+        if args.pe is not None or "pe" in (config.get("model") or {}):
+            raise ExtrapError(
+                "--rope re-scales the parent's PE and --pe (or a --config model pe) replaces it: give one of them"
+            )
         args.pe = rescaled_parent_pe(args.init_from, args.rope, args.factor)
-    elif args.pe is None and "pe" not in (config.get("model") or {}):
-        args.pe = parent_pe(args.init_from)
     return InitFrom(args.init_from, args.init_step)
 
 
-def _run_hf(args, config: dict, train_cfg, init_from) -> int:
-    """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`)."""
-    from extrap.hf.finetune import finetune_hf
+def _hf_record(out):
+    """The record of an hf: fine-tune in progress in ``out`` (None: none); a finished one is kept."""
+    from extrap.hf.finetune_state import is_finished, read_record
+
+    if is_finished(out):
+        raise ExtrapError(f"{out} holds a finished hf: fine-tune; its result is kept")
+    return read_record(out)
+
+
+def _run_hf(args, config: dict, init_from, record=None) -> int:
+    """``--init-from hf:DIR``: fine-tune the HF model and write it as an HF folder (:mod:`extrap.hf.finetune`);
+    ``record``: resume that fine-tune, with its settings unless a flag names one (then it must agree)."""
+    from extrap.hf.finetune import abf_base, finetune_hf
     from extrap.run.records import TrainReport
 
+    base = abf_base(args.pe) if args.pe is not None else None
     refused = [
         flag
         for flag, given in (
-            ("--pe (an hf: model's RoPE is changed with --rope)", args.pe is not None),
             ("--tokenizer (an hf: model keeps its own)", args.tokenizer is not None),
             ("--tensorboard", args.tensorboard),
             ("a --config model section", bool(config.get("model"))),
@@ -185,7 +268,11 @@ def _run_hf(args, config: dict, train_cfg, init_from) -> int:
     ]
     if refused:
         raise ExtrapError(f"--init-from hf: cannot honour {', '.join(refused)}")
-    summary = finetune_hf(args.out, init_from, train_cfg, args.rope, args.factor, args.positions)
+    _, train_cfg = _configs(args, config, None)  # the model is the folder's; the preset gives training only
+    given = dict(rope=args.rope, factor=args.factor, positions=args.positions, base=base)
+    if record is not None:
+        given = {k: getattr(record, k) if v is None else v for k, v in given.items()}
+    summary = finetune_hf(args.out, init_from, train_cfg, resume=record is not None, **given)
     from extrap.hf.rope_config import read_rope_config
 
     pe = read_rope_config(args.out).spec

@@ -20,7 +20,15 @@ from extrap.run.config import READABLE_FORMATS, RUN_FORMAT, RunConfig, RunFormat
 from extrap.run.directory import Checkpoint, RunDir
 from extrap.run.parameters import StoredParams, read_bias_parameters, trained_bias_values
 from extrap.run.protocol import EVAL_SPLITS, Run, eval_stream
-from extrap.run.trained import TrainedRun, changed_settings, load_model_weights, model_weights, open_run
+from extrap.run.trained import (
+    TrainedRun,
+    changed_settings,
+    differing,
+    load_model_weights,
+    model_weights,
+    open_run,
+    refuse_changed_settings,
+)
 
 HF_PREFIX = "hf:"
 
@@ -68,6 +76,8 @@ __all__ = [
     "StoredParams",
     "TrainedRun",
     "changed_settings",
+    "differing",
+    "refuse_changed_settings",
     "eval_stream",
     "is_hf",
     "load",

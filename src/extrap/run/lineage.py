@@ -77,9 +77,9 @@ def read_parent(init: InitFrom) -> ParentWeights:
     return ParentWeights(record, config, weights)
 
 
-def parent_pe(source: str) -> str:
-    """The PE a parent run was trained with (a fine-tune's default)."""
-    return _parent_dir(source).read_config().pe
+def parent_config(source: str) -> RunConfig:
+    """A parent run's settings: a fine-tune's model (its shapes, PE, ...) and tokenizer unless it names others."""
+    return _parent_dir(source).read_config()
 
 
 def rescaled_parent_pe(source: str, rope: str | None, factor: float | None) -> str:
@@ -164,7 +164,7 @@ __all__ = [
     "InitFrom",
     "ParentWeights",
     "check_child",
-    "parent_pe",
+    "parent_config",
     "rescaled_parent_pe",
     "read_parent",
     "reread_parent",

@@ -202,10 +202,22 @@ def changed_settings(
     with a difference (``ignore``: train keys)."""
     out = []
     for section, mine, theirs in (("model", model_cfg, saved.model), ("train", train_cfg, saved.train)):
-        skip = set(TrainConfig.RESUMABLE) | set(ignore) if section == "train" else set()
-        diff = sorted(
-            f.name for f in fields(mine) if f.name not in skip and getattr(mine, f.name) != getattr(theirs, f.name)
-        )
+        diff = differing(mine, theirs, (*TrainConfig.RESUMABLE, *ignore) if section == "train" else ())
         if diff:
             out.append((section, diff))
     return out
+
+
+def differing(mine, theirs, skip: tuple[str, ...] = ()) -> list[str]:
+    """The fields of two dataclasses of one type whose values differ (sorted), ``skip`` left out."""
+    return sorted(
+        f.name for f in fields(mine) if f.name not in skip and getattr(mine, f.name) != getattr(theirs, f.name)
+    )
+
+
+def refuse_changed_settings(saved: RunConfig, model_cfg, train_cfg, ignore: tuple[str, ...] = (), hint: str = ""):
+    """ExtrapError naming every setting of a resumption that differs from the saved run (``hint``: appended)."""
+    diff = changed_settings(saved, model_cfg, train_cfg, ignore)
+    if diff:
+        named = "; ".join(f"{sec}: {', '.join(keys)}" for sec, keys in diff)
+        raise ExtrapError(f"resume: settings differ from the saved run ({named})" + (f"; {hint}" if hint else ""))
