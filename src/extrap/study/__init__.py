@@ -18,19 +18,14 @@ from extrap.errors import ExtrapError
 from extrap.experiments import registry
 from extrap.results import StudyResults, slug
 from extrap.run.directory import refuse_run_folder
-from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
 from extrap.study.presets import (
     ALIGNMENT_DEFAULT_PES,
     ALIGNMENT_PRESETS,
-    DEFAULT_PES,
     EFFECTIVE_LENGTH_DEFAULT_PES,
     EFFECTIVE_LENGTH_PRESETS,
-    STUDY_PRESETS,
     AlignmentSettings,
     EffectiveLengthSettings,
-    SlopeVariants,
-    StudySettings,
 )
 
 EXPERIMENTS = registry.names()
@@ -96,22 +91,16 @@ def run_alignment_study(
 __all__ = [
     "ALIGNMENT_DEFAULT_PES",
     "ALIGNMENT_PRESETS",
-    "DEFAULT_PES",
     "EFFECTIVE_LENGTH_DEFAULT_PES",
     "EFFECTIVE_LENGTH_PRESETS",
     "EXPERIMENTS",
-    "PROTOCOLS",
-    "STUDY_PRESETS",
     "AlignmentSettings",
     "EffectiveLengthSettings",
-    "SlopeVariants",
     "StudyExistsError",
     "StudyMismatchError",
     "StudyRequest",
-    "StudySettings",
     "run_alignment_study",
     "run_jobs",
     "run_study",
-    "slope_variants",
     "slug",
 ]
