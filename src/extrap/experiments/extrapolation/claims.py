@@ -1,8 +1,8 @@
-"""The claims checklist: each paper claim judged ✔ / ✘ / – against the study's numbers.
+"""The claims of experiments ``extrapolation`` (000) and ``alibi-slopes`` (003 §4), each judged ✔ / ✘ / –.
 
 A claim is True only when the data reproduce it, False when they contradict it, None when
 the data it needs are missing: nothing is forced.  Claims about trained models are judged
-only on the models that learned (:mod:`.gate`); a claim none of whose models learned is
+only on the models that learned (:mod:`extrap.report.gate`); a claim none of whose models learned is
 "not tested" (``untested``), with the losses and the unigram entropy as evidence.  Claims
 about the formulas alone (TRF(Type2) < TRF(Type1)) and about inference cost do not depend
 on training.

@@ -224,7 +224,7 @@ def slopes_context(results: StudyResults, figures: dict, notes: dict) -> dict | 
 
 
 def extrapolation_context(results: StudyResults, figures: dict, notes: dict) -> dict:
-    """What templates/extrapolation.html.j2 shows; a None section is reported missing."""
+    """What extrapolation.html.j2 shows; a None section is reported missing."""
     main = main_protocol(figures)
     return {
         "main": {

@@ -23,7 +23,6 @@ from functools import cache
 from pathlib import Path
 
 from extrap.erf import RunErf
-from extrap.errors import ExtrapError
 from extrap.experiments.extrapolation.measure import (
     THEORY_EPS,
     erf_section,
@@ -38,16 +37,9 @@ from extrap.io import atomic_write_json
 from extrap.results import EvalReport, Slopes, SlopeVariant, StudyResults, Timing, slug
 from extrap.run import RunDir
 from extrap.study.learning import learning_gate
-from extrap.study.orchestrator import (
-    Experiment,
-    Job,
-    Outcome,
-    StudyRecord,
-    StudyRequest,
-    provenance,
-    run_summary,
-    saved_record,
-)
+from extrap.study.models import preset_settings
+from extrap.study.orchestrator import provenance, run_summary, saved_record
+from extrap.study.plan import Experiment, Job, Outcome, StudyRecord, StudyRequest
 from extrap.study.trained import TrainedTheory, trained_theory
 
 TIMING_FILE = "timing.json"
@@ -165,9 +157,7 @@ def build(request: StudyRequest) -> Experiment:
     from extrap import positional
     from extrap.config import build_configs
 
-    if request.preset not in PRESETS:
-        raise ExtrapError(f"unknown preset {request.preset!r} (choose from {', '.join(PRESETS)})")
-    settings = PRESETS[request.preset]
+    settings: StudySettings = preset_settings(PRESETS, request.preset)
     overrides = {"steps": request.steps, "corpus": request.corpus, "device": request.device}
     model_cfg, train_cfg = build_configs("nope", settings.train_preset, overrides=overrides)
     L_tr = train_cfg.train_length
