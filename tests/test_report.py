@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from extrap import report
+from extrap.experiments.extrapolation.claims import sliding_relative
+from extrap.experiments.extrapolation.lookup import num_heads, pe_verdict
 from extrap.results import StudyResults
 
 L_TR = 128
@@ -208,7 +210,7 @@ def test_verdict_falls_back_to_nonoverlapping():
     r = make_results()
     for pe in PES:
         del r["eval"][pe]["last-token"]
-    assert report.pe_verdict(typed(r), "alibi")[2] == "nonoverlapping"
+    assert pe_verdict(typed(r), "alibi")[2] == "nonoverlapping"
     assert claims_by_name(r)[CONV].ok is True
 
 
@@ -249,7 +251,7 @@ def test_the_trf_claim_needs_only_the_formulas():
 def test_timing_ratio_recomputed_from_seconds():
     r = make_results()
     del r["timing"]["rows"][0]["relative"]
-    assert report.sliding_relative(typed(r)) == pytest.approx(sum([0.9, 1.8, 3.5, 7.0]) / sum([0.03, 0.06, 0.11, 0.22]))
+    assert sliding_relative(typed(r)) == pytest.approx(sum([0.9, 1.8, 3.5, 7.0]) / sum([0.03, 0.06, 0.11, 0.22]))
 
 
 # ---------------------------------------------------------------------------
@@ -304,7 +306,7 @@ def test_learned_pe_heatmap_uses_the_trained_run(tmp_path, tiny_text):
     train(tmp_path / "runs" / "kerple-log", m, t, progress=False)
     r = {"pes": ["kerple-log", "t5"], "runs": {"kerple-log": {"run_dir": "runs/kerple-log"}}}
     notes = {}
-    assert report.num_heads(typed(r), tmp_path) == m.n_head
+    assert num_heads(typed(r), tmp_path) == m.n_head
     assert "heatmaps" in report.write_figures(typed(r), tmp_path, notes)
     assert "kerple-log: trained values of layer 0" in notes["heatmaps"]
     assert "t5: initial values" in notes["heatmaps"] and f"of {m.n_head}" in notes["heatmaps"]
@@ -373,7 +375,7 @@ def test_report_is_navigable(full_report):
 
 
 def test_main_figure_has_bands_and_a_panel_for_the_flat_curves():
-    from extrap.report import figures
+    from extrap.experiments.extrapolation import figures
 
     fig = figures.ppl_figure(typed(make_results()), "last-token")
     left, right = fig.axes

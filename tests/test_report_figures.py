@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from extrap.experiments.extrapolation import figures, shapes
 from extrap.plotting import new_figure
-from extrap.report import figures, shapes
 from extrap.results import StudyResults
 from extrap.theory import plots, receptive_field
 
@@ -259,7 +259,7 @@ def test_gradient_curves_caption_names_the_length_and_the_models_that_did_not_le
 
 def test_ppl_table_marks_the_verdict_of_a_model_that_did_not_learn():
     """000 Definition 0.1 says 'extrapolates' of a flat curve: the table adds that an untrained model did not learn."""
-    from extrap.report.sections import ppl_table
+    from extrap.experiments.extrapolation.tables import ppl_table
 
     res = ppl_results(2, untrained="window:2")
     for pe in ("window:1", "window:2"):  # the reports are frozen records

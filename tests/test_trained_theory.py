@@ -130,9 +130,10 @@ def test_auto_window_follows_the_checkpoint(kerple_run, tmp_path, capsys):
 
 
 def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
-    from extrap.report.sections import erf_context, theory_table
+    from extrap.experiments.extrapolation.measure import erf_entry, theory_rows
+    from extrap.experiments.extrapolation.page import erf_context
+    from extrap.experiments.extrapolation.tables import theory_table
     from extrap.results import StudyResults
-    from extrap.study.extrapolation import erf_entry, theory_rows
     from extrap.theory import receptive_field
 
     out = study_theory(kerple_run)
@@ -159,9 +160,9 @@ def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
 
 def test_t5_buckets_are_shown_trained_and_initial(tmp_path):
     """T5's learned table: every head's buckets recorded, summarised in the table beside the initial zeros."""
-    from extrap.report.sections import theory_table
+    from extrap.experiments.extrapolation.measure import theory_rows
+    from extrap.experiments.extrapolation.tables import theory_table
     from extrap.results import StudyResults
-    from extrap.study.extrapolation import theory_rows
     from extrap.study.trained import trained_theory
 
     run = train_run(tmp_path, "t5", steps=3)

@@ -20,6 +20,11 @@ A package holds all of its experiment (``rope_base/`` and ``extension/`` are the
   ``figures.py``: its figures (axes shared with others in :mod:`extrap.report.panels`); ``page.py``: the
   fragment's context and ``missing``, with ``<name>.html.j2``; ``readme.py``: its README block and markers.
 
+``extrapolation/`` (with ``alibi-slopes``) declares no ``ResultsBlock``: its sections (theory, erf, spearman,
+slopes, timing) are results.json's own top-level keys, interleaved with the shared ones since the first
+version, so :class:`~extrap.results.StudyResults` keeps them as fields and every committed file re-serialises
+byte for byte.
+
 An experiment may import another one (extension trains and measures with rope-base's code); a shared module
 never imports an experiment.  One model per PE trained on a task mix is shared skeleton
 (:mod:`extrap.study.models`: the job, the output, the checks, results.json's shared sections).

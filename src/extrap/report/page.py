@@ -12,7 +12,7 @@ from extrap.io import atomic_write_text
 from extrap.report.claims import compute_claims
 from extrap.report.contents import contents
 from extrap.report.figures import write_figures
-from extrap.report.sections import learning_text, runs_table
+from extrap.report.runs import learning_text, runs_table
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults
 

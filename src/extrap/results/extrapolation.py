@@ -1,7 +1,10 @@
 """The sections of an extrapolation or ALiBi-slope study: theory, runs, receptive fields, timing.
 
 Its evaluation section holds :class:`extrap.results.evaluation.EvalReport` records, the reports of
-``extrap eval`` themselves.
+``extrap eval`` themselves.  These records are :class:`~extrap.results.StudyResults`'s own fields (the
+oldest layout of results.json, see its docstring), so they stay here rather than in the experiment's
+package (:mod:`extrap.experiments.extrapolation`); :class:`Claim`, :class:`LearningGate` and
+:class:`RunSummary` serve every experiment.
 """
 
 from __future__ import annotations

@@ -104,8 +104,11 @@ class StudyResults(Record):
     """Everything a study measured, with its settings and provenance.
 
     Extrapolation and ALiBi-slope studies fill ``theory``, ``eval``, ``erf``, ``spearman``
-    (and ``timing`` / ``slopes``); a study of several tasks fills ``tasks``, and its ``train_length`` may be
-    {task: L_tr}.  Any other experiment keeps its own record in ``block``,
+    (and ``timing`` / ``slopes``): the file's layout before experiments had blocks, where these keys stand
+    between the shared ones (``theory`` before ``runs``, ``timing`` after ``failures``), so they stay fields
+    here (their records in :mod:`.extrapolation`) and every results.json written so far re-serialises
+    byte for byte, results.csv keeping their rows; a study of several tasks fills ``tasks``, and its
+    ``train_length`` may be {task: L_tr}.  Any other experiment keeps its own record in ``block``,
     written under the key its spec declares (:func:`block_kind`).  Any section may be empty: a study that
     failed part way, or an older file.
     """

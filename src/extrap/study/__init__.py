@@ -18,14 +18,7 @@ from extrap.errors import ExtrapError
 from extrap.experiments import registry
 from extrap.results import StudyResults, slug
 from extrap.run.directory import refuse_run_folder
-from extrap.study.extrapolation import PROTOCOLS, slope_variants
 from extrap.study.orchestrator import StudyExistsError, StudyMismatchError, StudyRequest, run_experiment, run_jobs
-from extrap.study.presets import (
-    DEFAULT_PES,
-    STUDY_PRESETS,
-    SlopeVariants,
-    StudySettings,
-)
 
 EXPERIMENTS = registry.names()
 
@@ -88,18 +81,12 @@ def run_alignment_study(
 
 
 __all__ = [
-    "DEFAULT_PES",
     "EXPERIMENTS",
-    "PROTOCOLS",
-    "STUDY_PRESETS",
-    "SlopeVariants",
     "StudyExistsError",
     "StudyMismatchError",
     "StudyRequest",
-    "StudySettings",
     "run_alignment_study",
     "run_jobs",
     "run_study",
-    "slope_variants",
     "slug",
 ]

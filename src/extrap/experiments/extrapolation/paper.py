@@ -1,4 +1,4 @@
-"""Numbers quoted from the papers, shown beside ours."""
+"""003 Table 1, quoted beside the ALiBi-slope experiment's numbers."""
 
 # 003 Table 1 (ArXiv, L_tr = 512): perplexity vs L_ex for the three ALiBi-slope experiments.
 PAPER_003_TABLE1 = {

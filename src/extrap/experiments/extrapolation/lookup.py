@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from extrap.report.values import DEFAULT_HEADS, VERDICT_PROTOCOLS, num
+from extrap.experiments.extrapolation.values import DEFAULT_HEADS, VERDICT_PROTOCOLS
+from extrap.report.values import num
 from extrap.results import SlopeVariant, StudyResults, TheoryRow
 from extrap.theory.receptive import STUDY_TRF, reduce_values
 

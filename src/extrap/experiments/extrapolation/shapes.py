@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from extrap.experiments.extrapolation.lookup import eps_keys, num_heads, widest_head_trf
+from extrap.experiments.extrapolation.values import HEATMAP_HEAD, HEATMAP_LENGTH, MAX_HEATMAPS
 from extrap.plotting import new_figure
-from extrap.report.lookup import eps_keys, num_heads, widest_head_trf
-from extrap.report.values import HEATMAP_HEAD, HEATMAP_LENGTH, MAX_HEATMAPS
 from extrap.results import StudyResults
 from extrap.theory.plots import HEATMAP_CMAP, weight_direction
 

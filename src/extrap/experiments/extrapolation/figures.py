@@ -1,0 +1,225 @@
+"""The report's figures as PNG and SVG: 000 Figs. 3/4 (PPL vs length), 5 (ERF), 6 (TRF curves),
+7 (exp(RPE) heatmaps), 003 Fig. 4 (cumulative gradient) and the ALiBi-slope curves."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from extrap.experiments.extrapolation.lookup import erf_table, slope_groups, slopes_protocol
+from extrap.experiments.extrapolation.shapes import heatmaps_figure, trf_curves_figure
+from extrap.experiments.extrapolation.values import PARAMS_WORDS, PROTOCOLS, trf_setting
+from extrap.plotting import new_figure
+from extrap.report.values import num
+from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
+from extrap.theory.plots import curve_style
+
+CAPTIONS = {
+    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; bands: one "
+    "standard error of the mean loss, exp(loss ± se), where it is known (each length on its own; the verdict "
+    "compares lengths paired, which is far tighter); the perplexity axis is "
+    "logarithmic when the curves span a factor of 10. Right panel (when some PEs extrapolate and others do not): "
+    "the PEs that extrapolate (000 Definition 0.1) on a linear axis. Dashed line: training length L_tr. A PE "
+    'marked "did not learn" has a loss at L_tr above the set fraction of the unigram entropy (see Training '
+    "runs): its flat curve says nothing about extrapolation (analogue of 000 Figs. 3/4).",
+    "trf_erf": "TRF ({setting}) beside gradient and attention ERF, in tokens, each measure divided by its own "
+    "largest value over the PEs: bars compare PEs within one measure, not the measures with each other{scale}. "
+    '"no TRF": the series diverges or the PE adds no bias; "did not learn": its ERFs measure an untrained '
+    "model. TRF from {params} (analogue of 000 Figs. 5-6).",
+    "grad_curves": "Cumulative normalised gradient: the fraction of the input gradient of the last prediction "
+    "that falls on the k most recent tokens{at}, against k in tokens (log₂ axis); the gradient ERF is the k where a "
+    'curve crosses the dotted line at 0.99; dashed line: training length L_tr. "did not learn": the curve of an '
+    "untrained model (analogue of 003 Fig. 4).",
+    "slopes": "ALiBi-slope experiment '{group}': perplexity per token vs length in tokens ({protocol}), "
+    "dashed line: L_tr; cf. 003 Table 1.",
+}
+
+
+def pe_label(results: StudyResults, pe: str) -> str:
+    """A PE's name in a legend, marked when its model did not learn."""
+    return f"{pe} (did not learn)" if results.learned(pe) is False else pe
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One PE's perplexity against length, with a band of one standard error (NaN where none is known)."""
+
+    label: str
+    xs: list[int]  # lengths, tokens
+    ys: list[float]  # perplexity per token
+    lo: list[float]
+    hi: list[float]
+    flat: bool  # the PE extrapolates (000 Definition 0.1)
+    style: int  # its colour and line style (curve_style), the same in every panel
+
+
+def ppl_curve(label: str, rep: EvalReport | None, style: int) -> Curve | None:
+    """The finite points of one protocol report; bands exp(loss ± se) from each length's standard error."""
+    pts = sorted((r.length, r) for r in (rep.results if rep else []) if isinstance(r.length, int) and num(r.ppl))
+    if not pts:
+        return None
+    ci = [_band(r) for _, r in pts]
+    xs, ys = [L for L, _ in pts], [r.ppl for _, r in pts]
+    return Curve(label, xs, ys, [a for a, _ in ci], [b for _, b in ci], rep.extrapolates is True, style)
+
+
+def _band(r) -> tuple[float, float]:
+    """exp(loss ± se) of one length: one standard error either side (NaN where it is unknown)."""
+    if num(r.loss) is None or num(r.stderr) is None:
+        return math.nan, math.nan
+    return math.exp(r.loss - r.stderr), math.exp(r.loss + r.stderr)
+
+
+def spans_decades(curves: list[Curve]) -> bool:
+    """A log axis when the curves span a factor of 10 or more: exploding PEs would flatten the rest."""
+    ys = [y for c in curves for y in c.ys]
+    return bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= 10
+
+
+def ppl_axes(ax, curves: list[Curve], train_length, title: str, log: bool | None = None) -> None:
+    for c in curves:
+        style = curve_style(c.style)
+        ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
+        if any(math.isfinite(v) for v in c.lo):
+            ax.fill_between(c.xs, c.lo, c.hi, color=style.color, alpha=0.12, lw=0)
+    ax.set_xscale("log", base=2)
+    if spans_decades(curves) if log is None else log:
+        ax.set_yscale("log")
+    if isinstance(train_length, int):
+        ax.axvline(train_length, color="grey", ls="--", lw=1)
+    ax.set_xlabel("evaluation length L_ex (tokens)")
+    ax.set_ylabel("perplexity (per token)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+
+
+def ppl_figure(results: StudyResults, protocol: str):
+    """000 Figs. 3/4: every PE on one panel and, beside it, the PEs that extrapolate on a linear axis."""
+    curves: list[Curve] = []
+    for pe in results.all_pes():
+        c = ppl_curve(pe_label(results, pe), (results.eval.get(pe) or {}).get(protocol), len(curves))
+        if c is not None:
+            curves.append(c)
+    if not curves:
+        return None
+    flat = [c for c in curves if c.flat]
+    both = 0 < len(flat) < len(curves)
+    fig = new_figure(11.0 if both else 6.4, 4.2)
+    ppl_axes(fig.add_subplot(1, 2 if both else 1, 1), curves, results.train_length, f"PPL vs length ({protocol})")
+    if both:
+        title = f"the {len(flat)} PEs that extrapolate, linear axis"
+        ppl_axes(fig.add_subplot(1, 2, 2), flat, results.train_length, title, log=False)
+    return fig
+
+
+def erf_trf_setting(results: StudyResults) -> str:
+    """How the ERF section's TRFs were taken (one setting, or "mixed settings")."""
+    settings = {(r.trf_eps, r.trf_reduce) for r in erf_table(results)}
+    return trf_setting(*settings.pop()) if len(settings) == 1 else "mixed settings: see the table"
+
+
+def erf_trf_params(results: StudyResults) -> str:
+    """Which parameter values the ERF section's TRFs come from, in words."""
+    params = {r.params for r in erf_table(results)}
+    return PARAMS_WORDS["trained"] if "trained" in params else PARAMS_WORDS["initial"]
+
+
+def trf_erf_figure(results: StudyResults, notes: dict):
+    table = erf_table(results)
+    metrics = [
+        (k, lab)
+        for k, lab in [("trf", "TRF"), ("grad_erf", "grad ERF"), ("attn_erf", "attn ERF")]
+        if any(getattr(r, k) for r in table)
+    ]
+    if not table or not metrics:
+        return None
+    fig = new_figure(max(6.4, 0.9 * len(table) + 2), 4.2)
+    ax = fig.add_subplot()
+    width = 0.8 / len(metrics)
+    vals_all = []
+    for m, (key, label) in enumerate(metrics):
+        top = max(getattr(r, key) for r in table if getattr(r, key) is not None)
+        ys = [(getattr(r, key) / top) if getattr(r, key) is not None else 0.0 for r in table]
+        vals_all += [y for y in ys if y > 0]
+        ax.bar([k + (m - (len(metrics) - 1) / 2) * width for k in range(len(table))], ys, width, label=label)
+    log = bool(vals_all) and min(vals_all) < 0.01  # a huge TRF (Type1 at small ε) would hide the rest
+    if log:
+        ax.set_yscale("log")
+    ticks = [
+        r.pe + ("\nno TRF" if r.trf is None else "") + ("\ndid not learn" if results.learned(r.pe) is False else "")
+        for r in table
+    ]
+    ax.set_xticks(range(len(table)), ticks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("value / largest value of that measure")
+    ax.set_title("TRF vs ERF, each measure relative to its largest")
+    ax.legend(fontsize=7)
+    notes["trf_erf"] = CAPTIONS["trf_erf"].format(
+        setting=erf_trf_setting(results),
+        scale="; log scale" if log else "",
+        params=erf_trf_params(results),
+    )
+    return fig
+
+
+def grad_curves_figure(results: StudyResults, notes: dict):
+    curves = [(pe, e.grad_curve) for pe, e in results.erf.items() if isinstance(e.grad_curve, list) and e.grad_curve]
+    if not curves:
+        return None
+    lengths = sorted({len(c) + 1 for _, c in curves})  # the curve has a point per context token: L_ex - 1
+    at = f" when predicting token L_ex = {lengths[0]} from the {lengths[0] - 1} before it" if len(lengths) == 1 else ""
+    notes["grad_curves"] = CAPTIONS["grad_curves"].format(at=at)
+    fig = new_figure(6.4, 4.0)
+    ax = fig.add_subplot()
+    for k, (pe, curve) in enumerate(curves):
+        ys = [num(y) for y in curve]
+        ys = [y if y is not None else math.nan for y in ys]
+        style = curve_style(k)
+        ax.plot(range(1, len(ys) + 1), ys, label=pe_label(results, pe), color=style.color, ls=style.ls)
+    ax.set_xscale("log", base=2)
+    ax.axhline(0.99, color="grey", ls=":", lw=1)
+    if isinstance(results.train_length, int):
+        ax.axvline(results.train_length, color="grey", ls="--", lw=1)
+    ax.set_xlabel("k most recent context tokens")
+    ax.set_ylabel("cumulative gradient (fraction of the total)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def slopes_figure(results: StudyResults, group: str, variants: list[SlopeVariant], notes: dict):
+    proto = slopes_protocol(results, variants)
+    if proto is None:
+        return None
+    curves: list[Curve] = []
+    for v in variants:
+        mark = " (did not learn)" if results.learned(v.pe) is False else ""
+        c = ppl_curve((v.label or v.pe) + mark, (results.eval.get(v.pe) or {}).get(proto), len(curves))
+        if c is not None:
+            curves.append(c)
+    if not curves:
+        return None
+    fig = new_figure(6.4, 4.0)
+    ppl_axes(fig.add_subplot(), curves, results.train_length, f"ALiBi slopes: {group} ({proto})")
+    notes[f"slopes_{slug(group)}"] = CAPTIONS["slopes"].format(group=group, protocol=proto)
+    return fig
+
+
+def extrapolation_figures(results: StudyResults, notes: dict, out_dir: Path) -> list[tuple[str, Callable[[], Any]]]:
+    """The extrapolation experiments' figures: 000 Figs. 3-7, 003 Fig. 4 and the ALiBi-slope curves."""
+    plan = [(f"ppl_{p}", (lambda p=p: ppl_figure(results, p))) for p in PROTOCOLS]
+    plan += [
+        ("heatmaps", lambda: heatmaps_figure(results, notes, out_dir)),
+        ("trf_curves", lambda: trf_curves_figure(results, notes)),
+        ("trf_erf", lambda: trf_erf_figure(results, notes)),
+        ("grad_curves", lambda: grad_curves_figure(results, notes)),
+    ]
+    plan += [
+        (f"slopes_{slug(g)}", (lambda g=g, vs=vs: slopes_figure(results, g, vs, notes)))
+        for g, vs in slope_groups(results).items()
+    ]
+    return plan
