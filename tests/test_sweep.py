@@ -820,3 +820,10 @@ def test_a_flag_without_effect_is_refused(argv, fragment, run, rotary_runs, tmp_
     csv = ["--csv", tmp_path / "out.csv"] if argv[0] != "study" else []
     refused(capsys, [*(names.get(a, a) for a in argv), *csv], fragment)
     assert not (tmp_path / "new").exists() and not (tmp_path / "out.csv").exists()
+
+
+# ---- wording (issue 28 §6-7) ------------------------------------------------------------------------
+def test_pe_cape_points_to_cape_ctx_and_the_2021_augmentation(tmp_path, capsys):
+    """`--pe cape` suggested the unrelated 'cope'; it names 'cape-ctx' and says what sinusoidal:cape=1 is."""
+    line = refused(capsys, ["train", "--pe", "cape", "--out", tmp_path / "new"], "'cape-ctx'", "'sinusoidal:cape=1'")
+    assert "'cope'" not in line and not (tmp_path / "new").exists()
