@@ -827,3 +827,44 @@ def test_pe_cape_points_to_cape_ctx_and_the_2021_augmentation(tmp_path, capsys):
     """`--pe cape` suggested the unrelated 'cope'; it names 'cape-ctx' and says what sinusoidal:cape=1 is."""
     line = refused(capsys, ["train", "--pe", "cape", "--out", tmp_path / "new"], "'cape-ctx'", "'sinusoidal:cape=1'")
     assert "'cope'" not in line and not (tmp_path / "new").exists()
+
+
+def _training_entropy(run_dir):
+    """H of the run's training tokens, summed here from a Counter (independent of study.learning's bincount)."""
+    from collections import Counter
+
+    from extrap.data import load_corpus, load_tokenizer, token_stream
+    from extrap.run import RunDir
+
+    ids = token_stream(load_corpus(RunDir(run_dir).read_config().train.corpus), load_tokenizer(run_dir), "train")
+    counts = Counter(ids.tolist())
+    return -sum(c / len(ids) * math.log(c / len(ids)) for c in counts.values())
+
+
+@pytest.mark.parametrize("protocol", ["nonoverlapping", "last-token"])
+def test_eval_gives_no_verdict_for_a_model_that_did_not_learn(protocol, run, capsys):
+    """The 30-step smoke run sits above the unigram entropy; eval said "extrapolates" (issue 28 §7)."""
+    sizes = ["--targets", "8"] if protocol == "last-token" else ["--tokens", "256"]
+    argv = ["eval", run, "--lengths", "32,64", "--protocol", protocol, *sizes]
+    rc, out, _ = cli(capsys, [*argv, "--json"])
+    report = strict(out)
+    H, loss = _training_entropy(run), report["results"][0]["loss"]
+    assert rc == 0 and loss > 0.8 * H  # the premise: not learned by the study's gate
+    assert report["extrapolates"] is None and report["within_noise"] is None and report["worst_ratio"] is not None
+    reason = report["verdict_reason"]
+    assert (
+        reason.startswith(f"not learned: loss {loss:.3f} nats at L_tr = 32")
+        and f"entropy of the training tokens of {H:.3f}" in reason
+    )
+    rc, out, _ = cli(capsys, argv)
+    assert rc == 0 and f"no verdict ({reason})" in out and "extrapolates" not in out.splitlines()[-1]
+
+
+def test_eval_keeps_the_verdict_of_a_model_that_learned(run, capsys, monkeypatch):
+    """The same run, with the gate's fraction raised so that its loss counts as learned: the verdict stands."""
+    import extrap.study.learning
+
+    monkeypatch.setattr(extrap.study.learning, "LEARNED_FRACTION", 10.0)
+    rc, out, _ = cli(capsys, ["eval", run, "--lengths", "32,64", "--tokens", "256", "--json"])
+    report = strict(out)
+    assert rc == 0 and report["extrapolates"] is not None and report["verdict_reason"] is None
