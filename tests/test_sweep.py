@@ -868,3 +868,33 @@ def test_eval_keeps_the_verdict_of_a_model_that_learned(run, capsys, monkeypatch
     rc, out, _ = cli(capsys, ["eval", run, "--lengths", "32,64", "--tokens", "256", "--json"])
     report = strict(out)
     assert rc == 0 and report["extrapolates"] is not None and report["verdict_reason"] is None
+
+
+def test_top_level_help_lists_the_ruler_tasks(capsys):
+    """`extrap --help` said "passkey, line, topic"; it lists every task of the RULER registry too."""
+    from extrap.commands.task_ruler import RULER_NAMES
+    from extrap.tasks.ruler.registry import RULER_TASKS
+
+    assert RULER_NAMES == RULER_TASKS  # the help's torch-free copy is the registry's list
+    rc, out, _ = cli(capsys, ["--help"])
+    line = " ".join(out[out.index("    task ") :].split())
+    assert rc == 0 and all(f" {t}," in line or f" {t} (" in line for t in ("passkey", *RULER_TASKS)), line
+
+
+README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
+
+
+def test_the_readme_train_synopsis_has_every_train_option():
+    """--threads (and --batch-size, --grad-accum, --lr, --device) were missing from the README's synopsis."""
+    from extrap.cli import build_parser
+
+    text = open(README, encoding="utf-8").read()
+    synopsis = text[text.index("extrap train --pe PE --out RUN_DIR") : text.index("extrap eval RUN_DIR")]
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    options = [o for a in train._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    assert [o for o in options if o not in synopsis] == []
+
+
+def test_the_smoke_study_folder_is_ignored_by_git():
+    lines = open(os.path.join(os.path.dirname(README), ".gitignore"), encoding="utf-8").read().split()
+    assert "/study-smoke/" in lines
