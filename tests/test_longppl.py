@@ -172,6 +172,15 @@ def test_truncated_losses_by_brute_force(run):
         assert float(full[j]) == pytest.approx(float(whole), abs=1e-5), j
 
 
+def test_defaults_at_4k_are_the_packages_and_the_help_says_so(capsys):
+    """The longppl package's compute_longppl defaults are trunc_len=4096, sliding_window=1024 (0.3.0)."""
+    assert LongPPLSettings().block_size(4096) == 1024
+    assert LongPPLSettings().block_size(128) == 32  # scaled with L_tr, not fixed
+    assert main(["eval", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default 0.25: 1024 tokens at L_tr = 4096" in text and "4096 for a run trained at 4k" in text
+
+
 def cli_json(capsys, argv):
     assert main([str(a) for a in argv]) == 0
     return json.loads(capsys.readouterr().out)

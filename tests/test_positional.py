@@ -203,6 +203,29 @@ def test_unknown_scheme_and_options_give_clear_errors():
         P.get("alibi").init_values(0)
 
 
+@pytest.mark.parametrize(
+    "name,fragments",
+    [
+        ("cape", ["'cape-ctx'", "'sinusoidal:cape=1'", "2021"]),  # spelling alone suggested 'cope'
+        ("shape", ["'sinusoidal:shape=K'"]),  # spelling alone suggested 'shaw'
+        ("yarn", ["'rope:scaling=yarn'"]),  # spelling alone suggested nothing
+    ],
+)
+def test_a_name_that_is_an_option_of_a_scheme_is_pointed_to_it(name, fragments):
+    with pytest.raises(ExtrapError) as err:
+        P.get(name)
+    for f in fragments:
+        assert f in str(err.value), (f, str(err.value))
+    assert "'cope'" not in str(err.value) and "'shaw'" not in str(err.value)
+
+
+def test_the_alias_hints_name_no_scheme_and_suggest_specs_that_build():
+    from extrap.positional.registry import ALIAS_HINTS
+
+    assert not set(ALIAS_HINTS) & set(P.REGISTRY)  # a hint never shadows a registered scheme
+    P.get("cape-ctx"), P.get("sinusoidal:cape=1"), P.get("sinusoidal:shape=8")
+
+
 def test_spec_roundtrips_through_the_registry():
     for spec in ["alibi", "alibi:shift=2", "window:64", "sandwich:dbar=64", "t5:bidirectional=true", "-2*log(n)"]:
         s = P.get(spec)

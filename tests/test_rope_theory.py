@@ -45,6 +45,9 @@ def test_llama2_critical_dimension_is_92_and_its_bound():
     assert r.liu.extrapolation_bound == pytest.approx(4711.72, rel=1e-6)
     # trained from scratch: T_train <= T_extra < T_train·β^(2/d) = 4096·10^(4/64) = 4729.99
     assert 4096 <= r.liu.extrapolation_bound < 4096 * 1e4 ** (2 / 128)
+    # the note gives that range as the range the bound lies in, naming the bound, not as a second bound
+    note = r.liu.liu_note
+    assert "the bound 4,712 is the period of pair 46" in note and "[4096, 4729.99), a range and not a second" in note
     # pair i turns a full period in training iff 4095·10^(-4i/64)·... >= 2π: pairs 0..45 (46 pairs = 92 dims)
     assert [p.full_period_seen for p in r.pairs] == [i < 46 for i in range(64)]
     assert r.in_distribution_length == 4096 and r.decided_by == "rotation-angles" and r.limiting_pair == 46

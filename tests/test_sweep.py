@@ -820,3 +820,81 @@ def test_a_flag_without_effect_is_refused(argv, fragment, run, rotary_runs, tmp_
     csv = ["--csv", tmp_path / "out.csv"] if argv[0] != "study" else []
     refused(capsys, [*(names.get(a, a) for a in argv), *csv], fragment)
     assert not (tmp_path / "new").exists() and not (tmp_path / "out.csv").exists()
+
+
+# ---- wording (issue 28 §6-7) ------------------------------------------------------------------------
+def test_pe_cape_points_to_cape_ctx_and_the_2021_augmentation(tmp_path, capsys):
+    """`--pe cape` suggested the unrelated 'cope'; it names 'cape-ctx' and says what sinusoidal:cape=1 is."""
+    line = refused(capsys, ["train", "--pe", "cape", "--out", tmp_path / "new"], "'cape-ctx'", "'sinusoidal:cape=1'")
+    assert "'cope'" not in line and not (tmp_path / "new").exists()
+
+
+def _training_entropy(run_dir):
+    """H of the run's training tokens, summed here from a Counter (independent of study.learning's bincount)."""
+    from collections import Counter
+
+    from extrap.data import load_corpus, load_tokenizer, token_stream
+    from extrap.run import RunDir
+
+    ids = token_stream(load_corpus(RunDir(run_dir).read_config().train.corpus), load_tokenizer(run_dir), "train")
+    counts = Counter(ids.tolist())
+    return -sum(c / len(ids) * math.log(c / len(ids)) for c in counts.values())
+
+
+@pytest.mark.parametrize("protocol", ["nonoverlapping", "last-token"])
+def test_eval_gives_no_verdict_for_a_model_that_did_not_learn(protocol, run, capsys):
+    """The 30-step smoke run sits above the unigram entropy; eval said "extrapolates" (issue 28 §7)."""
+    sizes = ["--targets", "8"] if protocol == "last-token" else ["--tokens", "256"]
+    argv = ["eval", run, "--lengths", "32,64", "--protocol", protocol, *sizes]
+    rc, out, _ = cli(capsys, [*argv, "--json"])
+    report = strict(out)
+    H, loss = _training_entropy(run), report["results"][0]["loss"]
+    assert rc == 0 and loss > 0.8 * H  # the premise: not learned by the study's gate
+    assert report["extrapolates"] is None and report["within_noise"] is None and report["worst_ratio"] is not None
+    reason = report["verdict_reason"]
+    assert (
+        reason.startswith(f"not learned: loss {loss:.3f} nats at L_tr = 32")
+        and f"entropy of the training tokens of {H:.3f}" in reason
+    )
+    rc, out, _ = cli(capsys, argv)
+    assert rc == 0 and f"no verdict ({reason})" in out and "extrapolates" not in out.splitlines()[-1]
+
+
+def test_eval_keeps_the_verdict_of_a_model_that_learned(run, capsys, monkeypatch):
+    """The same run, with the gate's fraction raised so that its loss counts as learned: the verdict stands."""
+    import extrap.study.learning
+
+    monkeypatch.setattr(extrap.study.learning, "LEARNED_FRACTION", 10.0)
+    rc, out, _ = cli(capsys, ["eval", run, "--lengths", "32,64", "--tokens", "256", "--json"])
+    report = strict(out)
+    assert rc == 0 and report["extrapolates"] is not None and report["verdict_reason"] is None
+
+
+def test_top_level_help_lists_the_ruler_tasks(capsys):
+    """`extrap --help` said "passkey, line, topic"; it lists every task of the RULER registry too."""
+    from extrap.commands.task_ruler import RULER_NAMES
+    from extrap.tasks.ruler.registry import RULER_TASKS
+
+    assert RULER_NAMES == RULER_TASKS  # the help's torch-free copy is the registry's list
+    rc, out, _ = cli(capsys, ["--help"])
+    line = " ".join(out[out.index("    task ") :].split())
+    assert rc == 0 and all(f" {t}," in line or f" {t} (" in line for t in ("passkey", *RULER_TASKS)), line
+
+
+README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
+
+
+def test_the_readme_train_synopsis_has_every_train_option():
+    """--threads (and --batch-size, --grad-accum, --lr, --device) were missing from the README's synopsis."""
+    from extrap.cli import build_parser
+
+    text = open(README, encoding="utf-8").read()
+    synopsis = text[text.index("extrap train --pe PE --out RUN_DIR") : text.index("extrap eval RUN_DIR")]
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    options = [o for a in train._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    assert [o for o in options if o not in synopsis] == []
+
+
+def test_the_smoke_study_folder_is_ignored_by_git():
+    lines = open(os.path.join(os.path.dirname(README), ".gitignore"), encoding="utf-8").read().split()
+    assert "/study-smoke/" in lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from extrap.commands import args as types
 from extrap.commands import eval_longppl
@@ -226,10 +227,19 @@ def run(args) -> int:
     run_ = _load(args)
     _state_cost(run_, wanted)
     if spec is not None:
-        _emit(args, eval_longppl.report(args, run_, wanted, spec), eval_longppl.table_printer(_print_table))
+        rep = eval_longppl.report(args, run_, wanted, spec)
+        _emit(args, replace(rep, report=_gated(args, rep.report)), eval_longppl.table_printer(_print_table))
         return 0
-    _emit(args, evaluate_run(run_, wanted), _print_table)
+    _emit(args, _gated(args, evaluate_run(run_, wanted)), _print_table)
     return 0
+
+
+def _gated(args, report):
+    """No verdict for an extrap run that did not learn (:mod:`extrap.evaluate.learned`); hf: models keep theirs."""
+    from extrap.evaluate.learned import gated
+    from extrap.run import is_hf
+
+    return report if is_hf(args.run) else gated(report, args.run)
 
 
 def _state_cost(run, wanted) -> None:

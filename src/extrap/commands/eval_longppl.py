@@ -15,7 +15,8 @@ def add_arguments(p) -> None:
         "--longppl",
         action="store_true",
         help="also LongPPL (Fang et al., ICLR 2025): the PPL over the key tokens, those the evaluator predicts "
-        "much better with the whole context than with L_tr + k tokens",
+        "much better with the whole context than with L_tr + k tokens (the cut is RUN's L_tr: 4096 for a run "
+        "trained at 4k, the longppl package's trunc_len)",
     )
     p.add_argument("--evaluator", help="--longppl: the run that chooses the key tokens (default: RUN itself)")
     p.add_argument(
@@ -28,7 +29,8 @@ def add_arguments(p) -> None:
         "--longppl-block",
         type=float,
         metavar="F",
-        help=f"--longppl: tokens sharing one truncated context, as a fraction of L_tr (default {BLOCK_FRACTION:g})",
+        help=f"--longppl: tokens sharing one truncated context, as a fraction of L_tr (default {BLOCK_FRACTION:g}: "
+        f"{round(BLOCK_FRACTION * 4096)} tokens at L_tr = 4096, the longppl package's sliding_window)",
     )
 
 

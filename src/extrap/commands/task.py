@@ -1,4 +1,4 @@
-"""``extrap task``: retrieval tasks (passkey, line, topic; 004 §5.2): inspect examples, score a run."""
+"""``extrap task``: retrieval tasks (passkey, line, topic; 004 §5.2) and RULER-style ones: examples, scores."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ TASK_CHOICES = ("passkey", "line", "topic")
 def register(sub) -> None:
     p = sub.add_parser(
         "task",
-        help="retrieval tasks: passkey, line, topic (sample, score)",
-        description="Passkey, line and topic retrieval (004 §5.2): print an example, or score a run's "
-        "exact-match accuracy by length and answer depth.",
+        help=f"retrieval tasks: {', '.join(task_ruler.PLAIN_TASKS)} and the RULER-style "
+        f"{', '.join(task_ruler.RULER_NAMES)} (sample, score)",
+        description="Passkey, line and topic retrieval (004 §5.2) and the RULER-style tasks (Hsieh et al. 2024: "
+        f"{', '.join(task_ruler.RULER_NAMES)}): print an example, or score a run's exact-match accuracy by length "
+        "and answer depth.",
     )
     tsub = p.add_subparsers(dest="task_command", required=True, parser_class=type(p))
     _register_sample(tsub)

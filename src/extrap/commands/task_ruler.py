@@ -14,6 +14,9 @@ from extrap.errors import ExtrapError
 from extrap.io import json_text
 
 PLAIN_TASKS = ("passkey", "line", "topic")
+# The RULER registry's RULER_TASKS (extrap.tasks.ruler.registry), spelled out for the help text only: importing
+# extrap.tasks loads torch, which `extrap --help` must not (tests/test_startup.py); test_sweep.py checks the two agree.
+RULER_NAMES = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa1", "qa2")
 RULER_ONLY = ("suite", "tasks", "threshold", "haystack", "params", "plot")
 
 

@@ -15,6 +15,14 @@ from extrap.positional.base import Scheme
 
 REGISTRY: dict[str, type[Scheme]] = {}
 
+# Names a user may type that are not schemes but options of one.  A hint by spelling alone misleads
+# here ('cape' is closest to 'cope', an unrelated scheme), so these hints take precedence.
+ALIAS_HINTS: dict[str, str] = {
+    "cape": "did you mean 'cape-ctx' (context-adaptive PE, Zheng et al. 2024)? "
+    "'sinusoidal:cape=1' is CAPE, the 2021 augmentation of Likhomanenko et al.",
+    "shape": "did you mean 'sinusoidal:shape=K' (SHAPE, Kiyono et al. 2021: a random shift up to K in training)?",
+}
+
 
 def register(cls: type[Scheme]) -> type[Scheme]:
     if cls.name in REGISTRY:
@@ -58,6 +66,16 @@ def get(spec: str | Scheme) -> Scheme:
         return cls(**_split_options(name, rest, cls.POSITIONAL_OPTION))
     if formula.looks_like_formula(spec):
         return formula.Formula(expr=spec)
+    raise ExtrapError(f"unknown positional scheme '{name}'{_hint(name)} (see `extrap pe list`)")
+
+
+def _hint(name: str) -> str:
+    """'; did you mean ...?' for an unknown scheme name: an alias hint, a RoPE scaling, else the closest name."""
+    from extrap.positional.rope_scaling import SCALINGS
+
+    if name in ALIAS_HINTS:
+        return f"; {ALIAS_HINTS[name]}"
+    if name in SCALINGS and name != "none":
+        return f"; did you mean 'rope:scaling={name}' (a RoPE interpolation)?"
     close = difflib.get_close_matches(name, list(REGISTRY), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    raise ExtrapError(f"unknown positional scheme '{name}'{hint} (see `extrap pe list`)")
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -146,10 +146,13 @@ def _liu(scheme, d: int, theta: torch.Tensor, beta0: float, train_length: int, t
         note = REGIMES[regime]
         if regime != "above-critical":
             bound = None
-    elif base == beta0 and scheme.opts["scaling"] == "none":
+    elif base == beta0 and scheme.opts["scaling"] == "none" and bound is not None:
+        # Eq. 13 rounds d_extra up: T_train <= 2π·β^(d_extra/r) < T_train·β^(2/r).  A range the bound lies in,
+        # said as such, lest it read as a second bound beside extrapolation_bound (issue 28 §7).
         note = (
-            f"trained from scratch with base {base:g}: the break lies in [T_train, T_train·β^(2/d)) = "
-            f"[{train_length}, {train_length * base ** (2 / r):.6g})"
+            f"trained from scratch with base {base:g}: the bound {bound:,.0f} is the period of pair {k}, "
+            f"2π·β^(d_extra/d); Eq. 13's ceiling puts it at or just above T_train, in [T_train, T_train·β^(2/d)) = "
+            f"[{train_length}, {train_length * base ** (2 / r):.6g}), a range and not a second bound"
         )
     if scheme.opts["scaling"] != "none":
         note = (note + "; " if note else "") + "the bound is the critical pair's period under the scaled θ"
