@@ -370,19 +370,18 @@ def test_report_is_navigable(full_report):
         and "<summary>type1: converges; TRF at ε=0.001, widest head: 1000" in text
     )
     main = text.split('id="main-figure"')[1].split("</section>")[0]
-    assert 'src="figures/ppl_last-token.png"' in main and "one standard error" in main
+    assert 'src="figures/ppl_last-token.png"' in main and "paired standard errors" in main
     assert 'href="#main-figure">at the top' in text  # the last-token table points to it instead of a second copy
 
 
-def test_main_figure_has_bands_and_a_panel_for_the_flat_curves():
+def test_main_figure_draws_the_change_against_l_tr_beside_perplexity_lines():
     from extrap.experiments.extrapolation import figures
 
     fig = figures.ppl_figure(typed(make_results()), "last-token")
-    left, right = fig.axes
-    assert left.get_yscale() == "log"  # sinusoidal spans decades
-    labels = [ln.get_label() for ln in right.lines if not ln.get_label().startswith("_")]
-    assert right.get_yscale() == "linear" and labels == ["alibi", "kerple-log", "type1", "type2"]
-    assert len(left.collections) >= 7  # one 95% band per PE
+    change, ppl = fig.axes
+    assert change.get_yscale() == "symlog" and ppl.get_yscale() == "log"  # sinusoidal spans decades
+    labels = [ln.get_label() for ln in ppl.lines if not ln.get_label().startswith("_")]
+    assert labels == list(PPL) and not ppl.collections  # lines, no bands
 
 
 def test_report_writes_valid_json_roundtrip(tmp_path):

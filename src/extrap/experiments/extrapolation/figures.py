@@ -15,16 +15,20 @@ from extrap.experiments.extrapolation.values import PARAMS_WORDS, PROTOCOLS, trf
 from extrap.plotting import new_figure
 from extrap.report.values import num
 from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
+from extrap.results.evaluation import Z95
 from extrap.theory.plots import curve_style
 
 CAPTIONS = {
-    "ppl": "Perplexity per token vs evaluation length in tokens (log₂ axis), protocol {protocol}; bands: one "
-    "standard error of the mean loss, exp(loss ± se), where it is known (each length on its own; the verdict "
-    "compares lengths paired, which is far tighter); the perplexity axis is "
-    "logarithmic when the curves span a factor of 10. Right panel (when some PEs extrapolate and others do not): "
-    "the PEs that extrapolate (000 Definition 0.1) on a linear axis. Dashed line: training length L_tr. A PE "
-    'marked "did not learn" has a loss at L_tr above the set fraction of the unigram entropy (see Training '
-    "runs): its flat curve says nothing about extrapolation (analogue of 000 Figs. 3/4).",
+    "ppl": "Protocol {protocol}, evaluation length in tokens on a log₂ axis. Left: the change against the training "
+    "length L_tr on the same scored tokens, Δppl/ppl = ppl(L_ex)/ppl(L_tr) − 1, the ratio that 000 Definition 0.1's "
+    "verdict compares with δ (dotted lines at ±δ; the axis is linear within ±δ and logarithmic beyond). Error bar: "
+    "the verdict's 95% interval, ± 1.96 paired standard errors, at each PE's worst length (worst_ratio_stderr in "
+    "results.json, which records no standard error for the other lengths). Right, with the legend of both panels: "
+    "perplexity per token as lines (logarithmic axis when the curves span a factor of 10), without the interval "
+    "of each length's mean (ppl_ci95 in results.json): that spread across targets is shared by every PE and "
+    'would hide their differences. Dashed line: L_tr. A PE marked "did not learn" has a loss at L_tr above '
+    "the set fraction of the unigram entropy (see Training runs): its flat curve says nothing about "
+    "extrapolation (analogue of 000 Figs. 3/4).",
     "trf_erf": "TRF ({setting}) beside gradient and attention ERF, in tokens, each measure divided by its own "
     "largest value over the PEs: bars compare PEs within one measure, not the measures with each other{scale}. "
     '"no TRF": the series diverges or the PE adds no bias; "did not learn": its ERFs measure an untrained '
@@ -45,32 +49,62 @@ def pe_label(results: StudyResults, pe: str) -> str:
 
 @dataclass(frozen=True)
 class Curve:
-    """One PE's perplexity against length, with a band of one standard error (NaN where none is known)."""
+    """One PE's perplexity against length, drawn as a line without a band."""
 
     label: str
     xs: list[int]  # lengths, tokens
     ys: list[float]  # perplexity per token
-    lo: list[float]
-    hi: list[float]
     flat: bool  # the PE extrapolates (000 Definition 0.1)
     style: int  # its colour and line style (curve_style), the same in every panel
 
 
+@dataclass(frozen=True)
+class Change:
+    """One PE's change against L_tr on the same targets, Δppl/ppl at each length >= L_tr, and the verdict's
+    paired standard error of it at the worst length (the only length whose standard error is recorded)."""
+
+    label: str
+    xs: list[int]  # lengths >= L_tr, tokens
+    ys: list[float]  # ppl(L) / ppl(L_tr) - 1
+    worst: int | None  # the length of worst_ratio, when its paired standard error is recorded
+    stderr: float | None  # worst_ratio_stderr: the verdict's paired standard error at ``worst``
+    style: int
+
+
+def _points(rep: EvalReport | None) -> list:
+    return sorted((r for r in (rep.results if rep else []) if isinstance(r.length, int) and num(r.ppl)), key=_len)
+
+
+def _len(r) -> int:
+    return r.length
+
+
 def ppl_curve(label: str, rep: EvalReport | None, style: int) -> Curve | None:
-    """The finite points of one protocol report; bands exp(loss ± se) from each length's standard error."""
-    pts = sorted((r.length, r) for r in (rep.results if rep else []) if isinstance(r.length, int) and num(r.ppl))
+    """The finite points of one protocol report."""
+    pts = _points(rep)
     if not pts:
         return None
-    ci = [_band(r) for _, r in pts]
-    xs, ys = [L for L, _ in pts], [r.ppl for _, r in pts]
-    return Curve(label, xs, ys, [a for a, _ in ci], [b for _, b in ci], rep.extrapolates is True, style)
+    return Curve(label, [r.length for r in pts], [r.ppl for r in pts], rep.extrapolates is True, style)
 
 
-def _band(r) -> tuple[float, float]:
-    """exp(loss ± se) of one length: one standard error either side (NaN where it is unknown)."""
-    if num(r.loss) is None or num(r.stderr) is None:
-        return math.nan, math.nan
-    return math.exp(r.loss - r.stderr), math.exp(r.loss + r.stderr)
+def change_curve(label: str, rep: EvalReport | None, train_length, style: int) -> Change | None:
+    """Δppl/ppl against L_tr, the verdict's ratio with its sign, from the recorded perplexities.
+
+    The error bar goes on the length whose |Δppl|/ppl is the recorded ``worst_ratio`` (the verdict's
+    max over the lengths above L_tr), with ``worst_ratio_stderr``, and only where that comparison was
+    paired: the verdict pairs two lengths when they scored as many tokens (the same targets).
+    """
+    pts = [r for r in _points(rep) if isinstance(train_length, int) and r.length >= train_length]
+    ref = pts[0] if pts and pts[0].length == train_length else None
+    if ref is None or len(pts) < 2:
+        return None
+    ys = [r.ppl / ref.ppl - 1 for r in pts]
+    worst = max(range(1, len(pts)), key=lambda k: abs(ys[k]))
+    se, w = num(rep.worst_ratio_stderr), num(rep.worst_ratio)
+    paired = pts[worst].tokens is not None and pts[worst].tokens == ref.tokens
+    known = se is not None and w is not None and math.isclose(abs(ys[worst]), w, rel_tol=1e-9, abs_tol=1e-15)
+    ok = known and paired
+    return Change(label, [r.length for r in pts], ys, pts[worst].length if ok else None, se if ok else None, style)
 
 
 def spans_decades(curves: list[Curve]) -> bool:
@@ -79,40 +113,64 @@ def spans_decades(curves: list[Curve]) -> bool:
     return bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= 10
 
 
-def ppl_axes(ax, curves: list[Curve], train_length, title: str, log: bool | None = None) -> None:
-    for c in curves:
-        style = curve_style(c.style)
-        ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
-        if any(math.isfinite(v) for v in c.lo):
-            ax.fill_between(c.xs, c.lo, c.hi, color=style.color, alpha=0.12, lw=0)
+def length_axes(ax, train_length, ylabel: str, title: str, legend: bool = True) -> None:
     ax.set_xscale("log", base=2)
-    if spans_decades(curves) if log is None else log:
-        ax.set_yscale("log")
     if isinstance(train_length, int):
         ax.axvline(train_length, color="grey", ls="--", lw=1)
     ax.set_xlabel("evaluation length L_ex (tokens)")
-    ax.set_ylabel("perplexity (per token)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    if legend:
+        ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
 
 
+def ppl_axes(ax, curves: list[Curve], train_length, title: str) -> None:
+    """Perplexity as lines: its spread across targets is unpaired and would hide every difference."""
+    for c in curves:
+        style = curve_style(c.style)
+        ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
+    if spans_decades(curves):
+        ax.set_yscale("log")
+    length_axes(ax, train_length, "perplexity (per token)", title)
+
+
+def change_axes(ax, changes: list[Change], train_length, delta: float, title: str) -> None:
+    """Δppl/ppl against L_tr, ±δ dotted, with the verdict's paired 95% interval at each worst length."""
+    for c in changes:
+        style = curve_style(c.style)
+        ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
+        if c.worst is not None:
+            y = c.ys[c.xs.index(c.worst)]
+            ax.errorbar([c.worst], [y], yerr=[Z95 * c.stderr], color=style.color, capsize=3, lw=1, ls="none")
+    for y in (-delta, delta):
+        ax.axhline(y, color="grey", ls=":", lw=1)
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_yscale("symlog", linthresh=delta)  # linear within ±δ, where the verdict is decided
+    # the legend is the perplexity panel's: the same colours and styles, and it would hide the bars here
+    length_axes(ax, train_length, "Δppl / ppl against L_tr (same targets)", title, legend=False)
+
+
 def ppl_figure(results: StudyResults, protocol: str):
-    """000 Figs. 3/4: every PE on one panel and, beside it, the PEs that extrapolate on a linear axis."""
+    """000 Figs. 3/4: each PE's change against L_tr with the verdict's paired interval, beside its perplexity."""
     curves: list[Curve] = []
+    changes: list[Change] = []
     for pe in results.all_pes():
-        c = ppl_curve(pe_label(results, pe), (results.eval.get(pe) or {}).get(protocol), len(curves))
+        rep = (results.eval.get(pe) or {}).get(protocol)
+        c = ppl_curve(pe_label(results, pe), rep, len(curves))
         if c is not None:
+            d = change_curve(c.label, rep, results.train_length, c.style)
             curves.append(c)
+            changes += [d] if d is not None else []
     if not curves:
         return None
-    flat = [c for c in curves if c.flat]
-    both = 0 < len(flat) < len(curves)
-    fig = new_figure(11.0 if both else 6.4, 4.2)
-    ppl_axes(fig.add_subplot(1, 2 if both else 1, 1), curves, results.train_length, f"PPL vs length ({protocol})")
-    if both:
-        title = f"the {len(flat)} PEs that extrapolate, linear axis"
-        ppl_axes(fig.add_subplot(1, 2, 2), flat, results.train_length, title, log=False)
+    fig = new_figure(11.0 if changes else 6.4, 4.2)
+    if changes:
+        delta = num(results.delta) or 0.02  # the verdict's default δ, for results that did not record theirs
+        title = f"change against L_tr ({protocol}), ±δ = {delta:g} dotted"
+        change_axes(fig.add_subplot(1, 2, 1), changes, results.train_length, delta, title)
+    ax = fig.add_subplot(1, 2, 2) if changes else fig.add_subplot()
+    ppl_axes(ax, curves, results.train_length, f"PPL vs length ({protocol})")
     return fig
 
 
