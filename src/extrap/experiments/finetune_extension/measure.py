@@ -85,7 +85,7 @@ def longppl_rows(run, job: MeasureJob) -> tuple[LongPplLength, ...]:
     from extrap.evaluate.settings import EvalSettings
 
     at = EvalSettings(job.lengths, "nonoverlapping", tokens=job.eval_tokens, delta=job.delta)
-    rows = longppl_report(run, at).longppl.results
+    rows = [r for r in longppl_report(run, at).longppl.results if r.length in job.lengths]  # not its own L_tr
     return tuple(
         LongPplLength(r.length, None if r.key_loss is None else math.exp(r.key_loss), r.key_tokens, r.error)
         for r in rows

@@ -47,10 +47,11 @@ class FinetuneSettings:
         return tuple(self.train_length * k for k in self.base.model.multiples)
 
 
-_SMOKE = replace(EXTENSION["smoke"], model=replace(EXTENSION["smoke"].model, steps=8, train_length=128, multiples=(1, 2), targets=4,
-                                                   passkey_n=2))  # fmt: skip
+_TINY = dict(steps=8, train_length=128, multiples=(1, 2), targets=4, passkey_n=2)
+_SMOKE = replace(EXTENSION["smoke"], model=replace(EXTENSION["smoke"].model, **_TINY))
 PRESETS: dict[str, FinetuneSettings] = {
-    # smoke: the extension smoke model (2 layers, d = 32) at L_tr = 128 (niah_single needs 126 bytes) for 8 steps, 1-2 fine-tune steps, 2 lengths: the tests' run
+    # smoke: the extension smoke model (2 layers, d = 32) at L_tr = 128 (niah_single needs 126 bytes), 8 steps,
+    # 1-2 fine-tune steps, 2 lengths: the tests' run
     "smoke": FinetuneSettings(_SMOKE, ruler_n=2, ruler_buckets=1, eval_tokens=1024),
     # cpu: the extension experiment's cpu base (rope, L_tr = 128, 2000 steps, passkey in the mix) and 10% of its
     # tokens at 4 × L_tr: 50 fine-tune steps per method (PoSE 200 at L_tr windows).  Not yet run by the authors.
