@@ -20,6 +20,7 @@ EXPERIMENTS = {  # --experiment name -> "module:attribute" of its spec
     "rope-base": "extrap.experiments.rope_base:SPEC",
     "effective-length": "extrap.experiments.effective_length:SPEC",
     "extension": "extrap.experiments.extension:SPEC",
+    "finetune-extension": "extrap.experiments.finetune_extension:SPEC",
 }
 SECTIONS = {"survey": "extrap.experiments.survey:SECTION"}  # README blocks of another experiment's results
 DEFAULT = "extrapolation"  # results.json without an "experiment" (written by an early version)

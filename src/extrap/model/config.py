@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 from extrap import positional
 from extrap.errors import ExtrapError
+from extrap.model.shifted_sparse import s2_ratio
 
 
 @dataclass
@@ -17,6 +18,7 @@ class ModelConfig:
     d_ff: int = 0  # 0 -> 4 * d_model
     pe: str = "alibi"  # any registry spec, e.g. "kerple-log", "window:64", "-2*log(n)"
     positions: str = "contiguous"  # training position ids: contiguous | randomized:max=N | pose:target=N
+    attention: str = "full"  # training attention: full | s2[:ratio=R] (LongLoRA's S²-Attn; inference runs full)
     tie_embeddings: bool = False
     embed_std: float = 1.0  # N(0,1) token embeddings keep an additive APE from swamping them
     dropout: float = 0.0
@@ -35,7 +37,9 @@ class ModelConfig:
             raise ExtrapError(f"model: attn_backend must be auto, blocked or flex, got {self.attn_backend!r}")
         if not 0 <= self.dropout < 1:
             raise ExtrapError(f"model: dropout must be in [0, 1), got {self.dropout}")
-        positional.get(self.pe)  # validates the spec early; the model parses it once more, for itself
+        scheme = positional.get(self.pe)  # validates the spec early; the model parses it once more, for itself
+        if s2_ratio(self.attention) is not None and (scheme.adds_bias or not (scheme.rotates or scheme.name == "nope")):
+            raise ExtrapError(f"model: attention {self.attention} (S²-Attn) needs a rotary PE or NoPE, not {self.pe}")
 
     @property
     def head_dim(self) -> int:

@@ -35,6 +35,7 @@ from extrap.model.kernel import consecutive
 from extrap.model.kv_cache import KVCache, LayerCache
 from extrap.model.pe_layers import SURVEY_KINDS, layer_module, model_module
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
+from extrap.model.shifted_sparse import group_size, s2_ratio, shifted_sparse_attention
 from extrap.positional.content import ContentBias
 
 
@@ -56,6 +57,12 @@ class Attention(nn.Module):
         self.pe_layer = layer_module(scheme, cfg)  # CoPE: the layer's own attention
         # per-layer softmax temperature τ (004): logits / τ.  A buffer, never a weight edit.
         self.register_buffer("temperature", torch.ones(()), persistent=False)
+        self.s2 = s2_ratio(cfg.attention)  # LongLoRA's S²-Attn group ratio while training (None: full attention)
+
+    def _causal(self, q, k, v):
+        """Plain causal attention of one group (S²-Attn: no bias, the schemes it allows add none)."""
+        ctx = BiasContext(None, {}, torch.arange(q.shape[2], device=q.device), contiguous=True)
+        return attend(q, k, v, ctx, self.temperature, self.cfg.attn_block, backend=self.cfg.attn_backend)[0]
 
     def bias_values(self) -> dict[str, torch.Tensor]:
         return self.scheme.values(dict(self.bias_params), self.cfg.n_head)
@@ -131,6 +138,15 @@ class Attention(nn.Module):
         """
         B, L, _ = x.shape
         q, k, v = self.heads(x, positions if segments is None else segments, seq_len, qkv_bias)
+        if (
+            self.training
+            and self.s2 is not None
+            and self.extend is None
+            and cache is None
+            and not (return_probs or return_logits or rows)
+        ):
+            y = shifted_sparse_attention(q, k, v, group_size(L, self.s2), self._causal)  # LongLoRA, training only
+            return self.proj(y.transpose(1, 2).reshape(B, L, -1)), None
         if self.extend is not None:  # q and k unrotated; the extension attends (and caches keys so)
             record = "probs" if return_probs else ("logits" if return_logits else None)
             y, probe = self.extend(self, q, k, v, positions, cache, seq_len, window, record, rows)

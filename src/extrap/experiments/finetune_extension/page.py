@@ -1,0 +1,34 @@
+"""What finetune_extension.html.j2 shows: the settings, the goal line, the figure and the two tables."""
+
+from __future__ import annotations
+
+from extrap.experiments.finetune_extension.claims import goal_line
+from extrap.experiments.finetune_extension.figures import CAPTION
+from extrap.experiments.finetune_extension.results import block
+from extrap.experiments.finetune_extension.tables import CELL_NOTE, THEORY_HEADER, header, main_rows, theory_rows
+from extrap.report.contents import missing_results
+from extrap.report.values import fmt
+from extrap.report.view import figure_ref, table
+from extrap.results import StudyResults
+
+
+def finetune_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+    b = block(results)
+    return {
+        "methods": list(b.methods),
+        "pe": b.pe or "–",
+        "train_length": fmt(b.train_length),
+        "finetune_length": fmt(b.finetune_length),
+        "budget": fmt(b.budget),
+        "targets": fmt(b.targets),
+        "passkey_n": fmt(b.passkey_n),
+        "goal": goal_line(results),
+        "note": CELL_NOTE,
+        "main": table(header(results), main_rows(results)),
+        "theory": table(THEORY_HEADER, theory_rows(results)),
+        "figure": figure_ref(figures, notes, "finetune-extension", CAPTION),
+    }
+
+
+def finetune_missing(results: StudyResults) -> list[str]:
+    return missing_results("finetune-extension", block(results).methods, results.settings.get("methods", []))

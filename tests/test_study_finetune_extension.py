@@ -1,0 +1,72 @@
+"""`extrap study --experiment finetune-extension`: the smoke study end to end, its records, README block and page,
+the cpu preset's plan (every method spec parsed, the budget) and bad input refused before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from extrap.cli import main
+from extrap.experiments.finetune_extension import readme as ft_readme
+from extrap.experiments.finetune_extension.plan import plan_job
+from extrap.experiments.finetune_extension.presets import METHODS
+from extrap.experiments.finetune_extension.results import FinetuneBlock
+from extrap.report import readme
+from extrap.results import load_results
+from extrap.study import run_study
+from extrap.study.plan import StudyRequest
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ft") / "s"
+    run_study(out, preset="smoke", experiment="finetune-extension", jobs=1, device="cpu",
+              methods=["pi", "lm-infinite"])  # fmt: skip
+    return out
+
+
+def test_smoke_study_end_to_end(smoke):
+    res = load_results(smoke)
+    b = res.block
+    assert res.experiment == "finetune-extension" and b.pe == "rope" and b.lengths == (128, 256)
+    assert list(b.methods) == ["pi", "lm-infinite"] and b.finetune_length == 512
+    pi, lmi = b.methods["pi"], b.methods["lm-infinite"]
+    assert pi.kind == "finetune" and pi.train_length == 512 and pi.train_loss is not None and not pi.approximate
+    assert lmi.kind == "base" and lmi.approximate and lmi.as_run == "base + lm-infinite:global=10,local=128"
+    for m in (pi, lmi):
+        assert [r.length for r in m.ppl] == [128, 256] and all(r.ppl > 1 for r in m.ppl)
+        assert [p.length for p in m.passkey] == [128, 256]
+        assert {t.task for t in m.ruler} == {"niah_single", "vt"} and [r.length for r in m.longppl] == [128, 256]
+    assert lmi.predicted_length == 128 and lmi.basis == "distance"  # local = L_tr: usable up to L_tr
+    assert FinetuneBlock.from_json(b.to_json()) == b  # results.json round trip
+    assert len(res.claims) == 3 and all(c.ok is None for c in res.claims)  # 2 lengths: none measurable
+    html = (smoke / "report.html").read_text()
+    assert 'id="finetune-extension"' in html and "LCEG Table 2 layout" in html and "Goal (" in html
+
+
+def test_the_readme_renders_the_block(smoke, tmp_path):
+    md = tmp_path / "README.md"
+    md.write_text(f"x\n{ft_readme.BEGIN}\nold\n{ft_readme.END}\ny\n")
+    assert readme.main([str(smoke / "results.json"), str(md)]) == 0
+    text = md.read_text()
+    assert "old" not in text and "| pi | exact |" in text and "| lm-infinite | approximate |" in text
+
+
+def test_the_cpu_plan_parses_every_method_and_spends_one_budget(tmp_path):
+    job, heads = plan_job(StudyRequest(tmp_path / "x", preset="cpu", experiment="finetune-extension"))
+    assert [m.name for m in job.methods] == list(METHODS) and heads == 4
+    tuned = {m.name: m for m in job.methods if m.kind == "finetune"}
+    base_tokens = 2000 * 16 * 128  # rope-base's cpu model: 2000 steps of 16 x 128 tokens
+    for m in tuned.values():  # 10% of the base's tokens each: 50 steps at 512, PoSE 200 at 128
+        assert m.steps * 16 * m.train_length == pytest.approx(0.1 * base_tokens, rel=0.01)
+    assert tuned["pi"].pe == "rope:scaling=linear,factor=4,original_max_position=128"
+    assert tuned["abf"].pe == "rope:base=640000" and tuned["pose"].positions == "pose:target=2048"
+    assert tuned["s2-attn"].attention == "s2:ratio=0.25" and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("bad", [["--methods", "pi,nope"], ["--preset", "huge"]])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, bad):
+    out = tmp_path / "o"
+    argv = ["study", "--experiment", "finetune-extension", "--preset", "smoke", "--out", str(out), *bad]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not out.exists()
