@@ -54,7 +54,7 @@ PRESETS: dict[str, FinetuneSettings] = {
     # 1-2 fine-tune steps, 2 lengths: the tests' run
     "smoke": FinetuneSettings(_SMOKE, ruler_n=2, ruler_buckets=1, eval_tokens=1024),
     # cpu: the extension experiment's cpu base (rope, L_tr = 128, 2000 steps, passkey in the mix) and 10% of its
-    # tokens at 4 × L_tr: 50 fine-tune steps per method (PoSE 200 at L_tr windows).  Not yet run by the authors.
+    # tokens at 4 × L_tr: 50 fine-tune steps per method (PoSE 200 at L_tr windows).
     "cpu": FinetuneSettings(EXTENSION["cpu"], ruler_n=20, ruler_buckets=5, eval_tokens=4096),
     "paper": FinetuneSettings(EXTENSION["paper"]),
 }
