@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from extrap.experiments.extension.results import block
-from extrap.report.panels import accuracy_axes, mark_break, ppl_axes, two_panels
+from extrap.report.panels import Curve, accuracy_axes, ppl_curves, two_panels
 from extrap.results import StudyResults
 from extrap.theory.plots import curve_style
 
@@ -18,25 +16,9 @@ CAPTION = (
 
 
 def ppl_panel(ax, results: StudyResults) -> None:
-    b, every = block(results), []
-    for k, (name, m) in enumerate(b.methods.items()):
-        style = curve_style(k)
-        pts = [r for r in m.ppl if r.ppl is not None]
-        if not pts:
-            continue
-        xs, ys = [r.length for r in pts], [r.ppl for r in pts]
-        err = None
-        if all(r.stderr is not None for r in pts):  # exp(loss ± se) as bars: 14 bands would hide each other
-            err = [
-                [y - y * math.exp(-r.stderr) for y, r in zip(ys, pts)],
-                [y * math.exp(r.stderr) - y for y, r in zip(ys, pts)],
-            ]
-        ax.errorbar(
-            xs, ys, yerr=err, marker="o", ms=3, color=style.color, ls=style.ls, lw=1, elinewidth=0.7, label=name
-        )
-        every += ys
-        mark_break(ax, pts, m.measured_break, style.color, 7)
-    ppl_axes(ax, every, b.train_length, "PPL vs length per method", fontsize=6, ncol=2)
+    b = block(results)
+    curves = [Curve(name, m.ppl, m.measured_break) for name, m in b.methods.items()]
+    ppl_curves(ax, curves, b.train_length, "PPL vs length per method", bars=True, size=7, fontsize=6, ncol=2)
 
 
 def passkey_panel(ax, results: StudyResults) -> None:

@@ -3,11 +3,9 @@ passkey accuracy against the needle's distance with Men et al.'s first negative 
 
 from __future__ import annotations
 
-import math
-
 from extrap.experiments.rope_base.results import block
 from extrap.experiments.rope_base.tables import model_name
-from extrap.report.panels import accuracy_axes, mark_break, ppl_axes, two_panels
+from extrap.report.panels import Curve, accuracy_axes, ppl_curves, two_panels
 from extrap.results import StudyResults
 from extrap.theory.plots import curve_style
 
@@ -22,22 +20,12 @@ CAPTION = (
 
 
 def ppl_panel(ax, results: StudyResults) -> None:
-    b, every = block(results), []
-    for k, (pe, m) in enumerate(b.models.items()):
-        style = curve_style(k)
-        pts = [r for r in m.ppl if r.ppl is not None]
-        if not pts:
-            continue
-        xs, ys = [r.length for r in pts], [r.ppl for r in pts]
-        ax.plot(xs, ys, marker="o", ms=3, color=style.color, ls=style.ls, label=model_name(results, pe))
-        if all(r.stderr is not None for r in pts):  # exp(loss ± se): one standard error of the mean loss
-            lo, hi = [r.ppl * math.exp(-r.stderr) for r in pts], [r.ppl * math.exp(r.stderr) for r in pts]
-            ax.fill_between(xs, lo, hi, color=style.color, alpha=0.12, lw=0)
-        every += ys
-        if m.prediction.scratch_bound is not None:
-            ax.axvline(m.prediction.scratch_bound, color=style.color, ls=":", lw=1)
-        mark_break(ax, pts, m.measured_break, style.color, 8)
-    ppl_axes(ax, every, b.train_length, "PPL vs length, predicted bounds dotted", fontsize=7)
+    b = block(results)
+    curves = [
+        Curve(model_name(results, pe), m.ppl, m.measured_break, m.prediction.scratch_bound)
+        for pe, m in b.models.items()
+    ]
+    ppl_curves(ax, curves, b.train_length, "PPL vs length, predicted bounds dotted", bars=False, size=8, fontsize=7)
 
 
 def passkey_panel(ax, results: StudyResults) -> None:
