@@ -59,6 +59,25 @@ def ppl_curves(ax, curves: Sequence[Curve], train_length, title: str, *, bars: b
     ppl_axes(ax, every, train_length, title, **legend)
 
 
+def accuracy_curves(ax, curves: Sequence[Curve], xlabel: str, title: str, **legend) -> None:
+    """Passkey accuracy, one ``curve_style`` per curve: ``points`` are (x, accuracy); then :func:`accuracy_axes`."""
+    for k, c in enumerate(curves):
+        style = curve_style(k)
+        if not c.points:
+            continue
+        xs, ys = zip(*c.points)
+        ax.plot(xs, ys, marker="o", ms=3, color=style.color, ls=style.ls, label=c.label)
+        if c.bound is not None:
+            ax.axvline(c.bound, color=style.color, ls=":", lw=1)
+    accuracy_axes(ax, xlabel, title, **legend)
+
+
+def panel_pair(name: str, height: float, measured: bool, left: Callable, right: Callable) -> list:
+    """An experiment's figure plan of one :func:`two_panels` figure, ``name``; it draws nothing (None) when
+    nothing was ``measured``."""
+    return [(name, lambda: two_panels(height, left, right) if measured else None)]
+
+
 def mark_break(ax, points, length: int | None, color, size: float) -> None:
     """▲ on the point (with ``length`` and ``ppl``) at the measured break, if one was measured."""
     hit = next((r for r in points if r.length == length), None)

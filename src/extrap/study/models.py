@@ -108,7 +108,7 @@ def trained_results(
     request: StudyRequest,
     experiment: str,
     trained: Mapping[str, tuple[str, TrainingSummary | None]],
-    evals: dict[str, dict[str, EvalReport]],
+    evals: Mapping[str, Mapping[str, EvalReport]],
     train_length: int,
     lengths: list[int],
     **sections: Any,
@@ -127,7 +127,7 @@ def trained_results(
         delta=request.delta,
         **asdict(provenance(run_dirs)),
         runs={pe: run_summary(run_dir, train, request.out) for pe, (run_dir, train) in trained.items()},
-        eval=evals,
+        eval={pe: dict(reports) for pe, reports in evals.items()},
         learning=learning_gate(evals, run_dirs[0] if run_dirs else None, train_length),
         **sections,
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from extrap.experiments.extension.results import block
-from extrap.report.panels import Curve, accuracy_axes, ppl_curves, two_panels
+from extrap.report.panels import Curve, accuracy_curves, panel_pair, ppl_curves
 from extrap.results import StudyResults
-from extrap.theory.plots import curve_style
 
 CAPTION = (
     "Left: last-token perplexity against evaluation length (log₂ axis), one curve per method, bars one "
@@ -22,16 +21,14 @@ def ppl_panel(ax, results: StudyResults) -> None:
 
 
 def passkey_panel(ax, results: StudyResults) -> None:
-    for k, (name, m) in enumerate(block(results).methods.items()):
-        style = curve_style(k)
-        pts = [(p.length, p.accuracy) for p in m.passkey if p.accuracy is not None]
-        if pts:
-            ax.plot(*zip(*pts), marker="o", ms=3, color=style.color, ls=style.ls, label=name)
-    accuracy_axes(ax, "prompt length (tokens)", "passkey accuracy vs length per method", fontsize=6, ncol=2)
+    curves = [
+        Curve(name, [(p.length, p.accuracy) for p in m.passkey if p.accuracy is not None])
+        for name, m in block(results).methods.items()
+    ]
+    accuracy_curves(ax, curves, "prompt length (tokens)", "passkey accuracy vs length per method", fontsize=6, ncol=2)
 
 
-def extension_figure(results: StudyResults):
-    """The two panels, or None when no method was measured."""
-    if not block(results).methods:
-        return None
-    return two_panels(4.6, lambda ax: ppl_panel(ax, results), lambda ax: passkey_panel(ax, results))
+def figures(results: StudyResults, notes: dict, out_dir) -> list:
+    """The two panels (None when no method was measured)."""
+    left, right = (lambda ax: ppl_panel(ax, results)), (lambda ax: passkey_panel(ax, results))
+    return panel_pair("extension", 4.6, bool(block(results).methods), left, right)

@@ -119,7 +119,7 @@ def assemble(
     trained = {pe: o.theory for pe, o in done.items()}
     erf, sp = erf_section({pe: o.erf for pe, o in done.items()}, trained, num_heads)
     runs = {pe: (o.run_dir, o.train) for pe, o in done.items()}
-    evals = {pe: dict(o.eval) for pe, o in done.items()}
+    evals = {pe: o.eval for pe, o in done.items()}
     lengths = [L_tr * k for k in settings.multiples]
     results = trained_results(
         request, request.experiment, runs, evals, L_tr, lengths, pes=pes, n_head=num_heads,

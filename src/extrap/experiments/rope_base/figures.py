@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from extrap.experiments.rope_base.results import block
 from extrap.experiments.rope_base.tables import model_name
-from extrap.report.panels import Curve, accuracy_axes, ppl_curves, two_panels
+from extrap.report.panels import Curve, accuracy_curves, panel_pair, ppl_curves
 from extrap.results import StudyResults
-from extrap.theory.plots import curve_style
 
 CAPTION = (
     "Left: last-token perplexity per token against evaluation length (log₂ axis), one curve per model, bands "
@@ -29,20 +28,15 @@ def ppl_panel(ax, results: StudyResults) -> None:
 
 
 def passkey_panel(ax, results: StudyResults) -> None:
-    for k, (pe, m) in enumerate(block(results).models.items()):
-        style = curve_style(k)
-        pts = [(x.hi, x.accuracy) for x in m.by_distance if x.n]
-        if not pts:
-            continue
-        ax.plot([d for d, _ in pts], [a for _, a in pts], marker="o", ms=3, color=style.color, ls=style.ls, label=pe)
-        if m.prediction.first_negative is not None:
-            ax.axvline(m.prediction.first_negative, color=style.color, ls=":", lw=1)
+    curves = [
+        Curve(pe, [(x.hi, x.accuracy) for x in m.by_distance if x.n], bound=m.prediction.first_negative)
+        for pe, m in block(results).models.items()
+    ]
     title = "retrieval vs distance, Men's first negative dotted"
-    accuracy_axes(ax, "needle distance from the query (tokens)", title, fontsize=7)
+    accuracy_curves(ax, curves, "needle distance from the query (tokens)", title, fontsize=7)
 
 
-def rope_base_figure(results: StudyResults):
-    """The two panels, or None when no model was measured."""
-    if not block(results).models:
-        return None
-    return two_panels(4.4, lambda ax: ppl_panel(ax, results), lambda ax: passkey_panel(ax, results))
+def figures(results: StudyResults, notes: dict, out_dir) -> list:
+    """The two panels (None when no model was measured)."""
+    left, right = (lambda ax: ppl_panel(ax, results)), (lambda ax: passkey_panel(ax, results))
+    return panel_pair("rope_base", 4.4, bool(block(results).models), left, right)
