@@ -71,7 +71,7 @@ class ExperimentSpec:
     page: Page
     readme: ReadmeBlock | None = None
     results: ResultsBlock | None = None  # None: it fills only the shared sections of results.json
-    options: frozenset[str] = field(default_factory=frozenset)  # request options it takes: "tasks", "methods"
+    options: frozenset[str] = field(default_factory=frozenset)  # request options it honours: tasks, methods, delta
     timed: bool = False  # it times inference (000 Table 1): the page has a timing section
     gated: bool = True  # it records the learning gate (results without one predate it)
 

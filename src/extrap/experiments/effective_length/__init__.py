@@ -13,5 +13,5 @@ SPEC = package_spec(
     __name__,
     name="effective-length",
     citation="RULER (Hsieh et al. 2024), NoLiMa's relative threshold, 000's TRF",
-    options=frozenset({"tasks"}),
+    options=frozenset({"tasks", "delta"}),
 )

@@ -10,4 +10,9 @@ from __future__ import annotations
 
 from extrap.experiments.assemble import package_spec
 
-SPEC = package_spec(__name__, name="rope-base", citation="Liu et al. 2024 (arXiv 2310.05209), Men et al. 2024")
+SPEC = package_spec(
+    __name__,
+    name="rope-base",
+    citation="Liu et al. 2024 (arXiv 2310.05209), Men et al. 2024",
+    options=frozenset({"delta"}),
+)
