@@ -3,7 +3,8 @@ folder): each part of :class:`~.protocol.ExperimentSpec` is a module attribute o
 
 =====================  ==========================================================================
 ``presets.PRESETS``    {preset: settings}
-``plan.build``         ``build(request) -> Experiment``
+``plan.build``         ``build(request) -> Experiment``; ``plan.OPTIONS`` (optional): the request options
+                       it honours (``tasks``, ``methods``, ``delta``)
 ``claims.claims``      ``claims(results) -> list[Claim]``
 ``figures.figures``    ``figures(results, notes, out_dir) -> [(name, draw)]``
 ``page.context``       the fragment's context; ``page.missing``: what the results lack;
@@ -63,6 +64,7 @@ def package_spec(package: str, *, name: str, citation: str, **given: Any) -> Exp
     parts = {
         "presets": lambda: part(package, "presets", "PRESETS"),
         "plan": lambda: part(package, "plan", "build"),
+        "options": lambda: frozenset(part(package, "plan", "OPTIONS", optional=True) or ()),
         "claims": lambda: part(package, "claims", "claims"),
         "missing": lambda: part(package, "page", "missing"),
         "figures": lambda: part(package, "figures", "figures"),

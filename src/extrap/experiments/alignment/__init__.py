@@ -19,6 +19,5 @@ SPEC = package_spec(
     name="alignment",
     citation="004 §5.2, Tables 4, 5, 9, Figs. 3-5",
     readme=ReadmeBlock(readme.BEGIN, readme.END, readme.study_markdown),  # the main study block
-    options=frozenset({"tasks"}),
     gated=False,
 )

@@ -13,5 +13,4 @@ SPEC = package_spec(
     __name__,
     name="effective-length",
     citation="RULER (Hsieh et al. 2024), NoLiMa's relative threshold, 000's TRF",
-    options=frozenset({"tasks", "delta"}),
 )

@@ -16,5 +16,4 @@ SPEC = package_spec(
     __name__,
     name="extension",
     citation="PI, NTK, YaRN, Llama 3, ReRoPE, Self-Extend, DCA, LM-Infinite, STRING, StreamingLLM",
-    options=frozenset({"methods", "delta"}),
 )

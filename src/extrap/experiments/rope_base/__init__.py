@@ -10,9 +10,4 @@ from __future__ import annotations
 
 from extrap.experiments.assemble import package_spec
 
-SPEC = package_spec(
-    __name__,
-    name="rope-base",
-    citation="Liu et al. 2024 (arXiv 2310.05209), Men et al. 2024",
-    options=frozenset({"delta"}),
-)
+SPEC = package_spec(__name__, name="rope-base", citation="Liu et al. 2024 (arXiv 2310.05209), Men et al. 2024")
