@@ -115,3 +115,25 @@ def test_checker_finds_a_shared_module_that_imports_an_experiment(tmp_path, monk
     (tmp_path / "extrap" / "page.py").write_text("def f():\n    from extrap.experiments.toy.plan import g\n")
     monkeypatch.setattr(structure, "SRC", tmp_path)
     assert structure.experiment_imports() == ["extrap/page.py:2: imports extrap.experiments.toy.plan"]
+
+
+def test_no_shared_module_names_an_experiment():
+    assert structure.experiment_name_literals() == [], "look the experiment up in its spec or the registry"
+
+
+def test_checker_finds_an_experiment_name_in_a_shared_module(tmp_path, monkeypatch):
+    """A shared module comparing with a registered name is found; its docstring, the registry and the
+    experiment's own package are not."""
+    exp = tmp_path / "extrap" / "experiments"
+    (exp / "toy").mkdir(parents=True)
+    for init in (tmp_path / "extrap", exp, exp / "toy"):
+        (init / "__init__.py").write_text("")
+    (exp / "registry.py").write_text('EXPERIMENTS = {"toy": "extrap.experiments.toy:SPEC"}\n')
+    (exp / "toy" / "plan.py").write_text('NAME = "toy"\n')
+    (tmp_path / "extrap" / "report").mkdir()
+    (tmp_path / "extrap" / "report" / "__init__.py").write_text("")
+    page = '"""toy"""\n\n\ndef f(e):\n    """toy"""\n    return e == "toy"\n'
+    (tmp_path / "extrap" / "report" / "page.py").write_text(page)
+    (tmp_path / "extrap" / "theory.py").write_text(page)  # outside the skeleton: "toy" may be a word of its own
+    monkeypatch.setattr(structure, "SRC", tmp_path)
+    assert structure.experiment_name_literals() == ["extrap/report/page.py:6: 'toy'"]

@@ -180,21 +180,19 @@ def test_records_round_trip():
 
 
 def test_the_page_says_which_models_are_missing():
-    from extrap.experiments.effective_length.page import effective_length_missing
+    from extrap.experiments.effective_length.page import missing
 
-    assert effective_length_missing(StudyResults(experiment="effective-length", pes=["alibi"])) == [
-        "no effective-length results"
-    ]
+    assert missing(StudyResults(experiment="effective-length", pes=["alibi"])) == ["no effective-length results"]
     res = results_of(model("alibi", 1769, {"niah_single": [0.9, 0.8, 0.5]}))
-    assert effective_length_missing(res) == []
+    assert missing(res) == []
     res.pes = ["alibi", "rope", "nope"]
-    assert effective_length_missing(res) == ["no effective-length result for rope, nope"]
+    assert missing(res) == ["no effective-length result for rope, nope"]
 
 
 def test_claims_reproduced():
     alibi = model("alibi", 1769, {"niah_single": [0.9, 0.85, 0.6]})  # holds 0.85 × 0.9 = 0.765 up to 200
     rope = model("rope", None, {"niah_single": [0.9, 0.5, 0.3]})  # effective length 100 = L_tr
-    keep, outlast = el.effective_length_claims(results_of(alibi, rope))
+    keep, outlast = el.claims(results_of(alibi, rope))
     assert keep.ok is True and "alibi/niah_single (TRF 1769): 200" in keep.evidence
     assert outlast.ok is True and "shortest finite-TRF alibi 200, longest other rope 100" in outlast.evidence
     headers, rows = ranking_rows(results_of(rope, alibi))
@@ -205,7 +203,7 @@ def test_claims_reproduced():
 def test_claims_refuted():
     alibi = model("alibi", 1769, {"niah_single": [0.9, 0.7, 0.6]})  # 0.7 < 0.765: stops at L_tr
     rope = model("rope", None, {"niah_single": [0.9, 0.9, 0.9]})  # holds to 400
-    keep, outlast = el.effective_length_claims(results_of(alibi, rope))
+    keep, outlast = el.claims(results_of(alibi, rope))
     assert keep.ok is False and "alibi/niah_single (TRF 1769): 100 ✘" in keep.evidence
     assert outlast.ok is False and "longest other rope 400 ✘" in outlast.evidence
     _, rows = ranking_rows(results_of(alibi, rope))
@@ -215,7 +213,7 @@ def test_claims_refuted():
 def test_claims_not_tested_when_no_model_learned():
     alibi = model("alibi", 1769, {"niah_single": [0.4, 0.4, 0.4]})  # 0.4 < 0.4436: not above chance
     rope = model("rope", None, {"niah_single": [0.9, 0.9, 0.9]})
-    keep, outlast = el.effective_length_claims(results_of(alibi, rope))
+    keep, outlast = el.claims(results_of(alibi, rope))
     assert keep.ok is None and keep.untested and "alibi/niah_single" in keep.evidence
     assert outlast.ok is None and outlast.untested
     _, rows = ranking_rows(results_of(alibi, rope))

@@ -28,7 +28,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--experiment",
-        default="extrapolation",
+        default=registry.DEFAULT,
         choices=registry.names(),
         help=" | ".join(registry.names()),
     )
@@ -51,9 +51,7 @@ def register(sub) -> None:
     )
     p.add_argument("--steps", type=types.positive_int, help="override the preset's training steps")
     p.add_argument("--corpus", help="override the corpus (default: stdlib)")
-    p.add_argument(
-        "--delta", type=types.positive_float, help="δ of 000 Definition 0.1 (default 0.02; not for alignment)"
-    )
+    p.add_argument("--delta", type=types.positive_float, help="δ of 000 Definition 0.1 (default 0.02; PPL verdicts)")
     types.add_device(p, note="default: training auto, evaluation and measurements cpu")
     p.set_defaults(func=run)
 
@@ -62,12 +60,10 @@ def run(args) -> int:
     from extrap.study import StudyExistsError, StudyMismatchError, run_study
 
     pes, tasks = args.pe, args.tasks
-    for flag, value in (("tasks", tasks), ("methods", args.methods)):
+    for flag, value in (("tasks", tasks), ("methods", args.methods), ("delta", args.delta)):
         takers = [n for n in registry.names() if flag in registry.get(n).options] if value is not None else []
         if value is not None and args.experiment not in takers:
             raise ExtrapError(f"--{flag} is only for --experiment {' or '.join(takers)}")
-    if args.delta is not None and args.experiment == "alignment":  # it scores retrieval, no PPL verdict
-        raise ExtrapError("--delta has no effect with --experiment alignment: it has no PPL verdict")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
         results = run_study(
             args.out,
@@ -76,7 +72,7 @@ def run(args) -> int:
             experiment=args.experiment,
             resume=args.resume,
             jobs=args.jobs,
-            **({} if args.delta is None else {"delta": args.delta}),
+            delta=args.delta,
             steps=args.steps,
             corpus=args.corpus,
             tasks=tasks,

@@ -6,19 +6,21 @@ names appear outside their folders) and loads a package only when its experiment
 
 A package holds all of its experiment (``rope_base/`` and ``extension/`` are the pattern), one module per part:
 
-* ``__init__.py``: ``SPEC`` only, assembled from the modules below (and ``BEGIN``/``END`` re-exported);
+* ``__init__.py``: ``SPEC`` only, ``package_spec(__name__, name=..., citation=...)``: :mod:`.assemble` reads
+  each part from the modules below by its conventional name (a missing one is a TypeError naming it);
 * ``presets.py``: its settings record and ``PRESETS`` {preset: settings}, ``DEFAULT_PES``; what several
   experiments share (the cpu model, :data:`extrap.study.presets.CPU_MODEL`) stays in :mod:`extrap.study.presets`;
 * ``plan.py``: ``build(request) -> Experiment`` (the checks before anything is trained, the jobs), the worker
   (module level: spawned processes import it), its progress line and ``assemble`` (results.json);
 * ``measure.py``: what it measures on one model; ``records.py``: a worker's job and output when the shared
   ones (:class:`extrap.study.models.ModelJob`, :class:`~extrap.study.models.ModelOutput`) do not fit;
-* ``results.py``: its block of results.json (frozen records with ``to_json``/``from_json``), declared in the
-  spec as ``results=ResultsBlock(key, Block)``: ``StudyResults.block`` holds it, written under ``key``, and
+* ``results.py``: its block of results.json (frozen records with ``to_json``/``from_json``), declared as
+  ``RESULTS = ResultsBlock(key, Block)``: ``StudyResults.block`` holds it, written under ``key``, and
   ``block(results)`` reads it (empty when absent);
 * ``claims.py``: the checklist's claims; ``tables.py``: the tables the page and the README share;
-  ``figures.py``: its figures (axes shared with others in :mod:`extrap.report.panels`); ``page.py``: the
-  fragment's context and ``missing``, with ``<name>.html.j2``; ``readme.py``: its README block and markers.
+  ``figures.py``: ``figures(results, notes, out_dir)``, its figures (curves and axes shared with others in
+  :mod:`extrap.report.panels`); ``page.py``: the fragment's ``context``, ``missing``, ``SECTIONS`` (and
+  ``anchor``), with ``<name>.html.j2``; ``readme.py``: its README block, ``markdown`` between ``BEGIN`` and ``END``.
 
 ``extrapolation/`` (with ``alibi-slopes``) declares no ``ResultsBlock``: its sections (theory, erf, spearman,
 slopes, timing) are results.json's own top-level keys, interleaved with the shared ones since the first

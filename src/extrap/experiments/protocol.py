@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from extrap.results.blocks import ResultsBlock
+
 if TYPE_CHECKING:
     from extrap.results import Claim, StudyResults
     from extrap.study.plan import Experiment, StudyRequest
@@ -56,29 +58,6 @@ class ReadmeBlock:
 
 
 @dataclass(frozen=True)
-class ResultsBlock:
-    """An experiment's own block of ``results.json``: one ``record`` under ``key``, after the learning gate.
-
-    :class:`~extrap.results.StudyResults` holds it as ``block`` and finds this declaration through the registry
-    (by the file's ``experiment``); ``read`` and ``write`` convert it (override them for a block of another shape).
-    """
-
-    key: str
-    record: type  # has from_json(dict) and to_json() -> dict
-
-    def read(self, value: Any, whole: Mapping) -> Any:
-        """The block from its JSON ``value`` (``whole``: the file, for a block that needs its other keys)."""
-        return self.record.from_json(value) if isinstance(value, dict) else None
-
-    def write(self, block: Any) -> Any:
-        return block.to_json()
-
-    def rows(self, block: Any) -> list[dict]:
-        """Its rows of the study's ``results.csv`` (each with its ``section``); none unless overridden."""
-        return []
-
-
-@dataclass(frozen=True)
 class ExperimentSpec:
     """One experiment, as the shared skeleton sees it (see the module's docstring)."""
 
@@ -92,7 +71,7 @@ class ExperimentSpec:
     page: Page
     readme: ReadmeBlock | None = None
     results: ResultsBlock | None = None  # None: it fills only the shared sections of results.json
-    options: frozenset[str] = field(default_factory=frozenset)  # request options it takes: "tasks", "methods"
+    options: frozenset[str] = field(default_factory=frozenset)  # request options it honours: tasks, methods, delta
     timed: bool = False  # it times inference (000 Table 1): the page has a timing section
     gated: bool = True  # it records the learning gate (results without one predate it)
 
@@ -104,3 +83,6 @@ class ReadmeSection:
     name: str
     of: str  # the experiment whose results it shows
     block: ReadmeBlock
+
+
+__all__ = ["ExperimentSpec", "FigurePlan", "Page", "ReadmeBlock", "ReadmeSection", "ResultsBlock", "Toc"]

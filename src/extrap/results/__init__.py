@@ -8,6 +8,7 @@ holds the records of ``extrap eval`` itself (:mod:`.evaluation`: :class:`EvalRep
 :class:`FileScore` of ``eval --file``).
 """
 
+from extrap.results.blocks import ResultsBlock
 from extrap.results.evaluation import EvalReport, FileScore, LengthResult, Provenance, TemperatureInfo
 from extrap.results.extrapolation import (
     INITIAL,
@@ -42,6 +43,7 @@ __all__ = [
     "TemperatureInfo",
     "WindowInfo",
     "Record",
+    "ResultsBlock",
     "RunSummary",
     "SlopeVariant",
     "Slopes",

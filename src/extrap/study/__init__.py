@@ -27,10 +27,10 @@ def run_study(
     out: str | os.PathLike,
     preset: str = "cpu",
     pes: list[str] | None = None,
-    experiment: str = "extrapolation",
+    experiment: str = registry.DEFAULT,
     resume: bool = True,
     jobs: int = 2,
-    delta: float = 0.02,
+    delta: float | None = None,
     steps: int | None = None,
     corpus: str | None = None,
     tasks: list[str] | None = None,
@@ -39,15 +39,17 @@ def run_study(
 ) -> StudyResults:
     """Run (or resume) one experiment in folder ``out``; returns its results, also in ``out/results.json``.
 
+    ``delta`` (δ of 000 Definition 0.1; None: 0.02), ``tasks`` and ``methods`` (None: all) go only to an
+    experiment that declares the option (:attr:`~extrap.experiments.protocol.ExperimentSpec.options`).
     ``device`` (cpu, cuda, cuda:N): where every job trains and measures; None: training on cuda when
-    available, evaluation on cpu.  ``methods``: the extension experiment's methods (None: all)."""
+    available, evaluation on cpu."""
     spec = registry.get(experiment)
     if jobs < 1:
         raise ExtrapError("jobs must be >= 1")
-    for option, value in (("tasks", tasks), ("methods", methods)):
+    for option, value in (("tasks", tasks), ("methods", methods), ("delta", delta)):
         if value is not None and option not in spec.options:
             takers = [n for n in registry.names() if option in registry.get(n).options]
-            raise ExtrapError(f"{option} are only for the {' and '.join(takers)} experiment{'s' * (len(takers) > 1)}")
+            raise ExtrapError(f"{option}: only the {' and '.join(takers)} experiment{'s' * (len(takers) > 1)} take it")
     refuse_run_folder(out, "a study")  # before anything is written: a run's folder is the run's alone
     request = StudyRequest(
         out=Path(out),
@@ -56,7 +58,7 @@ def run_study(
         pes=pes,
         resume=resume,
         jobs=jobs,
-        delta=delta,
+        **({} if delta is None else {"delta": delta}),
         steps=steps,
         corpus=corpus,
         tasks=tasks,
@@ -66,26 +68,11 @@ def run_study(
     return run_experiment(spec.plan(request), request)
 
 
-def run_alignment_study(
-    out: str | os.PathLike,
-    preset: str = "cpu",
-    pes: list[str] | None = None,
-    resume: bool = True,
-    jobs: int = 2,
-    steps: int | None = None,
-    corpus: str | None = None,
-    tasks: list[str] | None = None,
-) -> StudyResults:
-    """``run_study(experiment="alignment")``."""
-    return run_study(out, preset, pes, "alignment", resume, jobs, steps=steps, corpus=corpus, tasks=tasks)
-
-
 __all__ = [
     "EXPERIMENTS",
     "StudyExistsError",
     "StudyMismatchError",
     "StudyRequest",
-    "run_alignment_study",
     "run_jobs",
     "run_study",
     "slug",

@@ -95,13 +95,30 @@ def model_results(
     lengths: list[int],
     **sections: Any,
 ) -> StudyResults:
-    """``results.json`` of models trained at ``train_length``: provenance, runs, reports and the learning gate.
+    """``results.json`` of models trained at ``train_length``, each evaluated with one ``protocol``.
 
     ``outputs`` have ``pe``, ``run_dir``, ``train`` and ``report`` (of evaluation ``protocol``, read by the
-    learning gate); ``sections``: the rest (``pes``, ``n_head``, ``settings``, ``failures``, the experiment's
-    ``block``, ...)."""
-    run_dirs = [o.run_dir for o in outputs]
+    learning gate); ``sections``: as :func:`trained_results`."""
+    trained = {o.pe: (o.run_dir, o.train) for o in outputs}
     evals = {o.pe: {protocol: o.report} for o in outputs if o.report is not None}
+    return trained_results(request, experiment, trained, evals, train_length, lengths, **sections)
+
+
+def trained_results(
+    request: StudyRequest,
+    experiment: str,
+    trained: Mapping[str, tuple[str, TrainingSummary | None]],
+    evals: Mapping[str, Mapping[str, EvalReport]],
+    train_length: int,
+    lengths: list[int],
+    **sections: Any,
+) -> StudyResults:
+    """``results.json``'s shared sections: provenance, the runs, the reports and the learning gate.
+
+    ``trained``: {pe: (run folder, its training summary)}, in the study's order; ``evals``: {pe: {protocol:
+    report}}; ``sections``: the rest (``pes``, ``n_head``, ``settings``, ``failures``, the experiment's
+    ``block``, ...)."""
+    run_dirs = [run_dir for run_dir, _ in trained.values()]
     return StudyResults(
         preset=request.preset,
         experiment=experiment,
@@ -109,8 +126,8 @@ def model_results(
         lengths=lengths,
         delta=request.delta,
         **asdict(provenance(run_dirs)),
-        runs={o.pe: run_summary(o.run_dir, o.train, request.out) for o in outputs},
-        eval=evals,
+        runs={pe: run_summary(run_dir, train, request.out) for pe, (run_dir, train) in trained.items()},
+        eval={pe: dict(reports) for pe, reports in evals.items()},
         learning=learning_gate(evals, run_dirs[0] if run_dirs else None, train_length),
         **sections,
     )

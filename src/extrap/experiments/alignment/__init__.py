@@ -10,30 +10,14 @@ accuracy of one model at one length), :mod:`.records` (a worker's job, one lengt
 
 from __future__ import annotations
 
-from pathlib import Path
+from extrap.experiments.assemble import package_spec
+from extrap.experiments.protocol import ReadmeBlock
+from extrap.report import readme
 
-from extrap.experiments.alignment import plan
-from extrap.experiments.alignment.claims import alignment_claims
-from extrap.experiments.alignment.figures import alignment_figure_plan
-from extrap.experiments.alignment.page import SECTIONS, alignment_context, anchor, missing
-from extrap.experiments.alignment.presets import PRESETS
-from extrap.experiments.alignment.results import RESULTS
-from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock
-from extrap.report.readme import BEGIN, END, study_markdown
-
-SPEC = ExperimentSpec(
+SPEC = package_spec(
+    __name__,
     name="alignment",
     citation="004 §5.2, Tables 4, 5, 9, Figs. 3-5",
-    presets=PRESETS,
-    plan=plan.build,
-    claims=alignment_claims,
-    missing=missing,
-    figures=lambda results, notes, out_dir: alignment_figure_plan(results),
-    page=Page("alignment.html.j2", Path(__file__).parent, alignment_context, lambda r, b: SECTIONS, anchor),
-    readme=ReadmeBlock(BEGIN, END, study_markdown),
-    results=RESULTS,
-    options=frozenset({"tasks"}),
+    readme=ReadmeBlock(readme.BEGIN, readme.END, readme.study_markdown),  # the main study block
     gated=False,
 )
-
-__all__ = ["BEGIN", "END", "SPEC"]

@@ -104,7 +104,7 @@ def compare_settings(al: AlignmentBlock, name: str, src: str, left: str | None, 
     return Claim(name, all(verdicts) if verdicts else None, ev or "no accuracy beyond L_tr", src)
 
 
-def alignment_claims(results: StudyResults) -> list[Claim]:
+def claims(results: StudyResults) -> list[Claim]:
     """The three claims of 004 §5 for every task (named "task: claim")."""
     src_acc = "004 Table 4, §5.4"
     out = []

@@ -114,5 +114,5 @@ def accuracy_figure(results: StudyResults):
     return fig if drawn else None
 
 
-def alignment_figure_plan(results: StudyResults) -> list:
+def figures(results: StudyResults, notes: dict, out_dir) -> list:
     return [("alignment_accuracy", lambda: accuracy_figure(results)), ("alignment_tau", lambda: tau_figure(results))]

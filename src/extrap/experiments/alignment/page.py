@@ -69,7 +69,7 @@ def task_context(task: str, al: AlignmentBlock) -> dict:
     }
 
 
-def alignment_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     """What alignment.html.j2 shows (``tasks`` empty: the section says what is missing)."""
     shown = {t: b for t, b in blocks(results).items() if b.models}
     if not shown:

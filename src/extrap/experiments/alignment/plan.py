@@ -52,6 +52,8 @@ from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, Stu
 from extrap.study.task_training import TaskTraining, trained_task_run
 from extrap.tasks.records import DepthBucket
 
+OPTIONS = ("tasks",)  # the request options it honours (besides the preset, PEs, steps, corpus, device)
+
 log = logging.getLogger(__name__)
 
 

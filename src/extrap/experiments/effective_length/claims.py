@@ -78,5 +78,5 @@ def claim_outlast(results: StudyResults) -> Claim:
     return Claim(OUTLAST, all(verdicts), "; ".join(said) + not_learned_note(b), SOURCE)
 
 
-def effective_length_claims(results: StudyResults) -> list[Claim]:
+def claims(results: StudyResults) -> list[Claim]:
     return [claim_keep(results), claim_outlast(results)]

@@ -64,6 +64,6 @@ def ppl_figure(results: StudyResults):
     return fig
 
 
-def effective_length_plan(results: StudyResults, notes: dict) -> list:
+def figures(results: StudyResults, notes: dict, out_dir) -> list:
     """Every figure of the experiment, for :func:`extrap.report.figures.figure_plan`."""
     return [("efflen_ppl", lambda: ppl_figure(results)), *heatmap_plan(results, notes)]

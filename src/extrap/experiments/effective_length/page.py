@@ -10,8 +10,10 @@ from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
 
+SECTIONS = (("runs", "Training runs"), ("effective-length", "Effective length beside the TRF"))
 
-def effective_length_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+
+def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     """The section's settings, tables and figures (``models`` empty: the section says what is missing)."""
     b = block(results)
     headers, rows = ranking_rows(results)
@@ -32,5 +34,5 @@ def effective_length_context(results: StudyResults, figures: dict, notes: dict) 
     }
 
 
-def effective_length_missing(results: StudyResults) -> list[str]:
+def missing(results: StudyResults) -> list[str]:
     return missing_results("effective-length", block(results).models, results.pes)

@@ -11,7 +11,7 @@ BEGIN = "<!-- effective-length:begin: rendered from its study's results by pytho
 END = "<!-- effective-length:end -->"
 
 
-def effective_length_markdown(results: StudyResults) -> str:
+def markdown(results: StudyResults) -> str:
     """The README's effective-length section: the models, the claims, the ranking beside the TRF."""
     tasks = f"; tasks {', '.join(results.tasks or [])}"
     return experiment_markdown(results, tasks, [], markdown_table(results))

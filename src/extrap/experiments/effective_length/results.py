@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from extrap.results import StudyResults
+from extrap.results import ResultsBlock, StudyResults
 from extrap.results.longppl import LongPPL
 from extrap.results.records import as_mapping, record_fields, record_json
 
@@ -159,6 +159,9 @@ class EffectiveLengthBlock:
         )
 
 
+RESULTS = ResultsBlock("effective_length", EffectiveLengthBlock)
+
+
 def block(results: StudyResults) -> EffectiveLengthBlock:
     """The effective-length block of ``results`` (empty when the results hold none)."""
     return results.block if isinstance(results.block, EffectiveLengthBlock) else EffectiveLengthBlock()
@@ -171,6 +174,7 @@ __all__ = [
     "UNKNOWN",
     "EffectiveLengthBlock",
     "EffectiveLengthModel",
+    "RESULTS",
     "TaskGate",
     "TrfValue",
     "block",

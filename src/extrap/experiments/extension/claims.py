@@ -74,7 +74,7 @@ def last_ppl(m: ExtensionMethod) -> float | None:
     return m.ppl[-1].ppl if m.ppl else None
 
 
-def extension_claims(results: StudyResults) -> list[Claim]:
+def claims(results: StudyResults) -> list[Claim]:
     return [claim_flat(results), claim_sinks(results)]
 
 

@@ -6,13 +6,16 @@ from extrap.experiments.extension.claims import goal_line
 from extrap.experiments.extension.figures import CAPTION
 from extrap.experiments.extension.results import block
 from extrap.experiments.extension.tables import passkey_table, ppl_table, prediction_rows
-from extrap.report.contents import missing_results
+from extrap.report.contents import figure_or_section, missing_results
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
 
+SECTIONS = (("runs", "Training runs"), ("extension", "Training-free extension of a RoPE model"))
+anchor = figure_or_section("extension", "extension figure", SECTIONS[1])
 
-def extension_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+
+def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     """The section's settings, tables, goal line and figure (``methods`` empty: the section says what is missing)."""
     b = block(results)
     headers, rows = prediction_rows(results)
@@ -32,5 +35,5 @@ def extension_context(results: StudyResults, figures: dict, notes: dict) -> dict
     }
 
 
-def extension_missing(results: StudyResults) -> list[str]:
+def missing(results: StudyResults) -> list[str]:
     return missing_results("extension", block(results).methods, results.settings.get("methods", []))

@@ -32,6 +32,8 @@ from extrap.run import RunDir
 from extrap.study.models import ModelJob, model_results, preset_settings
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, run_jobs
 
+OPTIONS = ("methods", "delta")  # the request options it honours (besides the preset, PEs, steps, corpus, device)
+
 log = logging.getLogger(__name__)
 REPORT = f"eval-{PROTOCOL}"
 

@@ -13,7 +13,7 @@ BEGIN = "<!-- extension:begin: rendered from an extension study's results by pyt
 END = "<!-- extension:end -->"
 
 
-def extension_markdown(results: StudyResults) -> str:
+def markdown(results: StudyResults) -> str:
     """The README's extension section: the model, the two claims, the goal line and the methods × lengths table."""
     note = "Cells: last-token perplexity ± its standard error / passkey accuracy."
     table = [note, "", *markdown_table(results)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extrap.experiments.rope_base.results import PasskeyLength, PplLength, measured_from_json, measured_json
-from extrap.results import StudyResults
+from extrap.results import ResultsBlock, StudyResults
 from extrap.results.records import as_mapping
 
 
@@ -89,6 +89,9 @@ class ExtensionBlock:
         d = as_mapping(d)
         methods = {str(n): ExtensionMethod.from_json(m) for n, m in as_mapping(d.get("methods")).items()}
         return cls(pe=d.get("pe"), **measured_from_json(d), methods=methods)
+
+
+RESULTS = ResultsBlock("extension", ExtensionBlock)
 
 
 def block(results: StudyResults) -> ExtensionBlock:

@@ -37,6 +37,7 @@ def _spec(name: str, citation: str, timed: bool, claims) -> ExperimentSpec:
         page=Page("extrapolation.html.j2", HERE, page.extrapolation_context, page.toc(timed), page.anchor, runs=False),
         readme=README,
         timed=timed,
+        options=frozenset({"delta"}),
     )
 
 

@@ -36,9 +36,8 @@ from extrap.experiments.extrapolation.values import PROTOCOLS
 from extrap.io import atomic_write_json
 from extrap.results import EvalReport, Slopes, SlopeVariant, StudyResults, Timing, slug
 from extrap.run import RunDir
-from extrap.study.learning import learning_gate
-from extrap.study.models import preset_settings
-from extrap.study.orchestrator import provenance, run_summary, saved_record
+from extrap.study.models import preset_settings, trained_results
+from extrap.study.orchestrator import saved_record
 from extrap.study.plan import Experiment, Job, Outcome, StudyRecord, StudyRequest
 from extrap.study.trained import TrainedTheory, trained_theory
 
@@ -117,28 +116,16 @@ def assemble(
     """The study's results from the per-PE outputs, with theory, TRFs and (extrapolation) timing."""
     out, L_tr = request.out, train_length
     done: dict[str, PeOutput] = {pe: outcome.done[pe] for pe in pes if pe in outcome.done}  # the study's order
-    evals = {pe: dict(o.eval) for pe, o in done.items()}
-    first_run = next((o.run_dir for o in done.values()), None)
     trained = {pe: o.theory for pe, o in done.items()}
     erf, sp = erf_section({pe: o.erf for pe, o in done.items()}, trained, num_heads)
-    results = StudyResults(
-        preset=request.preset,
-        experiment=request.experiment,
-        pes=pes,
-        train_length=L_tr,
-        n_head=num_heads,
-        lengths=[L_tr * k for k in settings.multiples],
-        delta=request.delta,
-        **asdict(provenance([o.run_dir for o in done.values()])),
-        settings=asdict(settings),
+    runs = {pe: (o.run_dir, o.train) for pe, o in done.items()}
+    evals = {pe: o.eval for pe, o in done.items()}
+    lengths = [L_tr * k for k in settings.multiples]
+    results = trained_results(
+        request, request.experiment, runs, evals, L_tr, lengths, pes=pes, n_head=num_heads,
+        settings=asdict(settings), failures=outcome.failures, erf=erf, spearman=sp,
         theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], trained),
-        runs={pe: run_summary(o.run_dir, o.train, out) for pe, o in done.items()},
-        eval=evals,
-        erf=erf,
-        spearman=sp,
-        learning=learning_gate(evals, first_run, L_tr),
-        failures=outcome.failures,
-    )
+    )  # fmt: skip
     if variants is not None:
         results.slopes = Slopes(variants=variants)
     if request.experiment == "extrapolation":

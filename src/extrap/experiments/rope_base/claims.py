@@ -95,5 +95,5 @@ def claim_men(results: StudyResults) -> Claim:
     return Claim(MEN, decide([v for v, _ in pairs]), ev, MEN_SOURCE)
 
 
-def rope_base_claims(results: StudyResults) -> list[Claim]:
+def claims(results: StudyResults) -> list[Claim]:
     return [claim_liu(results), claim_men(results)]

@@ -5,13 +5,16 @@ from __future__ import annotations
 from extrap.experiments.rope_base.figures import CAPTION
 from extrap.experiments.rope_base.results import block
 from extrap.experiments.rope_base.tables import distance_table, passkey_table, ppl_table, prediction_rows
-from extrap.report.contents import missing_results
+from extrap.report.contents import figure_or_section, missing_results
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
 
+SECTIONS = (("runs", "Training runs"), ("rope-base", "RoPE base: theory against measurement"))
+anchor = figure_or_section("rope_base", "rope-base figure", SECTIONS[1])
 
-def rope_base_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+
+def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     """The section's settings, tables and figure (``models`` empty: the section says what is missing)."""
     b = block(results)
     dims = {m.prediction.head_dim for m in b.models.values() if m.prediction.head_dim is not None}
@@ -32,5 +35,5 @@ def rope_base_context(results: StudyResults, figures: dict, notes: dict) -> dict
     }
 
 
-def rope_base_missing(results: StudyResults) -> list[str]:
+def missing(results: StudyResults) -> list[str]:
     return missing_results("rope-base", block(results).models, results.pes)

@@ -29,6 +29,8 @@ from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results,
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, saved_record
 from extrap.study.task_training import trained_task_run
 
+OPTIONS = ("delta",)  # the request options it honours (besides the preset, PEs, steps, corpus, device)
+
 PROTOCOL = "last-token"
 
 

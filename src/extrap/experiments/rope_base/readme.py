@@ -11,7 +11,7 @@ BEGIN = "<!-- rope-base:begin: rendered from a rope-base study's results by pyth
 END = "<!-- rope-base:end -->"
 
 
-def rope_base_markdown(results: StudyResults) -> str:
+def markdown(results: StudyResults) -> str:
     """The README's rope-base section: the models, the two claims, the predictions beside the measurements."""
     return experiment_markdown(results, "", [], markdown_table(results))
 

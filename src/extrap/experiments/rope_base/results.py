@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extrap.results import StudyResults
+from extrap.results import ResultsBlock, StudyResults
 from extrap.results.records import as_mapping, record_fields, record_json
 
 
@@ -185,6 +185,9 @@ def measured_json(block) -> dict:
 def measured_from_json(d: Any) -> dict:
     d = as_mapping(d)
     return {**{k: d.get(k) for k in MEASURED}, "lengths": tuple(d.get("lengths") or ())}
+
+
+RESULTS = ResultsBlock("rope_base", RopeBaseBlock)
 
 
 def block(results: StudyResults) -> RopeBaseBlock:
