@@ -42,6 +42,19 @@ EPS_MIN = 1e-30  # smaller eps would need more digits than DPS to settle the int
 EM_TERMS = 6  # Bernoulli corrections B_2 .. B_12: for smooth tails each is ~(2 pi J)^-2 of the last
 
 
+def checked_eps(eps):
+    """``eps`` of n(eps) (000 Eq. 22) as an mpf at the current precision (a float by its shortest repr).
+
+    Refused outside (0, 1) and below :data:`EPS_MIN`, where DPS digits cannot settle the integer.
+    """
+    eps_mp = mpmath.mpf(repr(eps)) if isinstance(eps, float) else mpmath.mpf(eps)
+    if not 0 < eps_mp < 1:
+        raise ExtrapError("eps must lie in (0, 1)")
+    if eps_mp < EPS_MIN:
+        raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
+    return eps_mp
+
+
 class Series:
     """sum_{t>=0} b_t for one convergent head, with tails R(j) = sum_{t>=j} b_t.
 
@@ -224,11 +237,7 @@ class Series:
     def trf(self, eps) -> int:
         """n(eps) = min{ j : R(j) < B eps } (000 Eq. 22), an exact integer."""
         with mpmath.workdps(DPS):
-            eps_mp = mpmath.mpf(repr(eps)) if isinstance(eps, float) else mpmath.mpf(eps)
-            if not 0 < eps_mp < 1:
-                raise ExtrapError("eps must lie in (0, 1)")
-            if eps_mp < EPS_MIN:
-                raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
+            eps_mp = checked_eps(eps)
             for strict in (False, True):
                 n, lo, hi, err = self._crossing(eps_mp, strict)
                 # both sides of the crossing must be clear of every error involved
@@ -355,4 +364,4 @@ def less(a, b) -> bool:
     return a < b - abs(b) * pow10(-(mpmath.mp.dps - 8))
 
 
-__all__ = ["DPS", "EPS_MIN", "TRF_MAX", "InfiniteTerm", "NotReal", "Series", "SeriesError", "less"]
+__all__ = ["DPS", "EPS_MIN", "TRF_MAX", "InfiniteTerm", "NotReal", "Series", "SeriesError", "checked_eps", "less"]
