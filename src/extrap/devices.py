@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from extrap.errors import ExtrapError
@@ -38,3 +41,14 @@ def sampling_device(generator: torch.Generator | None, device=None) -> torch.dev
     if device is not None:
         return torch.device(device)
     return generator.device if generator is not None else torch.device("cpu")
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Small products: one thread; a thread pool's wake-ups cost more than the work on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -167,12 +167,7 @@ def run(args: argparse.Namespace) -> int:
             comparisons.append(compare(schemes[0], other, args.heads, eps=eps))
     rope = theory_rope.rope_for_pes(schemes, args, DEFAULT_TRAIN_LENGTH)  # before anything is written
     plots = _plots(schemes, args) if args.plot else []
-    if args.csv:
-        _write_csv(args.csv, rows)
-
-    if args.json:
-        report = TheoryReport(tuple(rows), tuple(comparisons), tuple(str(p) for p in plots), rope)
-        print(json_text(report.to_json(), indent=None, default=str))  # non-finite: null, with an error
+    if _write_outputs(args, rows, TheoryReport(tuple(rows), tuple(comparisons), tuple(str(p) for p in plots), rope)):
         return 0
     keys = [eps_key(e) for e in eps]
     _print_table(rows, keys, max(lengths), args.explain)
@@ -261,11 +256,7 @@ def _run_checkpoint(args, eps, lengths) -> int:
         rows = _run_rows(src, eps, lengths, args.train_length)
     if args.plot and not plots:  # before anything is written
         raise ExtrapError(f"--plot with --checkpoint draws a T5 checkpoint's bucket tables; {src} has none")
-    if args.csv:
-        _write_csv(args.csv, rows)
-    if args.json:
-        report = CheckpointTheory(str(src), tuple(rows), tuple(str(p) for p in plots), rope)
-        print(json_text(report.to_json(), indent=None, default=str))  # non-finite: null, with an error
+    if _write_outputs(args, rows, CheckpointTheory(str(src), tuple(rows), tuple(str(p) for p in plots), rope)):
         return 0
     keys = [eps_key(e) for e in eps]
     view = [CheckpointRow.of(r) for r in rows]
@@ -305,6 +296,15 @@ def _run_rows(src, eps, lengths, train_length: int | None) -> list[CheckpointHea
 # ---------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------
+def _write_outputs(args, rows, report) -> bool:
+    """--csv (the rows) and --json (``report``, one line); True when the JSON took the place of the table."""
+    if args.csv:
+        _write_csv(args.csv, rows)
+    if args.json:
+        print(json_text(report.to_json(), indent=None, default=str))  # non-finite: null, with an error
+    return bool(args.json)
+
+
 def _write_csv(path: str, results: list[HeadResult] | list[CheckpointHead]) -> None:
     from extrap.io import run_metadata
     from extrap.results.tables import theory_table, write_csv

@@ -15,34 +15,36 @@ from extrap.commands import args as types
 from extrap.commands import theory_modes
 from extrap.errors import ExtrapError
 
+# The RoPE analysis flags of ``extrap theory``: (flag, type, help); each is None unless given.
+_FLAGS = (
+    (
+        "--head-dim",
+        types.natural,
+        "rotary dimension of one head: turns on the RoPE analysis of rotary PEs (rope, xpos)",
+    ),
+    (
+        "--length",
+        types.positive_int,
+        "RoPE: the length L' analysed, distances 0..L'-1 (default: factor x training length of a scaling, "
+        "else the training length; a config's max_position_embeddings)",
+    ),
+    (
+        "--pretrain-base",
+        float,
+        "RoPE: the base of pre-training, for Liu et al.'s critical dimension (default: the scheme's base)",
+    ),
+    (
+        "--tune-length",
+        types.positive_int,
+        "RoPE: the fine-tuning length with the scheme's own frequencies (Liu et al.'s critical base and regime)",
+    ),
+)
+
 
 def add_arguments(p) -> None:
     """The RoPE analysis flags of ``extrap theory``."""
-    p.add_argument(
-        "--head-dim",
-        type=types.natural,
-        default=None,
-        help="rotary dimension of one head: turns on the RoPE analysis of rotary PEs (rope, xpos)",
-    )
-    p.add_argument(
-        "--length",
-        type=types.positive_int,
-        default=None,
-        help="RoPE: the length L' analysed, distances 0..L'-1 (default: factor x training length of a scaling, "
-        "else the training length; a config's max_position_embeddings)",
-    )
-    p.add_argument(
-        "--pretrain-base",
-        type=float,
-        default=None,
-        help="RoPE: the base of pre-training, for Liu et al.'s critical dimension (default: the scheme's base)",
-    )
-    p.add_argument(
-        "--tune-length",
-        type=types.positive_int,
-        default=None,
-        help="RoPE: the fine-tuning length with the scheme's own frequencies (Liu et al.'s critical base and regime)",
-    )
+    for flag, kind, text in _FLAGS:
+        p.add_argument(flag, type=kind, default=None, help=text)
 
 
 def rope_for_pes(schemes, args, default_train_length: int) -> tuple:

@@ -122,6 +122,27 @@ def _mix_seed(*parts: int) -> int:
     return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") & ((1 << 63) - 1)
 
 
+def sampler_state(sampler) -> dict[str, Any]:
+    """The resume state every training sampler records: its next step, seed and batch shape."""
+    keys = ("step", "seed", "batch_size", "length", "rank", "world_size")
+    return {k: getattr(sampler, k) for k in keys}
+
+
+def resume(sampler, state: dict[str, Any], keys: tuple[str, ...], what: str, same: str) -> None:
+    """Move ``sampler`` to ``state``'s step and seed, refusing a state whose ``keys`` differ from the sampler's.
+
+    A key missing on either side (an older checkpoint, a sampler without an LM stream) is not compared.
+    """
+    mine = sampler.state_dict()
+    for key in keys:
+        if key in state and key in mine and state[key] != mine[key]:
+            raise ExtrapError(
+                f"cannot resume the {what}: {key} was {state[key]} and is now {mine[key]}; resume with the same {same}"
+            )
+    sampler.seed = int(state.get("seed", sampler.seed))
+    sampler.step = int(state["step"])
+
+
 class BatchSampler:
     """Random contiguous windows ``(x, y)`` with ``y`` = ``x`` shifted by one token.
 
@@ -172,24 +193,9 @@ class BatchSampler:
         return self
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "seed": self.seed,
-            "batch_size": self.batch_size,
-            "length": self.length,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "stream_tokens": int(self.stream.numel()),
-        }
+        return {**sampler_state(self), "stream_tokens": int(self.stream.numel())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at ``state['step']``; refuse a state from a different stream or batch shape."""
-        mine = self.state_dict()
-        for key in ("batch_size", "length", "world_size", "stream_tokens"):
-            if key in state and state[key] != mine[key]:
-                raise ExtrapError(
-                    f"cannot resume the batch sampler: {key} was {state[key]} and is now {mine[key]}; "
-                    "resume with the same corpus, tokenizer, batch size, length and world size"
-                )
-        self.seed = int(state.get("seed", self.seed))
-        self.step = int(state["step"])
+        keys = ("batch_size", "length", "world_size", "stream_tokens")
+        resume(self, state, keys, "batch sampler", "corpus, tokenizer, batch size, length and world size")

@@ -151,15 +151,8 @@ class RunErf:
         """A run's object; one written before the TRF had its own eps used the attention ERF's ``eps``."""
         grad = None
         if any(d.get(k) is not None for k in _GRAD_KEYS):
-            grad = GradientERF(
-                erf=d.get("grad_erf"),
-                erf_of_mean_curve=d.get("grad_erf_of_mean_curve"),
-                per_segment=tuple(d.get("grad_per_segment") or ()),
-                curve=tuple(d.get("grad_curve") or ()),
-                length=d.get("length"),
-                segments=d.get("segments"),
-                threshold=d.get("threshold"),
-            )
+            # the gradient ERF's own keys carry a grad_ prefix in a run's row; length, segments, threshold do not
+            grad = GradientERF.from_json({**d, **{k.removeprefix("grad_"): d.get(k) for k in _GRAD_KEYS}})
         attn = d.get("attn_erf")
         return cls(
             **{k: d.get(k) for k in ("run", "pe", "length", "train_length", "split", "segments", "step")},

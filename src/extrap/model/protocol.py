@@ -67,17 +67,6 @@ class ExtrapLM(Protocol):
     @property
     def scheme(self) -> Scheme | None: ...
 
-    def __call__(
-        self,
-        idx: torch.Tensor,
-        positions: torch.Tensor | None = None,
-        *,
-        window: int | None = None,
-        last: int | None = None,
-        return_probs: bool = False,
-        embeds: torch.Tensor | None = None,
-    ) -> Output: ...
-
     def forward(
         self,
         idx: torch.Tensor,
@@ -92,6 +81,8 @@ class ExtrapLM(Protocol):
         ``window`` most recent keys; ``return_probs``: every layer's probability blocks; ``embeds``: input
         embeddings (B, L, d) to use instead of looking ``idx`` up."""
         ...
+
+    __call__ = forward  # calling the model runs forward, as torch.nn.Module.__call__ does
 
     def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Input embeddings (B, L, d) as the first layer receives them (an absolute PE included)."""

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -267,13 +267,7 @@ class RunDir:
 
     def read_final(self) -> TrainingSummary | None:
         path = self.path / "final.json"
-        if not path.exists():
-            return None
-        try:
-            data = json.loads(path.read_text())
-        except ValueError:
-            raise ExtrapError(f"{path} is corrupt (not JSON)") from None
-        return TrainingSummary.from_json(data, str(path))
+        return _read_record(path, lambda data: TrainingSummary.from_json(data, str(path)))
 
     # ---- results recorded about the run -------------------------------------------------
     RESERVED = frozenset({"config", "latest", "final", "meta"})
@@ -292,11 +286,15 @@ class RunDir:
 
     def read_result(self, name: str, kind: type[R]) -> R | None:
         """The result recorded as ``name``, read by ``kind.from_json``; None when there is none."""
-        path = self.result_path(name)
-        if not path.exists():
-            return None
-        try:
-            data = json.loads(path.read_text())
-        except ValueError:
-            raise ExtrapError(f"{path} is corrupt (not JSON)") from None
-        return kind.from_json(data)
+        return _read_record(self.result_path(name), kind.from_json)
+
+
+def _read_record(path: Path, read: Callable[[Any], R]) -> R | None:
+    """``read`` of the JSON in ``path``; None when there is no such file; ExtrapError when it is not JSON."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise ExtrapError(f"{path} is corrupt (not JSON)") from None
+    return read(data)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from extrap.errors import ExtrapError
@@ -45,14 +45,7 @@ class TrainingSummary:
     extrap_version: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "final_loss": self.final_loss,
-            "seconds": self.seconds,
-            "tokens": self.tokens,
-            "params": self.params,
-            "extrap_version": self.extrap_version,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # every field, in order
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], where: str = "final.json") -> TrainingSummary:
@@ -161,13 +154,7 @@ class Parent:
     train_length: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "step": self.step,
-            "weights_sha256": self.weights_sha256,
-            "pe": self.pe,
-            "train_length": self.train_length,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # every field, in order
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], where: str = "config.json parent") -> Parent:

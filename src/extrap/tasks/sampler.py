@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from extrap.data.streams import resume, sampler_state
 from extrap.errors import ExtrapError
 from extrap.tasks.filler import get_filler
 from extrap.tasks.formats import min_length, seed_of
@@ -138,16 +139,7 @@ class TaskSampler:
 
     # ---- resume ------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        state = {
-            "step": self.step,
-            "seed": self.seed,
-            "batch_size": self.batch_size,
-            "length": self.length,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "task": self.task,
-            "mix": self.mix,
-        }
+        state = {**sampler_state(self), "task": self.task, "mix": self.mix}
         if self.lm is not None:
             state["stream_tokens"] = int(self.lm.stream.numel())
         return state
@@ -156,13 +148,6 @@ class TaskSampler:
         """Resume at ``state['step']``; refuse a state from another task, mix, batch shape or stream."""
         if "task" not in state:
             raise ExtrapError("cannot resume: the checkpoint was written by a language-modelling run, not a task run")
-        mine = self.state_dict()
-        for key in ("task", "mix", "batch_size", "length", "world_size", "stream_tokens"):
-            if key in state and key in mine and state[key] != mine[key]:
-                raise ExtrapError(
-                    f"cannot resume the task sampler: {key} was {state[key]} and is now {mine[key]}; "
-                    "resume with the same task, mix, corpus, tokenizer, batch size, length and "
-                    "world size"
-                )
-        self.seed = int(state.get("seed", self.seed))
-        self.step = int(state["step"])
+        keys = ("task", "mix", "batch_size", "length", "world_size", "stream_tokens")
+        same = "task, mix, corpus, tokenizer, batch size, length and world size"
+        resume(self, state, keys, "task sampler", same)

@@ -27,8 +27,7 @@ and no weight underflows before the largest has.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 
@@ -39,17 +38,6 @@ MIN_BASE_TOP = 1e12  # the grid's last base
 _BLOCK = 256  # distances per row of the block table
 _DIRECT = 64  # distances summed directly before the first block
 _WINDOW = 128  # grid bases whose frequencies are built at once
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Small products: one thread; a thread pool's wake-ups cost more than the work on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _f64(x) -> torch.Tensor:
@@ -228,7 +216,6 @@ __all__ = [
     "exact_sum",
     "first_negative",
     "min_base_for_length",
-    "one_thread",
     "search_bytes",
     "tolerance",
 ]

@@ -24,6 +24,7 @@ import sympy.tensor.tensor  # noqa: F401  with the engine instead of in the midd
 import torch
 
 from extrap import timeout
+from extrap.devices import one_thread
 from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
 from extrap.positional import ops
@@ -86,17 +87,6 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
-@contextlib.contextmanager
-def _torch_single_thread():
-    """Small tensors: one thread avoids thread-pool wake-ups that cost more than the work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _head_key(values: Mapping[str, torch.Tensor], head: int) -> tuple:
     return tuple((k, tuple(v[head].detach().double().flatten().tolist())) for k, v in sorted(values.items()))
 
@@ -152,7 +142,7 @@ def analyse(
 def _add_numerics(scheme, values, results: list[HeadResult], lengths, train_length: int, chosen: list[int]) -> None:
     """Partial sums, dilution and evidence (:mod:`extrap.theory.numerics`); a failure nulls them with the reason."""
     try:
-        with _torch_single_thread(), timeout.time_limit(NUMERICS_TIMEOUT, required=False):
+        with one_thread(), timeout.time_limit(NUMERICS_TIMEOUT, required=False):
             add_numerics(scheme, values, results, lengths, train_length, chosen)
     except (TimeLimit, OverflowError, RuntimeError) as e:  # e.g. thousands of cosines per distance
         why = f"evaluating the bias {e}" if isinstance(e, TimeLimit) else f"the float64 bias fails ({type(e).__name__})"

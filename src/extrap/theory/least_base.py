@@ -24,6 +24,7 @@ import math
 
 import torch
 
+from extrap.devices import one_thread
 from extrap.theory import aggregation as agg
 
 FLOOR = 1e-9  # the shortest step (relative): where a proven step is shorter, the search steps this far
@@ -94,7 +95,7 @@ def least_base(c, e, length: int, decay=None, start: float | None = None, top: f
                    torch.exp(_J * torch.arange(-(-length // _J), dtype=torch.float64)[:, None] * rates))  # fmt: skip
         w_m = torch.exp(m[:, None] * rates[None, :])  # (L, K), for the step bound
     base = 10 ** (1 / agg.STEPS_PER_DECADE) if start is None else float(start)
-    with agg.one_thread():
+    with one_thread():
         while base <= top:
             theta = c * base ** (-e)
             values, slope_sum = _sums(theta, theta * e, weights, length)

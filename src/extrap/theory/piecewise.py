@@ -23,13 +23,12 @@ from collections.abc import Callable
 import mpmath
 import sympy
 
-from extrap.errors import ExtrapError
 from extrap.positional.conventions import T
 from extrap.theory.closed import closed_series
 from extrap.theory.intervals import Unbounded
 from extrap.theory.pieces import split
 from extrap.theory.runs import DirectRun, Run, make_run, weight
-from extrap.theory.trf import DPS, EPS_MIN, Series, SeriesError, less
+from extrap.theory.trf import DPS, Series, SeriesError, checked_eps, less
 
 MARGIN = 10  # both sides of a crossing must clear this many times the error bounds involved
 SEARCH_DPS = 25  # digits of the bisection inside a piece; the integer is then settled at full precision
@@ -79,11 +78,7 @@ class PiecewiseSeries:
     def trf(self, eps) -> int:
         """n(eps) = min{ j : R(j) < B eps } (000 Eq. 22), an exact integer."""
         with mpmath.workdps(DPS):
-            eps_mp = mpmath.mpf(repr(eps)) if isinstance(eps, float) else mpmath.mpf(eps)
-            if not 0 < eps_mp < 1:
-                raise ExtrapError("eps must lie in (0, 1)")
-            if eps_mp < EPS_MIN:
-                raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
+            eps_mp = checked_eps(eps)
             target = self.total * eps_mp
             for i, run in enumerate(self.runs):
                 if less(self._after[i][0], target):  # R(stop) < B eps already: the crossing is in this piece

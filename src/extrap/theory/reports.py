@@ -51,6 +51,16 @@ class CheckpointHead:
         return cls(**{k: d.get(k) for k in _PLACE + _EXTRA}, result=result)
 
 
+def _plots_and_rope(plots: tuple[str, ...], rope: tuple[RopeTheory, ...]) -> dict:
+    """The optional tail of a theory report's JSON: the figures written and the RoPE analysis, when there are any."""
+    out: dict = {}
+    if plots:
+        out["plots"] = list(plots)
+    if rope:
+        out["rope"] = [r.to_json() for r in rope]
+    return out
+
+
 @dataclass(frozen=True)
 class CheckpointTheory:
     """``extrap theory --checkpoint``: every head of a run's learned bias or of an hf: checkpoint's."""
@@ -62,11 +72,7 @@ class CheckpointTheory:
 
     def to_json(self) -> dict:
         out = {"checkpoint": self.checkpoint, "results": [r.to_json() for r in self.results]}
-        if self.plots:
-            out["plots"] = list(self.plots)
-        if self.rope:
-            out["rope"] = [r.to_json() for r in self.rope]
-        return out
+        return {**out, **_plots_and_rope(self.plots, self.rope)}
 
     @classmethod
     def from_json(cls, d: dict) -> CheckpointTheory:
@@ -88,11 +94,7 @@ class TheoryReport:
         out = {"results": [r.to_json() for r in self.results]}
         if self.comparisons:
             out["comparisons"] = [c.to_json() for c in self.comparisons]
-        if self.plots:
-            out["plots"] = list(self.plots)
-        if self.rope:
-            out["rope"] = [r.to_json() for r in self.rope]
-        return out
+        return {**out, **_plots_and_rope(self.plots, self.rope)}
 
     @classmethod
     def from_json(cls, d: dict) -> TheoryReport:

@@ -30,6 +30,7 @@ import math
 
 import torch
 
+from extrap.devices import one_thread
 from extrap.errors import ExtrapError
 from extrap.memory import check_head_dim as fits_head_dim
 from extrap.positional.base import Scheme
@@ -353,7 +354,7 @@ def analyse_rope(
         length = max(default_length(s, train_length), tune or 0)
     length = _check("the length", length, 0)
     beta0 = _check("the pre-training base", s.opts["base"] if pretrain_base is None else pretrain_base, 1, float)
-    with agg.one_thread():
+    with one_thread():
         theta = frequencies(s, d, length)
         seen, tuned = _seen(s, d, train_length, tune, pretrained, beta0)
         angle = (length - 1) * theta

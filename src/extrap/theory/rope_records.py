@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Self
 
 from extrap.data.position_frequency import PositionFrequency
 
@@ -19,8 +19,19 @@ def _pick(cls, d: Mapping[str, Any]) -> dict:
     return {f.name: d.get(f.name) for f in fields(cls)}
 
 
+class _Flat:
+    """A record whose JSON is its fields by name, one key each."""
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Self:
+        return cls(**_pick(cls, d))
+
+
 @dataclass(frozen=True)
-class FrequencyPair:
+class FrequencyPair(_Flat):
     """One rotary pair (dimensions i and i + d/2, rotate-half layout) and what training showed it."""
 
     index: int  # i
@@ -31,16 +42,9 @@ class FrequencyPair:
     angle_at_length: float  # (L' - 1)·θ_i, the largest angle at the analysed length
     beyond_training: bool  # angle_at_length > train_angle and no full period seen
 
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> FrequencyPair:
-        return cls(**_pick(cls, d))
-
 
 @dataclass(frozen=True)
-class LiuBounds:
+class LiuBounds(_Flat):
     """Liu et al. 2024 (arXiv 2310.05209): critical dimension, extrapolation bound, critical base and regime."""
 
     pretrain_base: float  # β₀, the base of pre-training
@@ -51,16 +55,9 @@ class LiuBounds:
     regime: str | None = None  # which case of Eq. 16 the base falls in (see extrap.theory.rope.REGIMES)
     liu_note: str | None = None
 
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> LiuBounds:
-        return cls(**_pick(cls, d))
-
 
 @dataclass(frozen=True)
-class Aggregation:
+class Aggregation(_Flat):
     """Men et al. 2024 (arXiv 2405.14591): where B(m) = Σ_i cos(m θ_i) first turns negative, and the least base."""
 
     aggregation_first_negative: int | None  # first m with B(m) < 0; None: none below aggregation_cap
@@ -74,13 +71,6 @@ class Aggregation:
     paper_note: str | None = None  # how this value compares with the table, and why they differ
     identity_pairs: int | None = None  # pairs with θ = 0 (p-RoPE, partial rotary): each adds cos(0) = 1 to B(m)
     aggregation_terms: str | None = None  # how the pairs (θ = 0 ones, xPos's ζ weights) enter B(m)
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Aggregation:
-        return cls(**_pick(cls, d))
 
 
 _SETTING = ("pe", "head_dim", "rotary_dim", "train_length", "length", "base", "scaling", "attention_factor")

@@ -27,11 +27,11 @@ import sympy
 from extrap.positional.conventions import T
 from extrap.positional.ops import saturating_exp
 from extrap.theory.closed import affine_split, exact_mpf
-from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
+from extrap.theory.errors import NotReal, SeriesError
 from extrap.theory.jets import Unsupported, compile_jet
 from extrap.theory.quadrature import QUAD_MAXDEGREE, em_coefficient, pow10
 from extrap.theory.scale import mentions
-from extrap.theory.trf import DPS, EM_TERMS
+from extrap.theory.trf import DPS, EM_TERMS, term_at
 
 SHORT = 4096  # pieces up to this long are summed term by term
 EDGES = (0, 64, 512, 4096)  # terms summed directly at an end where Euler-Maclaurin is not yet accurate
@@ -40,12 +40,7 @@ ROUNDING = pow10(-(DPS - 6))  # relative error of a closed form or a quadrature 
 
 def weight(head: Callable, k: int):
     """b_k = exp(r(k)) from the formula itself, arithmetic failures reported as verdicts (as in Series)."""
-    try:
-        b = saturating_exp(head(k))
-    except (ZeroDivisionError, OverflowError):
-        raise InfiniteTerm(f"b_t is infinite at t={k} (r = +oo there), so the sum is infinite") from None
-    except (ValueError, TypeError) as e:
-        raise NotReal(f"r(t) cannot be evaluated at t={k}: {e}") from None
+    b = term_at(lambda t: saturating_exp(head(t)), k)
     if isinstance(b, mpmath.mpc) or mpmath.isnan(b):
         raise NotReal(f"b_t is not a real number at t={k}")
     if mpmath.isinf(b):

@@ -42,6 +42,29 @@ EPS_MIN = 1e-30  # smaller eps would need more digits than DPS to settle the int
 EM_TERMS = 6  # Bernoulli corrections B_2 .. B_12: for smooth tails each is ~(2 pi J)^-2 of the last
 
 
+def term_at(f: Callable, k: int):
+    """``f(k)`` (r(k), or b_k from it) with arithmetic failures as verdicts: a pole makes the sum infinite."""
+    try:
+        return f(k)
+    except (ZeroDivisionError, OverflowError):
+        raise InfiniteTerm(f"b_t is infinite at t={k} (r = +oo there), so the sum is infinite") from None
+    except (ValueError, TypeError) as e:
+        raise NotReal(f"r(t) cannot be evaluated at t={k}: {e}") from None
+
+
+def checked_eps(eps):
+    """``eps`` of n(eps) (000 Eq. 22) as an mpf at the current precision (a float by its shortest repr).
+
+    Refused outside (0, 1) and below :data:`EPS_MIN`, where DPS digits cannot settle the integer.
+    """
+    eps_mp = mpmath.mpf(repr(eps)) if isinstance(eps, float) else mpmath.mpf(eps)
+    if not 0 < eps_mp < 1:
+        raise ExtrapError("eps must lie in (0, 1)")
+    if eps_mp < EPS_MIN:
+        raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
+    return eps_mp
+
+
 class Series:
     """sum_{t>=0} b_t for one convergent head, with tails R(j) = sum_{t>=j} b_t.
 
@@ -103,22 +126,12 @@ class Series:
     def _extend(self, head, cutoff: int, n0: int) -> None:
         """Exact terms b_0 .. b_{n0-1} and their suffix sums."""
         for k in range(len(self.terms), n0):
-            self.terms.append(self._checked(k, self._r(head, k) if (self.finite or k < cutoff) else None))
+            self.terms.append(self._checked(k, term_at(head, k) if (self.finite or k < cutoff) else None))
         self.n0 = n0
         suffix = [mpmath.mpf(0)] * (n0 + 1)
         for k in range(n0 - 1, -1, -1):
             suffix[k] = suffix[k + 1] + self.terms[k]
         self._suffix = suffix
-
-    @staticmethod
-    def _r(head, k: int):
-        """r(k) from the scheme's numeric evaluation, with arithmetic failures as verdicts."""
-        try:
-            return head(k)
-        except (ZeroDivisionError, OverflowError):
-            raise InfiniteTerm(f"b_t is infinite at t={k} (r = +oo there), so the sum is infinite") from None
-        except (ValueError, TypeError) as e:
-            raise NotReal(f"r(t) cannot be evaluated at t={k}: {e}") from None
 
     def _checked(self, k: int, r):
         """b_k = exp(r(k)) as a finite non-negative real, from ``r`` or from the tail form."""
@@ -126,7 +139,7 @@ class Series:
             b = saturating_exp(r) if r is not None else self._b(mpmath.mpf(k))
         except (ZeroDivisionError, OverflowError):  # e.g. 1/log(n) at n = 1
             if r is None:  # the tail form fails here (a pole, or beyond mpmath's range): ask the scheme
-                return self._checked(k, self._r(self._head, k))
+                return self._checked(k, term_at(self._head, k))
             raise InfiniteTerm(f"b_t is infinite at t={k} (r = +oo there), so the sum is infinite") from None
         except (ValueError, TypeError) as e:
             raise NotReal(f"b_t cannot be evaluated at t={k}: {e}") from None
@@ -147,7 +160,7 @@ class Series:
         if self.finite:
             return
         for k in (cutoff, cutoff + 1, self.n0, 3 * self.n0 + 5):
-            a, b = saturating_exp(self._r(head, k)), self._checked(k, None)
+            a, b = saturating_exp(term_at(head, k)), self._checked(k, None)
             if abs(a - b) > pow10(-10) * max(abs(a), abs(b)):
                 raise SeriesError(f"symbolic and numeric forms of r(t) disagree at t={k}: {a} vs {b}")
 
@@ -224,11 +237,7 @@ class Series:
     def trf(self, eps) -> int:
         """n(eps) = min{ j : R(j) < B eps } (000 Eq. 22), an exact integer."""
         with mpmath.workdps(DPS):
-            eps_mp = mpmath.mpf(repr(eps)) if isinstance(eps, float) else mpmath.mpf(eps)
-            if not 0 < eps_mp < 1:
-                raise ExtrapError("eps must lie in (0, 1)")
-            if eps_mp < EPS_MIN:
-                raise SeriesError(f"eps below {EPS_MIN:g} needs more than {DPS} digits")
+            eps_mp = checked_eps(eps)
             for strict in (False, True):
                 n, lo, hi, err = self._crossing(eps_mp, strict)
                 # both sides of the crossing must be clear of every error involved
@@ -355,4 +364,15 @@ def less(a, b) -> bool:
     return a < b - abs(b) * pow10(-(mpmath.mp.dps - 8))
 
 
-__all__ = ["DPS", "EPS_MIN", "TRF_MAX", "InfiniteTerm", "NotReal", "Series", "SeriesError", "less"]
+__all__ = [
+    "DPS",
+    "EPS_MIN",
+    "TRF_MAX",
+    "InfiniteTerm",
+    "NotReal",
+    "Series",
+    "SeriesError",
+    "checked_eps",
+    "less",
+    "term_at",
+]
