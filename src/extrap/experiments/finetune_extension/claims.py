@@ -114,7 +114,7 @@ def claim_c(results: StudyResults) -> Claim:
     return Claim(C, ok, ev, SOURCE)
 
 
-def finetune_claims(results: StudyResults) -> list[Claim]:
+def claims(results: StudyResults) -> list[Claim]:
     return [claim_a(results), claim_b(results), claim_c(results)]
 
 

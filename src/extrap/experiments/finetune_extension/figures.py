@@ -40,3 +40,8 @@ def finetune_figure(results: StudyResults):
     if not block(results).methods:
         return None
     return two_panels(4.6, lambda ax: ppl_panel(ax, results), lambda ax: passkey_panel(ax, results))
+
+
+def figures(results: StudyResults, notes: dict, out_dir) -> list:
+    """The experiment's one figure, drawn when the report asks for it."""
+    return [("finetune-extension", lambda: finetune_figure(results))]

@@ -6,13 +6,18 @@ from extrap.experiments.finetune_extension.claims import goal_line
 from extrap.experiments.finetune_extension.figures import CAPTION
 from extrap.experiments.finetune_extension.results import block
 from extrap.experiments.finetune_extension.tables import CELL_NOTE, THEORY_HEADER, header, main_rows, theory_rows
-from extrap.report.contents import missing_results
+from extrap.report.contents import figure_or_section, missing_results
 from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
 
+SECTIONS = (("runs", "Training runs"), ("finetune-extension", "Fine-tuned extension of a RoPE model"))
+anchor = figure_or_section(
+    "finetune-extension", "finetune-extension figure", ("finetune-extension", "finetune-extension section")
+)
 
-def finetune_context(results: StudyResults, figures: dict, notes: dict) -> dict:
+
+def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     b = block(results)
     return {
         "methods": list(b.methods),
@@ -30,5 +35,5 @@ def finetune_context(results: StudyResults, figures: dict, notes: dict) -> dict:
     }
 
 
-def finetune_missing(results: StudyResults) -> list[str]:
+def missing(results: StudyResults) -> list[str]:
     return missing_results("finetune-extension", block(results).methods, results.settings.get("methods", []))

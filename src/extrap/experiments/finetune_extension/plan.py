@@ -30,6 +30,8 @@ from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, Stu
 log = logging.getLogger(__name__)
 REPORT = f"eval-{PROTOCOL}"
 
+OPTIONS = frozenset({"methods"})  # the request options it honours
+
 
 def result_name(method: str) -> str:
     return f"finetune-{slug(method)}"

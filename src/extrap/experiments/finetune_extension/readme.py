@@ -12,7 +12,7 @@ BEGIN = "<!-- finetune-extension:begin: rendered from its results by python -m e
 END = "<!-- finetune-extension:end -->"
 
 
-def finetune_markdown(results: StudyResults) -> str:
+def markdown(results: StudyResults) -> str:
     table = [CELL_NOTE, "", *markdown_rows(header(results), main_rows(results)), ""]
     table += markdown_rows(THEORY_HEADER, theory_rows(results))
     return experiment_markdown(results, "", [goal_line(results) + ".", ""], table)

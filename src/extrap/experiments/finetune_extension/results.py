@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from extrap.experiments.rope_base.results import PasskeyLength, PplLength, measured_from_json, measured_json
-from extrap.results import StudyResults
+from extrap.results import ResultsBlock, StudyResults
 from extrap.results.records import as_mapping
 from extrap.tasks.ruler.records import RulerTaskReport
 
@@ -107,3 +107,6 @@ class FinetuneBlock:
 def block(results: StudyResults) -> FinetuneBlock:
     """The finetune-extension block of ``results`` (empty when the results hold none)."""
     return results.block if isinstance(results.block, FinetuneBlock) else FinetuneBlock()
+
+
+RESULTS = ResultsBlock("finetune_extension", FinetuneBlock)  # its block of results.json, under this key
