@@ -15,18 +15,17 @@ SECTIONS = (("runs", "Training runs"), ("extension", "Training-free extension of
 anchor = figure_or_section("extension", "extension figure", SECTIONS[1])
 
 
+def block_settings(b, names: tuple[str, ...]) -> dict:
+    """A methods block's settings for a page: its methods, its PE and the named settings, formatted."""
+    return {"methods": list(b.methods), "pe": b.pe or "–", **{n: fmt(getattr(b, n)) for n in names}}
+
+
 def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     """The section's settings, tables, goal line and figure (``methods`` empty: the section says what is missing)."""
     b = block(results)
     headers, rows = prediction_rows(results)
     return {
-        "methods": list(b.methods),
-        "pe": b.pe or "–",
-        "train_length": fmt(b.train_length),
-        "targets": fmt(b.targets),
-        "delta": fmt(b.delta),
-        "passkey_n": fmt(b.passkey_n),
-        "fall_fraction": fmt(b.fall_fraction),
+        **block_settings(b, ("train_length", "targets", "delta", "passkey_n", "fall_fraction")),
         "goal": goal_line(results),
         "predictions": table(headers, rows),
         "figure": figure_ref(figures, notes, "extension", CAPTION),

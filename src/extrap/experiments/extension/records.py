@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from extrap.experiments.extension.results import ExtensionMethod
 from extrap.results import EvalReport
@@ -35,6 +36,7 @@ class ExtensionOutput:
     report: EvalReport | None  # method none's last-token report: the learning gate reads its loss at L_tr
     methods: Mapping[str, ExtensionMethod] = field(default_factory=dict)
     failures: Mapping[str, str] = field(default_factory=dict)  # {method: why it failed}
+    METHOD: ClassVar[type] = ExtensionMethod  # each method's record (a subclass reads its own)
 
     def to_json(self) -> dict:
         return {
@@ -50,5 +52,5 @@ class ExtensionOutput:
     def from_json(cls, d: dict) -> ExtensionOutput:
         train = TrainingSummary.from_json(d["train"]) if d.get("train") else None
         report = EvalReport.from_json(d["report"]) if d.get("report") else None
-        methods = {str(n): ExtensionMethod.from_json(m) for n, m in (d.get("methods") or {}).items()}
+        methods = {str(n): cls.METHOD.from_json(m) for n, m in (d.get("methods") or {}).items()}
         return cls(d["pe"], d["run_dir"], train, report, methods, dict(d.get("failures") or {}))

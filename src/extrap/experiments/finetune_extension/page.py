@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from extrap.experiments.extension.page import block_settings
 from extrap.experiments.finetune_extension.claims import goal_line
 from extrap.experiments.finetune_extension.figures import CAPTION
 from extrap.experiments.finetune_extension.results import block
 from extrap.experiments.finetune_extension.tables import CELL_NOTE, THEORY_HEADER, header, main_rows, theory_rows
 from extrap.report.contents import figure_or_section, missing_results
-from extrap.report.values import fmt
 from extrap.report.view import figure_ref, table
 from extrap.results import StudyResults
 
@@ -20,13 +20,7 @@ anchor = figure_or_section(
 def context(results: StudyResults, figures: dict, notes: dict) -> dict:
     b = block(results)
     return {
-        "methods": list(b.methods),
-        "pe": b.pe or "–",
-        "train_length": fmt(b.train_length),
-        "finetune_length": fmt(b.finetune_length),
-        "budget": fmt(b.budget),
-        "targets": fmt(b.targets),
-        "passkey_n": fmt(b.passkey_n),
+        **block_settings(b, ("train_length", "finetune_length", "budget", "targets", "passkey_n")),
         "goal": goal_line(results),
         "note": CELL_NOTE,
         "main": table(header(results), main_rows(results)),
