@@ -160,3 +160,24 @@ def test_laguerre_rule_is_exact_on_polynomials(n):
         for k in range(2 * n):  # int_0^oo e^-y y^k dy = k!
             value = laguerre(lambda y, k=k: mpmath.exp(-y) * y**k, n)
             assert abs(value - math.factorial(k)) <= mpmath.mpf(10) ** -35 * math.factorial(k)
+
+
+def test_scan_shift_ignores_nan_and_cape_reuses_its_base_scan(monkeypatch):
+    """The NaN-free fast path of the largest bias equals the NaN-ignoring one (a row of NaN gives -inf),
+    and CAPE's static part reuses the partial sums of its base RPE: one pass of ALiBi's bias for both."""
+    from extrap.theory import analyse, numerics
+
+    r = torch.tensor([[0.5, float("nan"), 2.0], [float("nan")] * 3, [-1.0, -3.0, -2.0]], dtype=torch.float64)
+    assert numerics._largest(r).tolist() == [2.0, -math.inf, -1.0]
+    assert numerics._largest(r[2:]).tolist() == [-1.0]
+    calls = []
+    real = numerics.scan
+    monkeypatch.setattr(numerics, "scan", lambda *a, **k: calls.append(a[0].spec) or real(*a, **k))
+    clear_cache()
+    alibi = analyse("alibi", 4)
+    cape = analyse("cape-ctx", 4)
+    assert calls == ["alibi"]
+    assert [c.dilution for c in cape] == [a.dilution for a in alibi]
+    clear_cache()
+    analyse("alibi", 4)
+    assert calls == ["alibi", "alibi"]  # clear_cache forgets it

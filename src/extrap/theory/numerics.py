@@ -63,10 +63,12 @@ def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = 1 <
     out, running, shift = None, None, None
     for start, r in _chunks(scheme, values, top, chunk):
         if shift is None:  # the largest bias (in practice at small t) sets the scale
-            shift = torch.nan_to_num(r, nan=-math.inf).max(dim=1).values.clamp_min(-1e300)
+            shift = _largest(r).clamp_min(-1e300)
             out = torch.zeros(r.shape[0], len(lengths), dtype=torch.float64)
             running = torch.zeros(r.shape[0], dtype=torch.float64)
-        csum = torch.cumsum(torch.exp(r - shift[:, None]), dim=1) + running[:, None]
+        csum = torch.cumsum(torch.sub(r, shift[:, None]).exp_(), dim=1)  # in place: one buffer, not two
+        if start:  # the first chunk starts from 0 (x + 0.0 == x: skipping it changes no bit)
+            csum += running[:, None]
         _pick(out, csum, lengths, start)
         running = csum[:, -1]
     sums = out * torch.exp(shift)[:, None]
@@ -79,6 +81,12 @@ def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = 1 <
         _pick(logs, lcs, lengths, start)
         running = lcs[:, -1]
     return Sums(torch.exp(logs), None, logs, torch.zeros_like(shift), shift)
+
+
+def _largest(r: torch.Tensor) -> torch.Tensor:
+    """Each row's largest value, NaN ignored (-inf for a row of NaN only); the NaN-free case needs no copy."""
+    top = r.max(dim=1).values
+    return torch.nan_to_num(r, nan=-math.inf).max(dim=1).values if bool(top.isnan().any()) else top
 
 
 def _chunks(scheme, values, top: int, chunk: int):
@@ -127,7 +135,7 @@ def add_numerics(scheme, values, results: list[HeadResult], lengths, train_lengt
         raise ExtrapError("lengths must be positive integers")
     grid = sorted(set(lengths) | {train_length, max(lengths) // 2}) if lengths else [1]
     # one pass of the bias gives the partial sums and each head's largest weight
-    sums = scan(scheme, values64, grid, min_scan=min(max(SCAN, 4 * cut), MAX_SCAN) if need_tail else 0)
+    sums = _scan_once(scheme, values64, grid, min(max(SCAN, 4 * cut), MAX_SCAN) if need_tail else 0)
     evidence = scan(scheme, values64, list(EVIDENCE_LENGTHS)) if inconclusive else None
     for h, r in zip(heads, results):
         _tail_weight(r, float(sums.rmax[min(h, sums.rmax.shape[0] - 1)]))
@@ -135,6 +143,22 @@ def add_numerics(scheme, values, results: list[HeadResult], lengths, train_lengt
             _dilution(r, _Column(sums, h, grid), lengths, train_length)
         if evidence is not None and r.verdict == "inconclusive":
             _evidence(r, _Column(evidence, h, list(EVIDENCE_LENGTHS)))
+
+
+_SCANS: dict[tuple, Sums] = {}  # CAPE's static part is its base RPE: one pass of the bias serves both
+
+
+def clear() -> None:
+    _SCANS.clear()
+
+
+def _scan_once(scheme, values64: dict, grid: list[int], min_scan: int) -> Sums:
+    """:func:`scan`, remembered by the scheme, its exact parameter values, the lengths and the scan depth."""
+    fingerprint = tuple((k, tuple(v.shape), tuple(v.flatten().tolist())) for k, v in sorted(values64.items()))
+    key = (type(scheme).__name__, scheme.spec, fingerprint, tuple(grid), min_scan)
+    if key not in _SCANS:
+        _SCANS[key] = scan(scheme, values64, grid, min_scan=min_scan)
+    return _SCANS[key]
 
 
 def _finite(x: float) -> float | None:
