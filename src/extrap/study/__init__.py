@@ -49,7 +49,7 @@ def run_study(
     for option, value in (("tasks", tasks), ("methods", methods), ("delta", delta)):
         if value is not None and option not in spec.options:
             takers = [n for n in registry.names() if option in registry.get(n).options]
-            raise ExtrapError(f"{option}: only the {' and '.join(takers)} experiment{'s' * (len(takers) > 1)} take it")
+            raise ExtrapError(f"{option} is only for the {' and '.join(takers)} experiment{'s' * (len(takers) > 1)}")
     refuse_run_folder(out, "a study")  # before anything is written: a run's folder is the run's alone
     request = StudyRequest(
         out=Path(out),
