@@ -1,8 +1,8 @@
 """The block of ``extrap study --experiment alignment`` (004 §5.2): per task, per model, τ and accuracy by length.
 
-results.json's ``"alignment"`` is {task: :class:`AlignmentBlock`}, held as :class:`AlignmentTasks` in
-``StudyResults.block`` and read with :func:`blocks`.  Per-length tables are keyed by the length as a string
-(JSON object keys): :func:`length_key`.  The closed forms per length are typed
+results.json's ``"alignment"`` is {task: :class:`AlignmentBlock`}, held as :class:`AlignmentTasks` by
+``RESULTS`` (raw JSON in StudyResults) and read with :func:`blocks`.  Per-length tables are keyed by the
+length as a string (JSON object keys): :func:`length_key`.  The closed forms per length are typed
 (:class:`extrap.align.records.ClosedForms`, or only the log-length rule beyond the probe cap:
 :class:`extrap.align.records.LogLengthForm`).
 """
@@ -165,4 +165,5 @@ RESULTS = AlignmentResults("alignment", AlignmentTasks)
 
 def blocks(results: StudyResults) -> Mapping[str, AlignmentBlock]:
     """Every task's block of ``results`` (empty when the results hold none)."""
-    return results.block.tasks if isinstance(results.block, AlignmentTasks) else {}
+    found = RESULTS.of(results)
+    return found.tasks if isinstance(found, AlignmentTasks) else {}
