@@ -413,7 +413,7 @@ def test_block_keeps_task_order_round_trips_and_lists_its_rows_in_results_csv():
     res = StudyResults.from_json(r)
     assert list(blocks(res)) == ["line", "passkey"] and blocks(res)["line"].train_length == L_TR
     out = res.to_json()
-    assert list(out["alignment"]) == ["line", "passkey"]
+    assert list(out["alignment"]) == ["passkey", "line"]  # the raw block, written back as it was read
     assert json_text(StudyResults.from_json(out).to_json()) == json_text(out)
     rows = [x for x in study_table(res, RESULTS).rows if x["section"] == "alignment"]
     assert len(rows) == 2 * 4 * len(LENGTHS)  # tasks x settings (none and three modes) x lengths, one model

@@ -153,6 +153,8 @@ class AlignmentResults(ResultsBlock):
     """``"alignment"``: {task: block} in the order of results.json's ``tasks`` (a file of one untasked block too)."""
 
     def read(self, value: Any, whole: Mapping) -> AlignmentTasks | None:
+        if whole.get("experiment") != "alignment":  # another experiment's file holds no alignment block
+            return None
         found = alignment_blocks(value, whole.get("tasks"))
         return AlignmentTasks(found) if found else None  # none: the key is left out, as before
 
