@@ -12,7 +12,7 @@ from extrap.experiments.alignment import measure as sm
 from extrap.experiments.alignment import plan as sa
 from extrap.experiments.alignment import tables as ra
 from extrap.experiments.alignment.records import LengthRecord
-from extrap.experiments.alignment.results import DepthSummary, best_setting, blocks
+from extrap.experiments.alignment.results import RESULTS, DepthSummary, best_setting, blocks
 from extrap.io import json_text
 from extrap.report.gate import MIN_TRAIN_ACC
 from extrap.results import StudyResults, load_results
@@ -413,15 +413,15 @@ def test_block_keeps_task_order_round_trips_and_lists_its_rows_in_results_csv():
     res = StudyResults.from_json(r)
     assert list(blocks(res)) == ["line", "passkey"] and blocks(res)["line"].train_length == L_TR
     out = res.to_json()
-    assert list(out["alignment"]) == ["line", "passkey"]
+    assert list(out["alignment"]) == ["passkey", "line"]  # the raw block, written back as it was read
     assert json_text(StudyResults.from_json(out).to_json()) == json_text(out)
-    rows = [x for x in study_table(res).rows if x["section"] == "alignment"]
+    rows = [x for x in study_table(res, RESULTS).rows if x["section"] == "alignment"]
     assert len(rows) == 2 * 4 * len(LENGTHS)  # tasks x settings (none and three modes) x lengths, one model
     row = next(x for x in rows if (x["task"], x["setting"], x["length"]) == ("passkey", "pmax", 128))
     assert (row["pe"], row["accuracy"], row["tau"], row["tau_source"]) == ("t5", 0.7, 0.9, "algorithm1")
     assert row["train_length"] == L_TR and row["rank_accuracy"] is None and row["at_grid_edge"] is False
     other = StudyResults.from_json({**r, "experiment": "rope-base"})  # another experiment's file: no such block
-    assert blocks(other) == {} and not [x for x in study_table(other).rows if x["section"] == "alignment"]
+    assert blocks(other) == {} and not [x for x in study_table(other, RESULTS).rows if x["section"] == "alignment"]
 
 
 def test_line_and_topic_study_end_to_end(tmp_path, monkeypatch):

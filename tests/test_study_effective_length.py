@@ -11,6 +11,7 @@ from extrap.experiments.effective_length import claims as el
 from extrap.experiments.effective_length import readme as efflen_readme
 from extrap.experiments.effective_length.presets import DEFAULT_PES, PRESETS
 from extrap.experiments.effective_length.results import (
+    RESULTS,
     EffectiveLengthBlock,
     EffectiveLengthModel,
     TrfValue,
@@ -56,7 +57,7 @@ def test_smoke_study_end_to_end(smoke):
     s = PRESETS["smoke"]
     L_tr = s.train_length
     assert res.experiment == "effective-length" and res.pes == ["alibi", "rope"] and res.tasks == list(s.tasks)
-    b = res.block
+    b = RESULTS.of(res)
     assert b.train_length == L_tr and list(b.lengths) == [L_tr * k for k in s.multiples]
     alibi, rope = b.models["alibi"], b.models["rope"]
     # TRF: the theory engine's n(1e-3) for ALiBi's 2 heads (smoke: 2 heads, slopes 1/2 and 1/4) ...
@@ -97,10 +98,10 @@ def test_smoke_study_resumes_without_training_again(smoke, monkeypatch):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(training, "train", refuse)
-    before = load_results(smoke).block
+    before = RESULTS.of(load_results(smoke))
     argv = ["study", "--experiment", "effective-length", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--resume"]
     assert main(argv + ["--out", str(smoke), "--device", "cpu"]) == 0
-    assert load_results(smoke).block == before
+    assert RESULTS.of(load_results(smoke)) == before
 
 
 def test_the_readme_renders_the_effective_length_section(smoke, tmp_path):
@@ -153,7 +154,7 @@ def model(pe: str, trf: int | None, scores: dict[str, list[float]], n: int = 20)
 def results_of(*models: EffectiveLengthModel, tasks=("niah_single",)) -> StudyResults:
     b = EffectiveLengthBlock(L_TR, LENGTHS, tasks, "rel:0.85", "rank", 20, 5, 800, "nonoverlapping")
     b = EffectiveLengthBlock(**{**b.__dict__, "models": {m.pe: m for m in models}})
-    return StudyResults(experiment="effective-length", pes=[m.pe for m in models], block=b)
+    return StudyResults(experiment="effective-length", pes=[m.pe for m in models], extra=RESULTS.entry(b))
 
 
 def test_task_gate_by_hand():
@@ -167,9 +168,9 @@ def test_records_round_trip():
     m = model("alibi", 1769, {"niah_single": [0.9, 0.8, 0.5], "vt": [0.3, 0.2, 0.1]})
     assert EffectiveLengthModel.from_json(json.loads(json.dumps(m.to_json()))) == m
     res = results_of(m, tasks=("niah_single", "vt"))
-    b = res.block
+    b = RESULTS.of(res)
     assert EffectiveLengthBlock.from_json(json.loads(json.dumps(b.to_json()))) == b
-    assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).block == b
+    assert RESULTS.of(StudyResults.from_json(json.loads(json.dumps(res.to_json())))) == b
     assert "effective_length" not in StudyResults(experiment="extrapolation").to_json()  # others unchanged
     assert m.effective("niah_single").to_json()["form"] == "relative"  # the JSON records the form
     job = ModelJob("alibi", "/x", PRESETS["smoke"], 0.02, 1)

@@ -15,7 +15,7 @@ from extrap.experiments.extension import tables as ext_tables
 from extrap.experiments.extension.measure import MethodJob, measure_method, passkey_falloff, predicted_length
 from extrap.experiments.extension.presets import PRESETS as EXTENSION_PRESETS
 from extrap.experiments.extension.records import ExtensionOutput
-from extrap.experiments.extension.results import ExtensionBlock, ExtensionMethod
+from extrap.experiments.extension.results import RESULTS, ExtensionBlock, ExtensionMethod
 from extrap.experiments.rope_base import readme as rope_readme
 from extrap.experiments.rope_base.results import PasskeyLength, PplLength
 from extrap.report import compute_claims, readme
@@ -36,7 +36,7 @@ def test_smoke_study_end_to_end(smoke):
     res = load_results(smoke)
     s = EXTENSION_PRESETS["smoke"].model
     L_tr, lengths = s.train_length, [s.train_length * k for k in s.multiples]
-    b = res.block
+    b = RESULTS.of(res)
     assert res.experiment == "extension" and b.pe == "rope" and list(b.lengths) == lengths
     assert list(b.methods) == ["none", "pi", "rerope", "window", "sinks"]  # none first: the reference
     for m in b.methods.values():
@@ -65,10 +65,10 @@ def test_a_resumed_study_neither_trains_nor_measures_again(smoke, monkeypatch):
 
     monkeypatch.setattr("extrap.train.train", refuse)
     monkeypatch.setattr("extrap.experiments.extension.plan.measure_method", refuse)
-    before = load_results(smoke).block
+    before = RESULTS.of(load_results(smoke))
     argv = ["study", "--experiment", "extension", "--preset", "smoke", "--methods", METHODS, "--jobs", "1"]
     assert main(argv + ["--out", str(smoke), "--resume", "--device", "cpu", "--steps", "6"]) == 0
-    assert load_results(smoke).block == before
+    assert RESULTS.of(load_results(smoke)) == before
 
 
 def test_the_readme_renders_the_extension_block(smoke, tmp_path):
@@ -127,7 +127,9 @@ def method(name, break_at=None, inside=(True, True, True), basis="distance", acc
 def study(methods, loss=1.5):
     gate = {"unigram_entropy": 3.2, "max_fraction": 0.8, "protocol": "last-token", "loss": {"rope": loss}}
     res = StudyResults.from_json({"experiment": "extension", "pes": ["rope"], "learning": gate})
-    res.block = ExtensionBlock("rope", 128, LENGTHS, 0.02, 0.5, 10, 32, {m.name: m for m in methods})
+    res.extra.update(
+        RESULTS.entry(ExtensionBlock("rope", 128, LENGTHS, 0.02, 0.5, 10, 32, {m.name: m for m in methods}))
+    )
     return res
 
 
@@ -138,9 +140,9 @@ def judged(methods, loss=1.5):
 def test_records_round_trip():
     res = study([method("rerope"), method("window", break_at=256, kind="window")])
     back = StudyResults.from_json(json.loads(json.dumps(res.to_json())))
-    assert back.block == res.block and back.block.methods["window"].measured_break == 256
+    assert RESULTS.of(back) == RESULTS.of(res) and RESULTS.of(back).methods["window"].measured_break == 256
     assert "extension" not in StudyResults(experiment="rope-base").to_json()  # left out when empty
-    out = ExtensionOutput("rope", "/x", None, None, dict(res.block.methods), {"dca": "out of memory"})
+    out = ExtensionOutput("rope", "/x", None, None, dict(RESULTS.of(res).methods), {"dca": "out of memory"})
     assert ExtensionOutput.from_json(json.loads(json.dumps(out.to_json()))) == out
 
 

@@ -9,7 +9,7 @@ from extrap.cli import main
 from extrap.experiments.finetune_extension import readme as ft_readme
 from extrap.experiments.finetune_extension.plan import plan_job
 from extrap.experiments.finetune_extension.presets import METHODS
-from extrap.experiments.finetune_extension.results import FinetuneBlock
+from extrap.experiments.finetune_extension.results import RESULTS, FinetuneBlock
 from extrap.report import readme
 from extrap.results import load_results
 from extrap.study import run_study
@@ -26,7 +26,7 @@ def smoke(tmp_path_factory):
 
 def test_smoke_study_end_to_end(smoke):
     res = load_results(smoke)
-    b = res.block
+    b = RESULTS.of(res)
     assert res.experiment == "finetune-extension" and b.pe == "rope" and b.lengths == (128, 256)
     assert list(b.methods) == ["pi", "lm-infinite"] and b.finetune_length == 512
     pi, lmi = b.methods["pi"], b.methods["lm-infinite"]

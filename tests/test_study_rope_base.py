@@ -12,6 +12,7 @@ from extrap.experiments.rope_base import measure as rm
 from extrap.experiments.rope_base import readme as rope_readme
 from extrap.experiments.rope_base.presets import DEFAULT_PES, PRESETS
 from extrap.experiments.rope_base.results import (
+    RESULTS,
     DistanceBin,
     PasskeyLength,
     PplLength,
@@ -39,7 +40,7 @@ def test_smoke_study_end_to_end(smoke):
     s = PRESETS["smoke"]
     L_tr = s.train_length
     assert res.experiment == "rope-base" and res.pes == ["rope:base=100", "nope"]
-    b = res.block
+    b = RESULTS.of(res)
     assert b.train_length == L_tr and list(b.lengths) == [L_tr * k for k in s.multiples]
     rope, nope = b.models["rope:base=100"], b.models["nope"]
     assert [r.length for r in rope.ppl] == list(b.lengths) and all(r.ppl > 1 for r in rope.ppl)
@@ -78,10 +79,10 @@ def test_smoke_study_resumes_without_training_again(smoke, monkeypatch):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(training, "train", refuse)
-    before = load_results(smoke).block
+    before = RESULTS.of(load_results(smoke))
     argv = ["study", "--experiment", "rope-base", "--preset", "smoke", "--pe", PES, "--jobs", "1", "--steps", "6"]
     assert main(argv + ["--out", str(smoke), "--resume", "--device", "cpu"]) == 0
-    assert load_results(smoke).block == before
+    assert RESULTS.of(load_results(smoke)) == before
 
 
 def test_the_readme_renders_the_rope_base_section(smoke, tmp_path):
@@ -100,9 +101,9 @@ def test_records_round_trip():
     assert RopeBaseModel.from_json(json.loads(json.dumps(m.to_json()))) == m
     block = RopeBaseBlock(128, (128, 256), 0.02, 0.5, 10, 32, {m.pe: m})
     assert RopeBaseBlock.from_json(json.loads(json.dumps(block.to_json()))) == block
-    res = StudyResults(experiment="rope-base", block=block)
+    res = StudyResults(experiment="rope-base", extra=RESULTS.entry(block))
     assert "block" not in res.to_json() and res.to_json()["rope_base"] == block.to_json()  # under its spec's key
-    assert StudyResults.from_json(json.loads(json.dumps(res.to_json()))).block == block
+    assert RESULTS.of(StudyResults.from_json(json.loads(json.dumps(res.to_json())))) == block
     assert "rope_base" not in StudyResults(experiment="extrapolation").to_json()  # other experiments unchanged
     job = ModelJob("rope", "/x", PRESETS["smoke"], 0.02, 1)
     assert job.lengths == (96, 192, 384)
@@ -189,7 +190,7 @@ def study(models, losses=None):
     loss = losses or {m.pe: 1.5 for m in models}
     gate = {"unigram_entropy": 3.2, "max_fraction": 0.8, "protocol": "last-token", "loss": loss}
     res = StudyResults.from_json({"experiment": "rope-base", "pes": list(loss), "learning": gate})
-    res.block = block
+    res.extra.update(RESULTS.entry(block))
     return res
 
 

@@ -43,7 +43,7 @@ def test_a_toy_experiment_runs_through_the_orchestrator_and_renders(toy, tmp_pat
     assert saved["experiment"] == "toy" and json.loads((out / "study.json").read_text())["pes"] == ["x2", "x3"]
     assert saved["toy_block"] == {"largest": 9} and "block" not in saved  # its own block, under its own key
     assert list(saved).index("failures") < list(saved).index("toy_block") < list(saved).index("claims")
-    assert load_results(out).block == toy.results.record(9)  # read back as the spec's record type
+    assert toy.results.of(load_results(out)) == toy.results.record(9)  # read back as the spec's record type
     html = (out / "report.html").read_text()
     assert '<section id="toy"><h2>Toy squares</h2>' in html and '<a href="#toy">Toy squares</a>' in html
     assert "<td>3</td><td>9</td>" in html and 'id="fig-toy_squares"' in html

@@ -15,7 +15,8 @@ A package holds all of its experiment (``rope_base/`` and ``extension/`` are the
 * ``measure.py``: what it measures on one model; ``records.py``: a worker's job and output when the shared
   ones (:class:`extrap.study.models.ModelJob`, :class:`~extrap.study.models.ModelOutput`) do not fit;
 * ``results.py``: its block of results.json (frozen records with ``to_json``/``from_json``), declared as
-  ``RESULTS = ResultsBlock(key, Block)``: ``StudyResults.block`` holds it, written under ``key``, and
+  ``RESULTS = ResultsBlock(key, Block)``: StudyResults keeps its raw JSON under ``key``, the plan writes it
+  with ``RESULTS.entry(block)`` and
   ``block(results)`` reads it (empty when absent);
 * ``claims.py``: the checklist's claims; ``tables.py``: the tables the page and the README share;
   ``figures.py``: ``figures(results, notes, out_dir)``, its figures (curves and axes shared with others in

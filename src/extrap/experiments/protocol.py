@@ -11,7 +11,7 @@ so adding an experiment means one new package and one line in :mod:`extrap.exper
 * ``figures(results, notes, out_dir)``: (name, draw) pairs, draw returning a figure or None;
 * ``page``: its fragment of the HTML page (template, table-of-contents entries, context);
 * ``readme``: its block of the README, between its own markers;
-* ``results``: its own block of ``results.json`` (:class:`ResultsBlock`), which ``StudyResults.block`` holds,
+* ``results``: its own block of ``results.json`` (:class:`ResultsBlock`), which alone reads and writes it,
   and the block's rows of ``results.csv``.
 """
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Mapping
@@ -108,9 +107,11 @@ class StudyResults(Record):
     between the shared ones (``theory`` before ``runs``, ``timing`` after ``failures``), so they stay fields
     here (their records in :mod:`.extrapolation`) and every results.json written so far re-serialises
     byte for byte, results.csv keeping their rows; a study of several tasks fills ``tasks``, and its
-    ``train_length`` may be {task: L_tr}.  Any other experiment keeps its own record in ``block``,
-    written under the key its spec declares (:func:`block_kind`).  Any section may be empty: a study that
-    failed part way, or an older file.
+    ``train_length`` may be {task: L_tr}.  Any other experiment keeps its own block as raw JSON in
+    ``extra`` under the key its :class:`~extrap.results.blocks.ResultsBlock` declares, which alone reads it
+    (``RESULTS.of(results)``), so this module needs no experiment.  Keys this class does not declare are
+    written back where the file held them (one set by code: before ``claims``, where blocks have always
+    stood).  Any section may be empty: a study that failed part way, or an older file.
     """
 
     preset: str | None = None
@@ -137,7 +138,6 @@ class StudyResults(Record):
     slopes: Slopes | None = one(Slopes, omit=True)
     timing: Timing | None = one(Timing, omit=True)
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
-    block: Any = plain(omit=True)  # the experiment's own record (its spec's ResultsBlock says key and type)
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
     host: StudyHost | None = one(StudyHost, omit=True)  # None: an earlier extrap did not record it
@@ -146,21 +146,24 @@ class StudyResults(Record):
     @classmethod
     def from_json(cls, d) -> StudyResults:
         results = super().from_json(d)
-        results.block = None  # only the experiment's own key holds it
-        if isinstance(d, dict):
-            kind = block_kind(results.experiment)
-            if kind is not None and kind.key in results.extra:
-                results.block = kind.read(results.extra.pop(kind.key), d)
+        keys = list(d) if isinstance(d, dict) else []
+        results._after = {k: keys[i - 1] if i else None for i, k in enumerate(keys) if k in results.extra}
         return results
 
     def to_json(self) -> dict:
-        out = super().to_json()
-        if "block" not in out:
-            return out
-        kind = block_kind(self.experiment)
-        if kind is None:
-            raise ExtrapError(f"experiment {self.experiment!r} declares no results block to write its record under")
-        return {(kind.key if k == "block" else k): (kind.write(v) if k == "block" else v) for k, v in out.items()}
+        out = super().to_json()  # the undeclared keys last; each goes back after the key it followed
+        order = [k for k in out if k not in self.extra]
+        after = getattr(self, "_after", {})
+        for key in self.extra:
+            before = after.get(key)
+            if before is None and key in after:
+                at = 0
+            elif before in order:
+                at = order.index(before) + 1
+            else:
+                at = order.index("claims") if "claims" in order else len(order)
+            order.insert(at, key)
+        return {k: out[k] for k in order}
 
     def all_pes(self) -> list[str]:
         """Every PE the results mention, the study's order first."""
@@ -197,19 +200,6 @@ class StudyResults(Record):
             return None
         path = Path(study_dir) / run.run_dir
         return path if path.is_dir() else None
-
-
-def block_kind(experiment: str | None):
-    """The :class:`~extrap.experiments.protocol.ResultsBlock` that ``experiment``'s spec declares; None when it
-    declares none or this version does not know it (its block then stays in ``extra``, written back unchanged).
-
-    The registry lies above this module (its experiments read and write StudyResults), so it is looked up
-    when a file is read or written, as the registry itself loads an experiment's package only when asked."""
-    registry = importlib.import_module("extrap.experiments.registry")
-    try:
-        return registry.get(experiment).results
-    except ExtrapError:
-        return None
 
 
 def load_results(path: str | os.PathLike) -> StudyResults:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from extrap.data.position_frequency import PositionFrequency
     from extrap.erf import ErfReport
     from extrap.results import StudyResults
+    from extrap.results.blocks import ResultsBlock
     from extrap.results.evaluation import EvalReport, FileScore, Provenance
     from extrap.results.longppl import LongPPLReport
     from extrap.run.records import TrainReport
@@ -278,11 +279,13 @@ def pe_table(schemes: Iterable[Mapping]) -> Table:
 # ---------------------------------------------------------------------------
 # a study's results.csv
 # ---------------------------------------------------------------------------
-def study_table(results: StudyResults) -> Table:
-    """``results.csv``: one row per record of every section of ``results.json``; ``section`` says which."""
+def study_table(results: StudyResults, block: ResultsBlock | None = None) -> Table:
+    """``results.csv``: one row per record of every section of ``results.json``; ``section`` says which.
+    ``block``: the experiment's own block of results.json (its spec's ``results``), whose rows it lists."""
     record = results.to_json()
     head = {**provenance(record), **_pick(record, ("experiment", "preset"))}
-    sections = (_runs, _theory, _eval, _erf, _spearman, _timing, _block, _claims, _failures)
+    own = block.rows(found) if block is not None and (found := block.of(results)) is not None else []
+    sections = (_runs, _theory, _eval, _erf, _spearman, _timing, lambda res: own, _claims, _failures)
     return Table([{**head, **row, **_command(record)} for section in sections for row in section(results)])
 
 
@@ -339,14 +342,6 @@ def _timing(res: StudyResults) -> list[dict]:
         for r in t.rows
         for w, s in zip(t.window_sizes, r.seconds)
     ]
-
-
-def _block(res: StudyResults) -> list[dict]:
-    """The experiment's own rows (its spec's results block lists them; none unless it does)."""
-    from extrap.results.study import block_kind  # the records, only when a study's table is built
-
-    kind = block_kind(res.experiment)
-    return kind.rows(res.block) if kind is not None and res.block is not None else []
 
 
 def _claims(res: StudyResults) -> list[dict]:

@@ -65,7 +65,7 @@ def run_study(
         device=device,
         methods=methods,
     )
-    return run_experiment(spec.plan(request), request)
+    return run_experiment(spec.plan(request), request, spec.results)
 
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any
 
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json, run_metadata
-from extrap.results import RunSummary, StudyHost, StudyResults, StudyTraining, save_results
+from extrap.results import ResultsBlock, RunSummary, StudyHost, StudyResults, StudyTraining, save_results
 from extrap.run.records import TrainingSummary
 from extrap.study.plan import (
     STUDY_FILE,
@@ -124,8 +124,9 @@ def run_jobs(
         queue.close()
 
 
-def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
-    """Run an experiment's jobs in ``request.out`` (resuming what is there) and write its results and report."""
+def run_experiment(exp: Experiment, request: StudyRequest, block: ResultsBlock | None = None) -> StudyResults:
+    """Run an experiment's jobs in ``request.out`` (resuming what is there) and write its results and report;
+    ``block``: the experiment's own block of results.json (its spec's ``results``), for results.csv."""
     resumed = (request.out / STUDY_FILE).exists()
     claim_folder(request.out, exp, request.resume)
     t_start = time.perf_counter()
@@ -144,7 +145,7 @@ def run_experiment(exp: Experiment, request: StudyRequest) -> StudyResults:
 
     run_jobs(exp.worker, exp.jobs, request.jobs, collect)
     host = StudyHost(os.cpu_count(), request.threads, request.jobs, request.device, resumed)
-    return finish(request.out, exp.assemble(outcome), t_start, host)
+    return finish(request.out, exp.assemble(outcome), t_start, host, block)
 
 
 def trained_models(out: Path, results: StudyResults) -> StudyTraining | None:
@@ -165,7 +166,9 @@ def trained_models(out: Path, results: StudyResults) -> StudyTraining | None:
     return None
 
 
-def finish(out: Path, results: StudyResults, t_start: float, host: StudyHost | None = None) -> StudyResults:
+def finish(
+    out: Path, results: StudyResults, t_start: float, host: StudyHost | None = None, block: ResultsBlock | None = None
+) -> StudyResults:
     """Claims, results.json (and results.csv) and report.html: the last step of every experiment."""
     from extrap.report import compute_claims, write_report
     from extrap.results.tables import study_table, write_csv
@@ -174,7 +177,7 @@ def finish(out: Path, results: StudyResults, t_start: float, host: StudyHost | N
     results.host, results.training = host, trained_models(out, results)
     results.seconds = time.perf_counter() - t_start
     save_results(results, out)
-    write_csv(out / "results.csv", study_table(results))  # the same records, one row each, for spreadsheets
+    write_csv(out / "results.csv", study_table(results, block))  # the same records, one row each, for spreadsheets
     log.info("study: report -> %s", write_report(results, out))
     return results
 

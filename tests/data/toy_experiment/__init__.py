@@ -1,6 +1,6 @@
 """A toy experiment declared through the public protocol only (tests/test_study_toy_experiment.py copies it
 into a temporary package): two jobs that each measure a number, one claim, one table, one figure, and its
-own block of results.json (:class:`ToyBlock`, which the shared StudyResults reads and writes through the spec).  Report
+own block of results.json (:class:`ToyBlock`, kept raw by StudyResults, read and written by the spec).  Report
 modules are imported where used, so that its spawned workers start fast."""
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ class ToyBlock:
         return cls(d.get("largest"))
 
 
+BLOCK = ResultsBlock("toy_block", ToyBlock)  # its block of results.json: written and read only through it
+
+
 def measure(job: ToyJob) -> dict:
     """One job, in a worker process when jobs run two at a time: x², and which process computed it."""
     import os
@@ -52,7 +55,7 @@ def assemble(request: StudyRequest, outcome: Outcome) -> StudyResults:
         pes=sorted(outcome.done),
         settings={"squares": {str(d["x"]): d["square"] for d in done}, "pids": sorted({d["pid"] for d in done})},
         failures=outcome.failures,
-        block=ToyBlock(max((d["square"] for d in done), default=None)),
+        extra=BLOCK.entry(ToyBlock(max((d["square"] for d in done), default=None))),
     )
 
 
@@ -118,5 +121,5 @@ SPEC = ExperimentSpec(
         runs=False,
     ),
     readme=ReadmeBlock("<!-- toy:begin -->", "<!-- toy:end -->", readme),
-    results=ResultsBlock("toy_block", ToyBlock),
+    results=BLOCK,
 )

@@ -36,6 +36,7 @@ from extrap.experiments.alignment.presets import DEFAULT_PES, PRESETS, Alignment
 from extrap.experiments.alignment.records import AlignJob, AlignJobResult, LengthRecord
 from extrap.experiments.alignment.results import (
     MODES,
+    RESULTS,
     SETTINGS,
     AlignmentBlock,
     AlignmentModel,
@@ -204,7 +205,7 @@ def assemble(
         **asdict(provenance([r.run_dir for r in outcome.done.values()])),
         settings=asdict(settings),
         runs=runs,
-        block=AlignmentTasks(blocks),
+        extra=RESULTS.entry(AlignmentTasks(blocks)),
         failures=outcome.failures,
     )
 

@@ -1,8 +1,8 @@
 """The block of ``extrap study --experiment alignment`` (004 §5.2): per task, per model, τ and accuracy by length.
 
-results.json's ``"alignment"`` is {task: :class:`AlignmentBlock`}, held as :class:`AlignmentTasks` in
-``StudyResults.block`` and read with :func:`blocks`.  Per-length tables are keyed by the length as a string
-(JSON object keys): :func:`length_key`.  The closed forms per length are typed
+results.json's ``"alignment"`` is {task: :class:`AlignmentBlock`}, held as :class:`AlignmentTasks` by
+``RESULTS`` (raw JSON in StudyResults) and read with :func:`blocks`.  Per-length tables are keyed by the
+length as a string (JSON object keys): :func:`length_key`.  The closed forms per length are typed
 (:class:`extrap.align.records.ClosedForms`, or only the log-length rule beyond the probe cap:
 :class:`extrap.align.records.LogLengthForm`).
 """
@@ -153,6 +153,8 @@ class AlignmentResults(ResultsBlock):
     """``"alignment"``: {task: block} in the order of results.json's ``tasks`` (a file of one untasked block too)."""
 
     def read(self, value: Any, whole: Mapping) -> AlignmentTasks | None:
+        if whole.get("experiment") != "alignment":  # another experiment's file holds no alignment block
+            return None
         found = alignment_blocks(value, whole.get("tasks"))
         return AlignmentTasks(found) if found else None  # none: the key is left out, as before
 
@@ -165,4 +167,5 @@ RESULTS = AlignmentResults("alignment", AlignmentTasks)
 
 def blocks(results: StudyResults) -> Mapping[str, AlignmentBlock]:
     """Every task's block of ``results`` (empty when the results hold none)."""
-    return results.block.tasks if isinstance(results.block, AlignmentTasks) else {}
+    found = RESULTS.of(results)
+    return found.tasks if isinstance(found, AlignmentTasks) else {}

@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from extrap.errors import ExtrapError
 from extrap.experiments.effective_length.measure import PROTOCOL, measure_model
 from extrap.experiments.effective_length.presets import DEFAULT_PES, PRESETS, EffectiveLengthSettings
-from extrap.experiments.effective_length.results import EffectiveLengthBlock, EffectiveLengthModel
+from extrap.experiments.effective_length.results import RESULTS, EffectiveLengthBlock, EffectiveLengthModel
 from extrap.results import EvalReport, slug
 from extrap.run import RunDir
 from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results, preset_settings
@@ -77,8 +77,8 @@ def assemble(request: StudyRequest, settings: EffectiveLengthSettings, pes: list
     block = EffectiveLengthBlock(settings.train_length, tuple(lengths), **scored, method="rank", protocol=PROTOCOL,
                                  models=models)  # fmt: skip
     return model_results(request, "effective-length", done, PROTOCOL, settings.train_length, lengths, pes=pes,
-                         tasks=list(settings.tasks), n_head=heads, settings=asdict(settings), block=block,
-                         failures=outcome.failures)  # fmt: skip
+                         tasks=list(settings.tasks), n_head=heads, settings=asdict(settings),
+                         extra=RESULTS.entry(block), failures=outcome.failures)  # fmt: skip
 
 
 def check_tasks(tasks: list[str], settings: EffectiveLengthSettings, tokenizer_spec: str, corpus: str) -> None:

@@ -164,7 +164,7 @@ RESULTS = ResultsBlock("effective_length", EffectiveLengthBlock)
 
 def block(results: StudyResults) -> EffectiveLengthBlock:
     """The effective-length block of ``results`` (empty when the results hold none)."""
-    return results.block if isinstance(results.block, EffectiveLengthBlock) else EffectiveLengthBlock()
+    return RESULTS.of(results) or EffectiveLengthBlock()
 
 
 __all__ = [

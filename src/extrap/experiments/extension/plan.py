@@ -25,7 +25,7 @@ from extrap.experiments.extension.measure import PROTOCOL, MethodJob, measure_me
 from extrap.experiments.extension.methods import check_methods
 from extrap.experiments.extension.presets import METHODS, PRESETS, ExtensionSettings
 from extrap.experiments.extension.records import ExtensionJob, ExtensionOutput
-from extrap.experiments.extension.results import ExtensionBlock, ExtensionMethod
+from extrap.experiments.extension.results import RESULTS, ExtensionBlock, ExtensionMethod
 from extrap.experiments.rope_base.plan import trained_run
 from extrap.results import EvalReport, slug
 from extrap.run import RunDir
@@ -97,7 +97,8 @@ def assemble(request: StudyRequest, settings: ExtensionSettings, methods: tuple,
     failures = dict(outcome.failures) | ({f"{pe}/{m}": why for m, why in out.failures.items()} if out else {})
     settings_json = {**asdict(settings), "methods": list(methods)}
     return model_results(request, "extension", [out] if out is not None else [], PROTOCOL, L_tr, lengths,
-                         pes=[pe], n_head=heads, settings=settings_json, block=block, failures=failures)  # fmt: skip
+                         pes=[pe], n_head=heads, settings=settings_json,
+                         extra=RESULTS.entry(block), failures=failures)  # fmt: skip
 
 
 def build(request: StudyRequest) -> Experiment:

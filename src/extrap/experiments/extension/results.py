@@ -96,7 +96,7 @@ RESULTS = ResultsBlock("extension", ExtensionBlock)
 
 def block(results: StudyResults) -> ExtensionBlock:
     """The extension block of ``results`` (empty when the results hold none)."""
-    return results.block if isinstance(results.block, ExtensionBlock) else ExtensionBlock()
+    return RESULTS.of(results) or ExtensionBlock()
 
 
 __all__ = ["ExtensionBlock", "ExtensionMethod", "block"]

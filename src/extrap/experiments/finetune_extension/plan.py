@@ -20,7 +20,7 @@ from extrap.experiments.finetune_extension.measure import PROTOCOL, MeasureJob, 
 from extrap.experiments.finetune_extension.methods import FtMethod, check_methods, make_method
 from extrap.experiments.finetune_extension.presets import METHODS, PRESETS
 from extrap.experiments.finetune_extension.records import FtJob, FtOutput
-from extrap.experiments.finetune_extension.results import FinetuneBlock, FtResult
+from extrap.experiments.finetune_extension.results import RESULTS, FinetuneBlock, FtResult
 from extrap.experiments.rope_base.plan import trained_run
 from extrap.results import EvalReport, slug
 from extrap.run import RunDir
@@ -130,8 +130,8 @@ def assemble(request: StudyRequest, job: FtJob, heads: int, outcome: Outcome):
         "as_run": {m.name: m.as_run for m in job.methods},
     }
     return model_results(request, "finetune-extension", [out] if out is not None else [], PROTOCOL, b.train_length,
-                         list(job.training.lengths), pes=[pe], n_head=heads, settings=settings_json, block=block,
-                         failures=failures)  # fmt: skip
+                         list(job.training.lengths), pes=[pe], n_head=heads, settings=settings_json,
+                         extra=RESULTS.entry(block), failures=failures)  # fmt: skip
 
 
 def plan_job(request: StudyRequest) -> tuple[FtJob, int]:

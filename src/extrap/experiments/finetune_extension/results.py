@@ -106,7 +106,7 @@ class FinetuneBlock:
 
 def block(results: StudyResults) -> FinetuneBlock:
     """The finetune-extension block of ``results`` (empty when the results hold none)."""
-    return results.block if isinstance(results.block, FinetuneBlock) else FinetuneBlock()
+    return RESULTS.of(results) or FinetuneBlock()
 
 
 RESULTS = ResultsBlock("finetune_extension", FinetuneBlock)  # its block of results.json, under this key

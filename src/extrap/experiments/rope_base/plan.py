@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 
 from extrap.experiments.rope_base import measure
 from extrap.experiments.rope_base.presets import DEFAULT_PES, PRESETS, RopeBaseSettings
-from extrap.experiments.rope_base.results import RopeBaseBlock, RopeBaseModel
+from extrap.experiments.rope_base.results import RESULTS, RopeBaseBlock, RopeBaseModel
 from extrap.results import EvalReport, slug
 from extrap.run import RunDir
 from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results, preset_settings
@@ -105,7 +105,7 @@ def assemble(request: StudyRequest, settings: RopeBaseSettings, pes: list[str], 
         models={pe: o.model for pe, o in done.items()},
     )
     return model_results(request, "rope-base", list(done.values()), PROTOCOL, L_tr, lengths, pes=pes, n_head=heads,
-                         settings=asdict(settings), block=block, failures=outcome.failures)  # fmt: skip
+                         settings=asdict(settings), extra=RESULTS.entry(block), failures=outcome.failures)  # fmt: skip
 
 
 def build(request: StudyRequest) -> Experiment:

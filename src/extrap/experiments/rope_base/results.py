@@ -192,7 +192,7 @@ RESULTS = ResultsBlock("rope_base", RopeBaseBlock)
 
 def block(results: StudyResults) -> RopeBaseBlock:
     """The rope-base block of ``results`` (empty when the results hold none)."""
-    return results.block if isinstance(results.block, RopeBaseBlock) else RopeBaseBlock()
+    return RESULTS.of(results) or RopeBaseBlock()
 
 
 __all__ = ["DistanceBin", "PasskeyLength", "PplLength", "RopeBaseBlock", "RopeBaseModel", "RopePrediction", "block"]
