@@ -18,7 +18,7 @@ import torch
 
 from extrap.positional import get
 from extrap.positional.conventions import T
-from extrap.theory import clear_cache, forms
+from extrap.theory import clear_cache, convergence, forms
 from extrap.theory.convergence import classify, classify_vanishing_sum
 from extrap.theory.jets import compile_jet
 from extrap.theory.quadrature import laguerre
@@ -94,15 +94,16 @@ def test_sandwich_heads_share_one_analysis(monkeypatch):
 def test_tisa_heads_share_one_analysis(monkeypatch):
     """Which Gaussian decays slowest depends on each head's widths, so the whole sum has no expansion with
     symbols; each term tends to 0 whatever the parameters, so one verdict (r -> 0) holds for every head."""
-    calls = []
-    original = forms.classify_tail
-    monkeypatch.setattr(forms, "classify_tail", lambda *a, **k: calls.append(a) or original(*a, **k))
+    calls, tails = [], []
+    original = forms.classify_vanishing_sum
+    monkeypatch.setattr(forms, "classify_vanishing_sum", lambda *a, **k: calls.append(a) or original(*a, **k))
+    monkeypatch.setattr(forms, "classify_tail", lambda *a, **k: tails.append(a))
     scheme = get("tisa")
     values = scheme.init_values(8)
     assert values["c"].min() < 0 < values["c"].max()  # offsets of both signs: a real, nonzero symbol
     clear_cache()
     verdicts = [forms.head_verdict(scheme, values, h) for h in range(8)]
-    assert len(calls) == 1  # the structure's, none per head
+    assert len(calls) == 1 and not tails  # the structure's, none per head, and no expansion of the whole sum
     assert {(v.verdict, v.test, v.tail_level) for v in verdicts} == {("diverges", "nth-term", 0)}
 
 
@@ -181,3 +182,21 @@ def test_scan_shift_ignores_nan_and_cape_reuses_its_base_scan(monkeypatch):
     clear_cache()
     analyse("alibi", 4)
     assert calls == ["alibi", "alibi"]  # clear_cache forgets it
+
+
+def test_gaussian_terms_are_recognised_without_expansion(monkeypatch):
+    """A vanishing sum's terms C exp(k (t + d)^n) (k < 0, d real, n a positive integer) are accepted from the
+    tree alone, TISA's kernels included; every other term still goes through the asymptotic expansion."""
+    a, b = sympy.Dummy("a", positive=True), sympy.Dummy("b", positive=True)
+    c, x = sympy.Dummy("c", real=True, nonzero=True), sympy.Dummy("x")
+    expanded = []
+    original = convergence.asy.expand
+    monkeypatch.setattr(convergence.asy, "expand", lambda e, t: expanded.append(e) or original(e, t))
+    fast = [a * sympy.exp(-b * (T - c) ** 2), sympy.exp(-b * T**3), 2 * sympy.exp(-b * T)]
+    v = classify_vanishing_sum(sympy.Add(*fast, a / (T + 1)), 0)
+    assert expanded == [a / (T + 1)] and (v.verdict, v.tail_level) == ("diverges", 0)
+    for slow in (a * sympy.exp(b * (T - c) ** 2), a * sympy.exp(-c * T**2), sympy.exp(-b * (T - x) ** 2)):
+        expanded.clear()  # k > 0 (grows), the sign of k unknown, a shift that may be complex
+        with pytest.raises(GiveUp):
+            classify_vanishing_sum(slow + a / (T + 1), 0)
+        assert slow in expanded

@@ -30,7 +30,7 @@ from extrap.positional.conventions import T, n_from_t
 from extrap.theory import asymptotics as asy
 from extrap.theory.eventual import Undecided, eventual
 from extrap.theory.oscillation import oscillation_mean
-from extrap.theory.scale import contains, mentions
+from extrap.theory.scale import contains, gaussian_decay, mentions
 from extrap.timeout import TimeLimit, time_limit
 
 VERDICTS = ("converges", "diverges", "not-applicable", "inconclusive")
@@ -156,6 +156,8 @@ def classify_vanishing_sum(ev, cutoff: int, t=T) -> Verdict:
     if not ev.is_Add:
         raise asy.GiveUp("not a sum")
     for term in ev.args:
+        if gaussian_decay(term, t):
+            continue
         f = asy.expand(term, t)
         if any(m.cmp(asy.ONE) >= 0 for m, _ in f.terms) or (f.err is not None and f.err.cmp(asy.ONE) >= 0):
             raise asy.GiveUp(f"the term {term} of r(t) does not tend to 0")

@@ -72,6 +72,31 @@ def mentions(expr, t) -> bool:
     return False
 
 
+def gaussian_decay(term, t) -> bool:
+    """term = C exp(k (t + d)^n), C and d free of t, k < 0 by its assumptions, n a positive integer: it tends to 0.
+    A sufficient check on the tree, without the asymptotic expansion (TISA's a_k exp(-|b_k| (t - c_k)^2))."""
+    factors = sympy.Mul.make_args(term)
+    growing = [f for f in factors if mentions(f, t)]
+    if len(growing) != 1 or not isinstance(growing[0], sympy.exp):
+        return False
+    if any(f.is_finite is not True for f in factors if f is not growing[0]):
+        return False
+    inner = sympy.Mul.make_args(growing[0].args[0])
+    power = [f for f in inner if mentions(f, t)]
+    k = sympy.Mul(*[f for f in inner if not mentions(f, t)])
+    if len(power) != 1 or k.is_extended_negative is not True or k.is_finite is not True:
+        return False
+    base, n = power[0].as_base_exp()
+    if not (n.is_Integer and n > 0):
+        return False
+    shift = [a for a in sympy.Add.make_args(base) if a != t]
+    return (
+        len(shift) == len(sympy.Add.make_args(base)) - 1
+        and not any(mentions(a, t) for a in shift)
+        and all(a.is_finite is True and a.is_extended_real is True for a in shift)
+    )
+
+
 def is_zero(c) -> bool:
     """Whether an exact real constant is 0; GiveUp when it cannot be decided.
 
