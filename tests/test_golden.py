@@ -123,13 +123,13 @@ def test_each_key_has_the_class_its_arithmetic_gives():
         k: golden.tolerance("eval-sliding", k, loss).name
         for k in ("loss", "bits_per_token", "ppl", "exact_ppl", "window_ppl", "ppl_ci95", "worst_ratio")
         + ("worst_ratio_stderr", "loss_stderr", "window_rel_diff", "rel_diff", "dropped_mass", "delta")
+        + ("ratio", "ratio_stderr")  # each length's |Δppl|/ppl against L_tr and its standard error (ADDED)
     }
     assert classes == {
         **dict.fromkeys(("loss", "bits_per_token", "dropped_mass", "delta"), "float32"),
         **dict.fromkeys(("ppl", "exact_ppl", "window_ppl", "ppl_ci95"), "exp-of-loss"),
-        **dict.fromkeys(
-            ("worst_ratio", "worst_ratio_stderr", "loss_stderr", "window_rel_diff", "rel_diff"), "loss-difference"
-        ),
+        **dict.fromkeys(("worst_ratio", "worst_ratio_stderr", "loss_stderr", "window_rel_diff"), "loss-difference"),
+        **dict.fromkeys(("rel_diff", "ratio", "ratio_stderr"), "loss-difference"),
     }
     assert golden.tolerance("theory-checkpoint", "slope").name == "float64"
     assert golden.tolerance("eval-sliding", "worst_ratio", loss).abs == pytest.approx(2 * 4.13e-6 * loss, rel=1e-3)

@@ -1,5 +1,6 @@
-"""The main PPL figure (issue 28, item 6): the change against L_tr with the verdict's paired interval, read
-back from the matplotlib artists, beside perplexity drawn as lines without bands."""
+"""The main PPL figure (issue 28, item 6 and "error bars at every length"): the change against L_tr with the
+verdict's interval at every length, read back from the matplotlib artists, beside perplexity drawn as lines
+without bands; results.json of earlier versions, with only ``worst_ratio_stderr``, still get their one bar."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ def report(pe: str, tokens=(64, 64, 64, 64), worst=None) -> dict:
     }
 
 
+# the verdict's standard error of |Δppl|/ppl at each length above L_tr (ratio_stderr, as eval now records it)
+RATIO_SE = {"flat": [0.0021, 0.0031, 0.0026], "breaks": [0.011, 0.02, 0.04]}
+
+
+def with_ratios(rep: dict, pe: str, paired=(True, True, True)) -> dict:
+    """``rep`` with each length above L_tr's ratio, its standard error and whether it is paired."""
+    ref = rep["results"][0]["ppl"]
+    for row, se, p in zip(rep["results"][1:], RATIO_SE[pe], paired):
+        row.update(ratio=abs(row["ppl"] / ref - 1), ratio_stderr=se, ratio_paired=p)
+    return rep
+
+
 def results(**reports) -> StudyResults:
     pes = list(reports)
     return StudyResults.from_json(
@@ -42,14 +55,43 @@ def results(**reports) -> StudyResults:
     )
 
 
-def bars(ax) -> list[tuple[float, float, float]]:
-    """(x, lower, upper) of every error bar drawn on ``ax``."""
+def bars(ax, dashed: bool = False) -> list[tuple[float, float, float]]:
+    """(x, lower, upper) of every error bar drawn on ``ax`` (``dashed``: its line style too)."""
     out = []
     for container in ax.containers:
         for coll in container.lines[2]:
+            style = coll.get_linestyle()[0][1] is not None  # (offset, dashes): None for a solid line
             for (x0, y0), (_, y1) in coll.get_segments():
-                out.append((x0, min(y0, y1), max(y0, y1)))
+                out.append((x0, min(y0, y1), max(y0, y1), *((style,) if dashed else ())))
     return out
+
+
+def test_every_length_above_l_tr_gets_the_verdicts_interval_dashed_where_unpaired():
+    reports = {"flat": with_ratios(report("flat"), "flat"), "breaks": with_ratios(report("breaks"), "breaks")}
+    reports["breaks"]["results"][2]["ratio_paired"] = False  # 4 L_tr: from the two lengths' own errors
+    fig = figures.ppl_figure(results(**reports), "last-token")
+    change = fig.axes[0]
+    assert "± 1.96 se" in change.get_title()
+    drawn = sorted(bars(change, dashed=True))
+    expect = sorted(
+        (L_TR * 2**k, PPL[pe][k] / PPL[pe][0] - 1, RATIO_SE[pe][k - 1], (pe, k) == ("breaks", 2))
+        for pe in PPL
+        for k in (1, 2, 3)
+    )
+    assert len(drawn) == len(expect) == 6  # every length above L_tr, none at L_tr itself
+    for (x, lo, hi, dashed), (at, y, se, unpaired) in zip(drawn, expect):
+        assert x == at and (lo + hi) / 2 == pytest.approx(y, rel=1e-12)
+        assert (hi - lo) / 2 == pytest.approx(Z95 * se, rel=1e-9)  # ± 1.96 ratio_stderr, not the worst's
+        assert dashed is unpaired
+    assert "± 1.96 standard errors" in figures.CAPTIONS["ppl"] and "every length above L_tr" in figures.CAPTIONS["ppl"]
+
+
+def test_a_length_without_a_recorded_standard_error_has_no_bar():
+    """Too few tokens to estimate it (ratio_stderr null): the other lengths keep theirs."""
+    rep = with_ratios(report("breaks"), "breaks")
+    rep["results"][1]["ratio_stderr"] = None
+    drawn = sorted(bars(figures.ppl_figure(results(breaks=rep), "last-token").axes[0]))
+    assert [x for x, _, _ in drawn] == [4 * L_TR, 8 * L_TR]
 
 
 def test_the_change_panel_draws_the_verdicts_paired_interval_and_the_ppl_panel_plain_lines():

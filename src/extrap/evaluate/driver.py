@@ -18,7 +18,7 @@ from extrap.errors import ExtrapError
 from extrap.evaluate.protocols import check_settings, evaluate
 from extrap.evaluate.settings import DEFAULT_TOKENS, EvalSettings, parse_window
 from extrap.evaluate.streaming import CHUNK
-from extrap.evaluate.verdict import verdict
+from extrap.evaluate.verdict import verdict, with_ratios
 from extrap.evaluate.window_error import window_error
 from extrap.memory import check_fits
 from extrap.results.evaluation import EvalReport, LengthResult, TemperatureInfo
@@ -260,7 +260,7 @@ def _report(
         within_noise=v.within_noise,
         noise=v.noise,
         window=window,
-        results=tuple(results),
+        results=tuple(with_ratios(results, v)),
         step=run.step,
         provenance=run.provenance(),
         temperature=temperature,

@@ -13,7 +13,7 @@ interval of its ratio; the verdict is within noise when one such comparison coul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from extrap.errors import ExtrapError
 from extrap.evaluate.stats import paired_stderr
@@ -52,6 +52,11 @@ class ExtrapolationVerdict:
         return worst.stderr if worst else None
 
 
+def _ratio(r: LengthResult, ref: LengthResult) -> float:
+    """|ppl_n - ppl_m| / ppl_m = |e^d - 1|, d = loss_n - loss_m (expm1: exact as d -> 0)."""
+    return abs(math.expm1(r.loss - ref.loss))
+
+
 def _compare(r: LengthResult, ref: LengthResult, independent: bool) -> Comparison:
     d = r.loss - ref.loss
     se_d, paired = None, False
@@ -59,7 +64,7 @@ def _compare(r: LengthResult, ref: LengthResult, independent: bool) -> Compariso
         se_d, paired = paired_stderr(r.nll, ref.nll, independent), True
     elif r.stderr is not None and ref.stderr is not None:
         se_d = math.hypot(r.stderr, ref.stderr)
-    return Comparison(r.length, abs(math.expm1(d)), None if se_d is None else math.exp(d) * se_d, paired)
+    return Comparison(r.length, _ratio(r, ref), None if se_d is None else math.exp(d) * se_d, paired)
 
 
 def _noise(comparisons: list[Comparison], delta: float, extrapolates: bool) -> tuple[bool | None, str | None]:
@@ -89,7 +94,7 @@ def verdict(
         tried = any(r.length == train_length for r in results)
         why = f"L_tr = {train_length} {'failed' if tried else 'was not evaluated'}"
         return ExtrapolationVerdict(None, None, train_length, delta, reason=why)
-    ratios = [(r.length, abs(r.ppl - ref.ppl) / ref.ppl) for r in ok if r.length >= train_length]
+    ratios = [(r.length, _ratio(r, ref)) for r in ok if r.length >= train_length]
     above = [x for L, x in ratios if L > train_length]
     if not above:
         failed = any(r.length > train_length for r in results)
@@ -99,3 +104,13 @@ def verdict(
     comparisons = [_compare(r, ref, independent) for r in ok if r.length > train_length]
     within, noise = _noise(comparisons, delta, worst < delta)
     return ExtrapolationVerdict(worst < delta, worst, train_length, delta, ratios, None, comparisons, within, noise)
+
+
+def with_ratios(results: list[LengthResult], v: ExtrapolationVerdict) -> list[LengthResult]:
+    """``results`` with each compared length's ratio, its standard error and whether it was paired (from ``v``)."""
+    by_length = {c.length: c for c in v.comparisons}
+    out = []
+    for r in results:
+        c = by_length.get(r.length) if r.error is None else None
+        out.append(r if c is None else replace(r, ratio=c.ratio, ratio_stderr=c.stderr, ratio_paired=c.paired))
+    return out

@@ -46,8 +46,10 @@ class LengthResult:
 
     ``loss`` is None when the length failed (``error`` says why).  The perplexity, its 95% interval and
     the bits per token follow from ``loss`` and ``stderr``.  With a window, ``exact_ppl`` scores the same
-    tokens with exact attention (``exact_error``: why that could not be done).  ``nll`` holds the
-    per-token losses (N,) in stream order for the verdict's paired comparison; it is not written.
+    tokens with exact attention (``exact_error``: why that could not be done).  Above L_tr, ``ratio`` is the
+    verdict's |Δppl| / ppl(L_tr) at this length and ``ratio_stderr`` its standard error, paired
+    (``ratio_paired``) when both lengths scored the same tokens (:mod:`extrap.evaluate.verdict`).  ``nll``
+    holds the per-token losses (N,) in stream order for the verdict's paired comparison; it is not written.
     """
 
     length: int
@@ -60,6 +62,9 @@ class LengthResult:
     temperature: Tau | None = None  # softmax τ used at this length (004), when one was set
     exact_error: str | None = None  # why the exact-attention comparison could not be made
     stderr: float | None = None  # standard error of ``loss`` (evaluate.stats); None: too few tokens
+    ratio: float | None = None  # |ppl - ppl(L_tr)| / ppl(L_tr), for a length above L_tr (000 Definition 0.1)
+    ratio_stderr: float | None = None  # standard error of ``ratio``; None: too few tokens to estimate it
+    ratio_paired: bool | None = None  # ``ratio_stderr`` is of the per-token loss differences (same tokens)
     nll: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -118,6 +123,8 @@ class LengthResult:
             out.update(exact_ppl=None, window_rel_diff=None, exact_error=self.exact_error)
         elif ok and self.exact_ppl is not None:
             out.update(exact_ppl=self.exact_ppl, window_rel_diff=self.window_rel_diff)
+        if ok and self.ratio is not None:
+            out.update(ratio=self.ratio, ratio_stderr=self.ratio_stderr, ratio_paired=self.ratio_paired)
         return out
 
     @classmethod
@@ -138,6 +145,9 @@ class LengthResult:
             temperature=d.get("temperature"),
             exact_error=d.get("exact_error"),
             stderr=d.get("loss_stderr"),
+            ratio=_finite(d.get("ratio")),
+            ratio_stderr=_finite(d.get("ratio_stderr")),
+            ratio_paired=d.get("ratio_paired"),
         )
 
 

@@ -21,9 +21,12 @@ from extrap.theory.plots import curve_style
 CAPTIONS = {
     "ppl": "Protocol {protocol}, evaluation length in tokens on a log₂ axis. Left: the change against the training "
     "length L_tr on the same scored tokens, Δppl/ppl = ppl(L_ex)/ppl(L_tr) − 1, the ratio that 000 Definition 0.1's "
-    "verdict compares with δ (dotted lines at ±δ; the axis is linear within ±δ and logarithmic beyond). Error bar: "
-    "the verdict's 95% interval, ± 1.96 paired standard errors, at each PE's worst length (worst_ratio_stderr in "
-    "results.json, which records no standard error for the other lengths). Right, with the legend of both panels: "
+    "verdict compares with δ (dotted lines at ±δ; the axis is linear within ±δ and logarithmic beyond). Error bars: "
+    "the verdict's 95% interval, ± 1.96 standard errors of |Δppl|/ppl (ratio_stderr in results.json), at every "
+    "length above L_tr: paired, the standard error of the per-token loss difference, where both lengths scored "
+    "the same targets (always under last-token); dashed where they did not, from the two lengths' own standard "
+    "errors. A results.json of an earlier version, which recorded only worst_ratio_stderr, has a bar at each "
+    "PE's worst length only. Right, with the legend of both panels: "
     "perplexity per token as lines (logarithmic axis when the curves span a factor of 10), without the interval "
     "of each length's mean (ppl_ci95 in results.json): that spread across targets is shared by every PE and "
     'would hide their differences. Dashed line: L_tr. A PE marked "did not learn" has a loss at L_tr above '
@@ -61,13 +64,13 @@ class Curve:
 @dataclass(frozen=True)
 class Change:
     """One PE's change against L_tr on the same targets, Δppl/ppl at each length >= L_tr, and the verdict's
-    paired standard error of it at the worst length (the only length whose standard error is recorded)."""
+    standard error of |Δppl|/ppl at each length where results.json records it."""
 
     label: str
     xs: list[int]  # lengths >= L_tr, tokens
     ys: list[float]  # ppl(L) / ppl(L_tr) - 1
-    worst: int | None  # the length of worst_ratio, when its paired standard error is recorded
-    stderr: float | None  # worst_ratio_stderr: the verdict's paired standard error at ``worst``
+    stderrs: list[float | None]  # the verdict's standard error at each of ``xs``; None: no bar there
+    paired: list[bool]  # that standard error is paired (both lengths scored the same targets)
     style: int
 
 
@@ -88,23 +91,37 @@ def ppl_curve(label: str, rep: EvalReport | None, style: int) -> Curve | None:
 
 
 def change_curve(label: str, rep: EvalReport | None, train_length, style: int) -> Change | None:
-    """Δppl/ppl against L_tr, the verdict's ratio with its sign, from the recorded perplexities.
+    """Δppl/ppl against L_tr, the verdict's ratio with its sign, from the recorded perplexities, with the
+    verdict's standard error of |Δppl|/ppl at every length that records one (``ratio_stderr``).
 
-    The error bar goes on the length whose |Δppl|/ppl is the recorded ``worst_ratio`` (the verdict's
-    max over the lengths above L_tr), with ``worst_ratio_stderr``, and only where that comparison was
-    paired: the verdict pairs two lengths when they scored as many tokens (the same targets).
+    A report of an earlier version records only ``worst_ratio_stderr``: that bar goes on the length whose
+    |Δppl|/ppl is the recorded ``worst_ratio``, and only where that comparison was paired (the verdict pairs
+    two lengths when they scored as many tokens, the same targets).
     """
     pts = [r for r in _points(rep) if isinstance(train_length, int) and r.length >= train_length]
     ref = pts[0] if pts and pts[0].length == train_length else None
     if ref is None or len(pts) < 2:
         return None
-    ys = [r.ppl / ref.ppl - 1 for r in pts]
+    xs, ys = [r.length for r in pts], [r.ppl / ref.ppl - 1 for r in pts]
+    stderrs = [num(r.ratio_stderr) for r in pts]
+    if not any(se is not None for se in stderrs):
+        stderrs = _worst_stderr(rep, pts, ys)
+    paired = [r.ratio_paired if r.ratio_paired is not None else _same_targets(r, ref) for r in pts]
+    return Change(label, xs, ys, stderrs, paired, style)
+
+
+def _same_targets(r, ref) -> bool:
+    """The verdict pairs two lengths when they scored as many tokens: the same targets."""
+    return r.tokens is not None and r.tokens == ref.tokens
+
+
+def _worst_stderr(rep: EvalReport, pts: list, ys: list[float]) -> list[float | None]:
+    """``worst_ratio_stderr`` at the worst length, when it is that length's paired comparison; None elsewhere."""
     worst = max(range(1, len(pts)), key=lambda k: abs(ys[k]))
     se, w = num(rep.worst_ratio_stderr), num(rep.worst_ratio)
-    paired = pts[worst].tokens is not None and pts[worst].tokens == ref.tokens
+    paired = _same_targets(pts[worst], pts[0])
     known = se is not None and w is not None and math.isclose(abs(ys[worst]), w, rel_tol=1e-9, abs_tol=1e-15)
-    ok = known and paired
-    return Change(label, [r.length for r in pts], ys, pts[worst].length if ok else None, se if ok else None, style)
+    return [se if k == worst and known and paired else None for k in range(len(pts))]
 
 
 def spans_decades(curves: list[Curve]) -> bool:
@@ -136,13 +153,21 @@ def ppl_axes(ax, curves: list[Curve], train_length, title: str) -> None:
 
 
 def change_axes(ax, changes: list[Change], train_length, delta: float, title: str) -> None:
-    """Δppl/ppl against L_tr, ±δ dotted, with the verdict's paired 95% interval at each worst length."""
+    """Δppl/ppl against L_tr, ±δ dotted, with the verdict's 95% interval (± Z95 se) at every length that records
+    its standard error: a solid bar where it is paired, dashed where not."""
     for c in changes:
         style = curve_style(c.style)
         ax.plot(c.xs, c.ys, marker="o", ms=3, label=c.label, color=style.color, ls=style.ls)
-        if c.worst is not None:
-            y = c.ys[c.xs.index(c.worst)]
-            ax.errorbar([c.worst], [y], yerr=[Z95 * c.stderr], color=style.color, capsize=3, lw=1, ls="none")
+        for paired in (True, False):
+            at = [
+                (x, y, Z95 * se)
+                for x, y, se, p in zip(c.xs, c.ys, c.stderrs, c.paired)
+                if se is not None and p is paired
+            ]
+            if at:
+                xs, ys, err = zip(*at)
+                bar = ax.errorbar(xs, ys, yerr=err, color=style.color, capsize=3, lw=1, ls="none")
+                bar.lines[2][0].set_linestyle("-" if paired else "--")
     for y in (-delta, delta):
         ax.axhline(y, color="grey", ls=":", lw=1)
     ax.axhline(0, color="grey", lw=0.5)
@@ -167,7 +192,7 @@ def ppl_figure(results: StudyResults, protocol: str):
     fig = new_figure(11.0 if changes else 6.4, 4.2)
     if changes:
         delta = num(results.delta) or 0.02  # the verdict's default δ, for results that did not record theirs
-        title = f"change against L_tr ({protocol}), ±δ = {delta:g} dotted"
+        title = f"change against L_tr ({protocol}), ±δ = {delta:g} dotted, bars ± 1.96 se"
         change_axes(fig.add_subplot(1, 2, 1), changes, results.train_length, delta, title)
     ax = fig.add_subplot(1, 2, 2) if changes else fig.add_subplot()
     ppl_axes(ax, curves, results.train_length, f"PPL vs length ({protocol})")
