@@ -23,7 +23,7 @@ CAPTIONS = {
     "length L_tr on the same scored tokens, Δppl/ppl = ppl(L_ex)/ppl(L_tr) − 1, the ratio that 000 Definition 0.1's "
     "verdict compares with δ (dotted lines at ±δ; the axis is linear within ±δ and logarithmic beyond). Error bars: "
     "the verdict's 95% interval, ± 1.96 standard errors of |Δppl|/ppl (ratio_stderr in results.json), at every "
-    "length above L_tr: paired, the standard error of the per-token loss difference, where both lengths scored "
+    "length above L_tr: paired standard errors (of the per-token loss difference) where both lengths scored "
     "the same targets (always under last-token); dashed where they did not, from the two lengths' own standard "
     "errors. A results.json of an earlier version, which recorded only worst_ratio_stderr, has a bar at each "
     "PE's worst length only. Right, with the legend of both panels: "
