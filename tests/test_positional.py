@@ -281,3 +281,30 @@ def test_saturating_exp_is_quick_where_mpmath_exp_is_not():
     huge = mpmath.mpf(2) ** 2000
     assert ops.MPMATH.exp(-huge) == 0 and ops.MPMATH.exp(huge) == mpmath.inf
     assert ops.MPMATH.exp(mpmath.mpf(-2)) == mpmath.exp(-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_torch_backend_exp_is_torch_exp_without_its_slow_underflow_lanes(dtype, monkeypatch):
+    """Bit for bit torch.exp (0 below the underflow, subnormals in the band above it, inf, nan), while
+    torch.exp itself never sees a lane that underflows past the band (its slow path on CPUs)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat(
+        [
+            -torch.rand(4000, generator=g, dtype=torch.float64) * 1e5,  # TISA's far Gaussians
+            -torch.rand(4000, generator=g, dtype=torch.float64) * 60 - 690,  # float64's subnormal band
+            -torch.rand(4000, generator=g, dtype=torch.float64) * 30 - 80,  # float32's
+            torch.randn(4000, generator=g, dtype=torch.float64) * 20,
+            torch.tensor([math.inf, -math.inf, math.nan, -708.0, -745.1, -745.2, -746.0, -87.0, -103.9, -104.0, 0.0]),
+        ]
+    ).to(dtype)[torch.randperm(16011, generator=g)]
+    expected = torch.exp(x)
+    seen = []
+    original = torch.exp
+    monkeypatch.setattr(torch, "exp", lambda v: seen.append(float(v.detach()[~v.isnan()].min())) or original(v))
+    got = ops.TORCH.exp(x)
+    assert torch.equal(got.nan_to_num(7.0), expected.nan_to_num(7.0)) and torch.equal(got.isnan(), expected.isnan())
+    assert ((got > 0) & (got < torch.finfo(dtype).tiny)).any()  # subnormal results are kept
+    assert min(seen) >= (-746.0 if dtype == torch.float64 else -104.0)
+    x.requires_grad_(True)
+    ops.TORCH.exp(x).sum().backward()  # autograd: plain torch.exp
+    assert torch.equal(x.grad.nan_to_num(7.0), expected.nan_to_num(7.0))

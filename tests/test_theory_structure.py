@@ -16,7 +16,7 @@ import pytest
 import sympy
 import torch
 
-from extrap.positional import get
+from extrap.positional import get, ops
 from extrap.positional.conventions import T
 from extrap.theory import clear_cache, convergence, forms
 from extrap.theory.convergence import classify, classify_vanishing_sum
@@ -105,6 +105,41 @@ def test_tisa_heads_share_one_analysis(monkeypatch):
     verdicts = [forms.head_verdict(scheme, values, h) for h in range(8)]
     assert len(calls) == 1 and not tails  # the structure's, none per head, and no expansion of the whole sum
     assert {(v.verdict, v.test, v.tail_level) for v in verdicts} == {("diverges", "nth-term", 0)}
+
+
+def _count_evaluated_exps(monkeypatch) -> list:
+    calls, original = [], forms._evaluated
+
+    def counted(e):
+        calls.extend([e] if isinstance(e, sympy.exp) else [])
+        return original(e)
+
+    monkeypatch.setattr(forms, "_evaluated", counted)
+    return calls
+
+
+@pytest.mark.parametrize("spec", ["tisa", "tisa:kernels=12"])
+def test_repeated_terms_are_evaluated_once_and_equal_sympys_own_build(spec, monkeypatch):
+    """TISA's Gaussians with the same signs of their parameters share one shape: the first is evaluated, the
+    others are its renamings, and the form is the one sympy builds with evaluation on (12 kernels: names
+    ending in 10 sort before those ending in 2)."""
+    scheme = get(spec)
+    symbols = forms._symbols(scheme, scheme.init_values(4))
+    direct = sympy.sympify(scheme.fn(ops.SYMPY, T, symbols))
+    signs = {tuple(str(symbols[q][k].assumptions0) for q in "abc") for k in range(len(symbols["a"]))}
+    calls = _count_evaluated_exps(monkeypatch)
+    built = forms._build(scheme, symbols, shared=False)
+    assert len(calls) == len(signs) < len(symbols["a"])  # one per sign pattern of (a_k, b_k, c_k)
+    assert built == direct and sympy.srepr(built) == sympy.srepr(direct)
+
+
+def test_terms_whose_symbols_compare_otherwise_are_evaluated_each(monkeypatch):
+    a, b, d, c = (sympy.Dummy(n, positive=True) for n in "abdc")
+    with sympy.evaluate(False):
+        raw = a * sympy.exp(-b * T**2) + d * sympy.exp(-c * T**2)  # a < b, but d > c
+    calls = _count_evaluated_exps(monkeypatch)
+    built = forms._evaluated(raw)
+    assert len(calls) == 2 and sympy.srepr(built) == sympy.srepr(a * sympy.exp(-b * T**2) + d * sympy.exp(-c * T**2))
 
 
 def test_a_sum_that_does_not_vanish_is_not_a_vanishing_sum():

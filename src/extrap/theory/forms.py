@@ -169,8 +169,54 @@ def _evaluated(e):
         return e
     if isinstance(e, (sympy.cos, sympy.sin)) and _scaled_distance(e.args[0]):
         return e
-    args = [_evaluated(a) for a in e.args]
+    args = _evaluated_terms(e.args) if isinstance(e, sympy.Add) else [_evaluated(a) for a in e.args]
     return e.func(*args, evaluate=False) if isinstance(e, sympy.Piecewise) else e.func(*args)
+
+
+def _evaluated_terms(terms) -> list:
+    """The terms of a sum, each :func:`_evaluated`; a term that is an earlier one with other parameter symbols
+    (TISA's K Gaussians a_k exp(-|b_k| (t - c_k)^2)) is that one's result with its symbols renamed.
+
+    Evaluation is the same function of the tree for both: the symbols carry the same assumptions and
+    compare in the same order (sympy sorts by name, then by Dummy index), and nothing else of a symbol
+    enters it.  Each Gaussian's evaluation costs milliseconds of assumption queries; a renaming, none.
+    """
+    out, seen = [], {}
+    for term in terms:
+        symbols = _plain_dummies(term)
+        if not symbols:
+            out.append(_evaluated(term))
+            continue
+        key = _rename(term, {d: sympy.Symbol(f"shape_{i}", **d.assumptions0) for i, d in enumerate(symbols)})
+        if key in seen and _order(seen[key][0]) == _order(symbols):
+            out.append(_rename(seen[key][1], dict(zip(seen[key][0], symbols))))
+            continue
+        out.append(_evaluated(term))
+        seen[key] = (symbols, out[-1])
+    return out
+
+
+def _plain_dummies(e) -> list:
+    """The Dummy symbols of ``e`` in order of first appearance; [] unless ``e`` is built of sums, products,
+    powers and functions only (no Piecewise, relation or trig function kept unevaluated)."""
+    found = []
+    for x in sympy.preorder_traversal(e):
+        if isinstance(x, sympy.Dummy):
+            found += [x] if x not in found else []
+        elif x.args and not isinstance(x, (sympy.Add, sympy.Mul, sympy.Pow, sympy.exp, sympy.Abs, sympy.log)):
+            return []
+    return found
+
+
+def _order(symbols: list) -> list:
+    return [[(a.name, a.dummy_index) < (b.name, b.dummy_index) for b in symbols] for a in symbols]
+
+
+def _rename(e, mapping: dict):
+    """``e`` with its symbols replaced as in ``mapping``, every node kept as it is (no evaluation)."""
+    if not e.args:
+        return mapping.get(e, e)
+    return e.func(*[_rename(a, mapping) for a in e.args], evaluate=False)
 
 
 def _scaled_distance(arg) -> bool:
