@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from extrap.commands import args as types
 from extrap.commands import task_ruler
 from extrap.errors import ExtrapError
@@ -176,6 +174,7 @@ def run_score(args) -> int:
 
 
 def _score_task(args) -> int:
+    from extrap.results.tables import task_table
     from extrap.tasks import TaskRun, TaskSettings, score_task
     from extrap.tasks.generators import check_length
 
@@ -210,29 +209,8 @@ def _score_task(args) -> int:
         details=args.details,
         progress=not args.json,
     )
-    scored = TaskRun(
-        run=str(run.path),
-        pe=run.pe,
-        train_length=L_tr,
-        trained_on=run.task,
-        step=run.step,
-        report=score_task(run.model, run.tokenizer, settings),
-        provenance=run.provenance().to_json(),
-    )
-    if args.out:
-        from extrap.io import write_output
-
-        write_output(args.out, json_text(scored.to_json()) + "\n")
-    if args.csv:
-        from extrap.results.tables import task_table, write_csv
-
-        write_csv(args.csv, task_table(scored))
-    if args.json:
-        print(json_text(scored.to_json()))
-        return 0
-    print(format_report(scored))
-    sys.stdout.flush()
-    return 0
+    scored = TaskRun.of(run, score_task(run.model, run.tokenizer, settings), train_length=L_tr)
+    return task_ruler.emit(args, scored, task_table, format_report)
 
 
 def _tau_text(t) -> str:
