@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 Temperature = float | tuple[float, ...] | str | None  # none, one τ, one per layer, or "auto[:MODE][:per-layer]"
 
@@ -190,8 +190,19 @@ class TaskSettings:
     progress: bool = False
 
 
+class EchoesSettings:
+    """Base of a report that repeats its settings' ``ECHOED`` fields by the same names (task and RULER reports)."""
+
+    ECHOED = ("method", "n", "seed", "buckets")
+
+    @classmethod
+    def echoing(cls, settings, **rest) -> Self:
+        """The report with ``settings``' echoed fields and the fields ``rest``."""
+        return cls(**{k: getattr(settings, k) for k in cls.ECHOED}, **rest)
+
+
 @dataclass(frozen=True)
-class TaskReport:
+class TaskReport(EchoesSettings):
     """Exact-match accuracy of a model on a task: per length, per depth bucket, overall (and per example)."""
 
     task: str

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from extrap.tasks.records import ScoredRun
+from extrap.tasks.records import EchoesSettings, ScoredRun
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ class RulerSettings:
 
 
 @dataclass(frozen=True)
-class RulerReport:
+class RulerReport(EchoesSettings):
     """The suite's scores: per task, per length and depth; their mean per length; effective lengths."""
 
     suite: str
