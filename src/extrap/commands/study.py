@@ -68,7 +68,7 @@ def run(args) -> int:
         if value is not None and args.experiment not in takers:
             raise ExtrapError(f"--{flag} is only for --experiment {' or '.join(takers)}")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
-        forwarded = {k: getattr(args, k) for k in _FORWARDED}
+        forwarded = types.flags(args, _FORWARDED)
         results = run_study(args.out, pes=args.pe, device=types.loading_device(args), **forwarded)
     except StudyExistsError as e:
         raise ExtrapError(f"{e}; pass --resume to continue or choose another --out") from None

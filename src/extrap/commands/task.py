@@ -194,21 +194,8 @@ def _score_task(args) -> int:
     for L in lengths:
         check_length(task, L)
     corpus = args.corpus or run.corpus
-    settings = TaskSettings(
-        task,
-        lengths,
-        n=args.n,
-        seed=args.seed,
-        method=args.method,
-        temperature=args.temperature,
-        train_length=L_tr,
-        buckets=args.buckets,
-        filler=corpus,
-        split=args.split,
-        batch=args.batch,
-        details=args.details,
-        progress=not args.json,
-    )
+    asked = types.flags(args, ("n", "seed", "method", "temperature", "buckets", "split", "batch", "details"))
+    settings = TaskSettings(task, lengths, train_length=L_tr, filler=corpus, progress=not args.json, **asked)
     scored = TaskRun.of(run, score_task(run.model, run.tokenizer, settings), train_length=L_tr)
     return task_ruler.emit(args, scored, task_table, format_report)
 
