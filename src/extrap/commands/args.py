@@ -274,6 +274,17 @@ RUN_FILES = frozenset({"config.json", "tokenizer.json", "metrics.jsonl", "latest
 RUN_FOLDERS = ("checkpoints", "tb")
 
 
+def flags(args, names) -> dict:
+    """The flags ``names`` as keyword arguments of the same name, as parsed (settings fields the flags fill)."""
+    return {k: getattr(args, k) for k in names}
+
+
+def given_flags(args, names) -> dict:
+    """The flags of ``names`` that were given, as keyword arguments of the same name (one not given: None, which
+    leaves the field it fills at its default)."""
+    return {k: v for k, v in flags(args, names).items() if v is not None}
+
+
 def check_outputs(args, runs=(), inputs=(), flags=("out", "csv")) -> None:
     """``--out`` and ``--csv``, refused before any work where writing them would destroy something.
 

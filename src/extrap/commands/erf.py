@@ -133,16 +133,10 @@ def settings_of(args) -> ErfSettings:
     from extrap.erf import ErfSettings
 
     given = ("trf_eps", "trf_reduce", "threshold", "eps", "batch")  # None: ErfSettings' defaults
-    trf = {k: getattr(args, k) for k in given if getattr(args, k) is not None}
     return ErfSettings(
-        kind=args.kind,
-        length=args.length,
-        segments=args.segments,
-        split=args.split,
-        trf_source=args.trf_source,
+        **types.flags(args, ("kind", "length", "segments", "split", "trf_source", "corpus")),
         device=types.loading_device(args),
-        corpus=args.corpus,
-        **trf,
+        **types.given_flags(args, given),
     )
 
 

@@ -202,14 +202,9 @@ def settings(args, window: str):
 
     given = ("protocol", "targets", "eps", "delta", "batch", "align_mode")  # None: EvalSettings' defaults
     return EvalSettings(
-        lengths=args.lengths,
-        stride=args.stride,
-        tokens=args.tokens,
-        split=args.split,
+        **types.flags(args, ("lengths", "stride", "tokens", "split", "backend", "temperature")),
         window=window,
-        **{k: getattr(args, k) for k in given if getattr(args, k) is not None},
-        backend=args.backend,
-        temperature=args.temperature,
+        **types.given_flags(args, given),
         progress=not args.json or sys.stderr.isatty(),  # JSON goes to stdout; a terminal still sees progress
         corpus=getattr(args, "corpus", None),
     )

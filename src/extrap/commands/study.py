@@ -56,29 +56,20 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+# the flags that are run_study's keywords of the same name, passed on as they are
+_FORWARDED = ("preset", "experiment", "resume", "jobs", "delta", "steps", "corpus", "tasks", "methods")
+
+
 def run(args) -> int:
     from extrap.study import StudyExistsError, StudyMismatchError, run_study
 
-    pes, tasks = args.pe, args.tasks
-    for flag, value in (("tasks", tasks), ("methods", args.methods), ("delta", args.delta)):
+    for flag, value in (("tasks", args.tasks), ("methods", args.methods), ("delta", args.delta)):
         takers = [n for n in registry.names() if flag in registry.get(n).options] if value is not None else []
         if value is not None and args.experiment not in takers:
             raise ExtrapError(f"--{flag} is only for --experiment {' or '.join(takers)}")
     try:  # progress lines reach stderr through the logging handler that extrap.cli installs
-        results = run_study(
-            args.out,
-            preset=args.preset,
-            pes=pes,
-            experiment=args.experiment,
-            resume=args.resume,
-            jobs=args.jobs,
-            delta=args.delta,
-            steps=args.steps,
-            corpus=args.corpus,
-            tasks=tasks,
-            device=types.loading_device(args),
-            methods=args.methods,
-        )
+        forwarded = types.flags(args, _FORWARDED)
+        results = run_study(args.out, pes=args.pe, device=types.loading_device(args), **forwarded)
     except StudyExistsError as e:
         raise ExtrapError(f"{e}; pass --resume to continue or choose another --out") from None
     except StudyMismatchError as e:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from extrap.commands import args as types
 from extrap.commands import task_ruler
 from extrap.errors import ExtrapError
@@ -176,6 +174,7 @@ def run_score(args) -> int:
 
 
 def _score_task(args) -> int:
+    from extrap.results.tables import task_table
     from extrap.tasks import TaskRun, TaskSettings, score_task
     from extrap.tasks.generators import check_length
 
@@ -195,44 +194,10 @@ def _score_task(args) -> int:
     for L in lengths:
         check_length(task, L)
     corpus = args.corpus or run.corpus
-    settings = TaskSettings(
-        task,
-        lengths,
-        n=args.n,
-        seed=args.seed,
-        method=args.method,
-        temperature=args.temperature,
-        train_length=L_tr,
-        buckets=args.buckets,
-        filler=corpus,
-        split=args.split,
-        batch=args.batch,
-        details=args.details,
-        progress=not args.json,
-    )
-    scored = TaskRun(
-        run=str(run.path),
-        pe=run.pe,
-        train_length=L_tr,
-        trained_on=run.task,
-        step=run.step,
-        report=score_task(run.model, run.tokenizer, settings),
-        provenance=run.provenance().to_json(),
-    )
-    if args.out:
-        from extrap.io import write_output
-
-        write_output(args.out, json_text(scored.to_json()) + "\n")
-    if args.csv:
-        from extrap.results.tables import task_table, write_csv
-
-        write_csv(args.csv, task_table(scored))
-    if args.json:
-        print(json_text(scored.to_json()))
-        return 0
-    print(format_report(scored))
-    sys.stdout.flush()
-    return 0
+    asked = types.flags(args, ("n", "seed", "method", "temperature", "buckets", "split", "batch", "details"))
+    settings = TaskSettings(task, lengths, train_length=L_tr, filler=corpus, progress=not args.json, **asked)
+    scored = TaskRun.of(run, score_task(run.model, run.tokenizer, settings), train_length=L_tr)
+    return task_ruler.emit(args, scored, task_table, format_report)
 
 
 def _tau_text(t) -> str:

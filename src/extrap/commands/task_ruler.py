@@ -196,25 +196,20 @@ def run_ruler_score(args) -> int:
     if args.train_length is None:
         types.state_assumed_length(run)
     tasks = tasks or (run.task.split(",") if run.task and not args.suite else [])  # a mix: each of its tasks
-    scored = RulerRun(
-        run=str(run.path),
-        pe=run.pe,
-        train_length=run.train_length,
-        trained_on=run.task,
-        step=run.step,
-        report=score_ruler(run.model, run.tokenizer, _settings(args, run, tasks)),
-        provenance=run.provenance().to_json(),
-    )
-    _write(args, scored)
-    if args.json:
-        print(json_text(scored.to_json()))
-        return 0
-    print(format_ruler(scored))
-    sys.stdout.flush()
-    return 0
+    scored = RulerRun.of(run, score_ruler(run.model, run.tokenizer, _settings(args, run, tasks)))
+    return emit(args, scored, ruler_table, format_ruler, also=_plot)
 
 
-def _write(args, scored) -> None:
+def _plot(args, scored) -> None:
+    if args.plot:
+        from extrap.tasks.ruler.heatmap import plot_heatmaps
+
+        plot_heatmaps(scored.report, args.plot, scored.train_length)
+
+
+def emit(args, scored, table, text, also=None) -> int:
+    """``scored`` (a TaskRun or RulerRun) to --out as JSON, to --csv as ``table(scored)``, ``also(args, scored)``
+    (the suite's heatmaps), then to stdout: as JSON with --json, else as ``text(scored)``."""
     if args.out:
         from extrap.io import write_output
 
@@ -222,11 +217,12 @@ def _write(args, scored) -> None:
     if args.csv:
         from extrap.results.tables import write_csv
 
-        write_csv(args.csv, ruler_table(scored))
-    if args.plot:
-        from extrap.tasks.ruler.heatmap import plot_heatmaps
-
-        plot_heatmaps(scored.report, args.plot, scored.train_length)
+        write_csv(args.csv, table(scored))
+    if also is not None:
+        also(args, scored)
+    print(json_text(scored.to_json()) if args.json else text(scored))
+    sys.stdout.flush()
+    return 0
 
 
 def ruler_table(scored):

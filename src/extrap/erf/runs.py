@@ -33,6 +33,10 @@ def spearman(x: list[float], y: list[float]) -> float | None:
 # ---------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------
+# the settings a run's ERF record repeats, by the same names
+_RECORDED = ("split", "segments", "threshold", "eps", "trf_eps", "trf_reduce", "trf_source")
+
+
 def run_erf(run_or_dir: Run | str | Path, settings: ErfSettings = ERF_DEFAULTS) -> RunErf:
     """Gradient and/or attention ERF of one run (a Run, a run directory or ``hf:PATH``), with the TRF beside them.
 
@@ -61,15 +65,9 @@ def run_erf(run_or_dir: Run | str | Path, settings: ErfSettings = ERF_DEFAULTS) 
         pe=run.pe,
         length=length,
         train_length=run.train_length,
-        split=s.split,
-        segments=s.segments,
         step=run.step,
-        threshold=s.threshold,
-        eps=s.eps,
         trf=finite(value),
-        trf_eps=s.trf_eps,
-        trf_reduce=s.trf_reduce,
-        trf_source=s.trf_source,
+        **{k: getattr(s, k) for k in _RECORDED},
         trf_reason=why,
         grad=grad,
         attn=attn,

@@ -39,9 +39,14 @@ class Sinks(Method):
             Branch("sink", lambda i: i.clamp(max=n + W - 1), plain, False),
         )
 
+    def kept(self) -> tuple[int, int]:
+        """(the first keys every query sees, the most recent keys kept): the two parts of the mask."""
+        return self.opts["n"], self.opts["window"]
+
     def select(self, i, j):
+        first, recent = self.kept()
         t, vis = causal(i, j)
-        return pick(t < self.opts["window"], vis, (j < self.opts["n"])[None, :].expand_as(t))
+        return pick(t < recent, vis, (j < first)[None, :].expand_as(t))
 
     def usable_length(self):
         return math.inf  # window d <= W - 1, sinks d <= n + W - 1, both <= L_tr - 1 (validate)
@@ -59,15 +64,15 @@ class Sinks(Method):
 
     @property
     def bounded(self):
-        return self.opts["window"]
+        return self.kept()[1]
 
     def key_spans(self, q0, q1):
-        n, W = self.opts["n"], self.opts["window"]
-        lo = max(0, q0 - W + 1)
-        return [(0, q1)] if lo <= n else [(0, n), (lo, q1)]
+        first, recent = self.kept()
+        lo = max(0, q0 - recent + 1)
+        return [(0, q1)] if lo <= first else [(0, first), (lo, q1)]
 
     def no_op(self, length):
-        return self.opts["window"] >= length
+        return self.kept()[1] >= length
 
 
 class LMInfinite(Sinks):
@@ -97,9 +102,8 @@ class LMInfinite(Sinks):
         w = self.opts["local"]
         return (Branch("local", plain, plain, True), Branch("global", lambda i: torch.full_like(i, w), zero, True))
 
-    def select(self, i, j):
-        t, vis = causal(i, j)
-        return pick(t < self.opts["local"], vis, (j < self.opts["global"])[None, :].expand_as(t))
+    def kept(self) -> tuple[int, int]:
+        return self.opts["global"], self.opts["local"]
 
     def usable_length(self):
         """Local keys sit at d <= n_local - 1 <= L_tr - 1; global ones at n_local, past training when n_local = L_tr
@@ -118,15 +122,3 @@ class LMInfinite(Sinks):
     def keys_total(self, length):
         g, w = self.opts["global"], self.opts["local"]
         return sum_min(length, w) + sum_min(max(0, length - w), g)
-
-    @property
-    def bounded(self):
-        return self.opts["local"]
-
-    def key_spans(self, q0, q1):
-        g, w = self.opts["global"], self.opts["local"]
-        lo = max(0, q0 - w + 1)
-        return [(0, q1)] if lo <= g else [(0, g), (lo, q1)]
-
-    def no_op(self, length):
-        return self.opts["local"] >= length

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from extrap.results.records import as_mapping, finite_number
 from extrap.results.window import WindowInfo
 
 if TYPE_CHECKING:
@@ -23,17 +24,6 @@ if TYPE_CHECKING:
 Z95 = 1.959964  # two-sided 95% quantile of the standard normal
 
 Tau = float | list[float]  # one softmax τ, or one per layer (004)
-
-
-def _obj(d: Any) -> Mapping:
-    return d if isinstance(d, Mapping) else {}
-
-
-def _finite(x: Any) -> float | None:
-    """A finite JSON number as a float (None for NaN and infinity, as failed lengths were once written)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
 
 
 def _tau(t: Any) -> Tau | None:
@@ -130,9 +120,9 @@ class LengthResult:
     @classmethod
     def from_json(cls, d: Mapping) -> LengthResult:
         """A length as any version wrote it: without a finite loss, the log of its ppl; a non-finite one: None."""
-        d = _obj(d)
-        loss = _finite(d.get("loss"))
-        if loss is None and (ppl := _finite(d.get("ppl"))) is not None and ppl > 0:
+        d = as_mapping(d)
+        loss = finite_number(d.get("loss"))
+        if loss is None and (ppl := finite_number(d.get("ppl"))) is not None and ppl > 0:
             loss = math.log(ppl)
         return cls(
             length=d.get("length"),
@@ -173,7 +163,7 @@ class Provenance:
     @classmethod
     def from_json(cls, d: Mapping, skip: Collection[str] = ()) -> Provenance:
         """The provenance at the top of ``d``; ``skip``: the keys that belong to the record holding it."""
-        d, own = _obj(d), {f.name for f in fields(cls)} - {"source"}
+        d, own = as_mapping(d), {f.name for f in fields(cls)} - {"source"}
         rest = {k: v for k, v in d.items() if k not in own and k not in skip}
         return cls(**{k: d.get(k) for k in own}, source=rest)
 
@@ -198,7 +188,7 @@ class TemperatureInfo:
 
     @classmethod
     def from_json(cls, d: Mapping) -> TemperatureInfo:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(d.get("mode"), d.get("tau"), d.get("per_layer"), d.get("align_mode"), d.get("segments"))
 
 
@@ -265,7 +255,7 @@ class EvalReport:
 
     @classmethod
     def from_json(cls, d: Mapping) -> EvalReport:
-        d = _obj(d)
+        d = as_mapping(d)
         plain = {k: d.get(k) for k in _HEAD}
         results = d.get("results") if isinstance(d.get("results"), list) else []
         return cls(
@@ -317,10 +307,10 @@ class FileScore:
 
     @classmethod
     def from_json(cls, d: Mapping) -> FileScore:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(
             **{k: d.get(k) for k in ("run", "pe", "file", "file_sha256", "tokens", "seconds", "step")},
-            loss=_finite(d.get("loss")),
+            loss=finite_number(d.get("loss")),
             stderr=d.get("loss_stderr"),
             window=WindowInfo.from_json(d["window"]) if isinstance(d.get("window"), Mapping) else None,
             provenance=Provenance.from_json(d, skip=_FILE_KEYS),

@@ -111,8 +111,29 @@ class TheoryRow(Record):
         return self.params == TRAINED
 
 
+class _TrfLabel:
+    """What a record of a TRF (``trf_eps``, ``trf_reduce``, ``trf_params``) reads from a file written before
+    TRFs were labelled: where it holds a TRF (its JSON has ``_TRF_KEY``; None: any key), the unlabelled ε and
+    reduction; and ``params``, the parameter values of the TRF."""
+
+    _TRF_KEY: str | None = None
+
+    @classmethod
+    def from_json(cls, d):
+        record = super().from_json(d)
+        holds = isinstance(d, dict) and d and (cls._TRF_KEY is None or cls._TRF_KEY in d)
+        if record.trf_eps is None and holds:
+            record.trf_eps, record.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
+        return record
+
+    @property
+    def params(self) -> str:
+        """The parameter values of the TRF (unrecorded: initial, as every study wrote before trained TRFs)."""
+        return self.trf_params or INITIAL
+
+
 @dataclass
-class ErfEntry(Record):
+class ErfEntry(_TrfLabel, Record):
     """Receptive fields of one run: gradient and attention ERF, and the TRF they are ranked against.
 
     ``trf`` is n(``trf_eps``) reduced over heads by ``trf_reduce`` (extrap.theory.receptive_field),
@@ -133,21 +154,11 @@ class ErfEntry(Record):
     trf_reason: str | None = plain(omit=True)
     error: str | None = plain(omit=True)
 
-    @classmethod
-    def from_json(cls, d):
-        entry = super().from_json(d)
-        if entry.trf_eps is None and isinstance(d, dict) and "trf" in d:
-            entry.trf_eps, entry.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
-        return entry
-
-    @property
-    def params(self) -> str:
-        """The parameter values of ``trf`` (unrecorded: initial, as every study wrote before trained TRFs)."""
-        return self.trf_params or INITIAL
+    _TRF_KEY = "trf"
 
 
 @dataclass
-class Spearman(Record):
+class Spearman(_TrfLabel, Record):
     """Spearman ρ of the TRF (n(``trf_eps``), reduced by ``trf_reduce``) against each ERF, over ``n`` PEs."""
 
     n: int | None = None
@@ -156,17 +167,6 @@ class Spearman(Record):
     trf_eps: float | None = None
     trf_reduce: str | None = None
     trf_params: str | None = plain(omit=True)  # "trained": trained values for the schemes that learn them
-
-    @classmethod
-    def from_json(cls, d):
-        sp = super().from_json(d)
-        if sp.trf_eps is None and isinstance(d, dict) and d:
-            sp.trf_eps, sp.trf_reduce = UNLABELLED_TRF_EPS, UNLABELLED_TRF_REDUCE
-        return sp
-
-    @property
-    def params(self) -> str:
-        return self.trf_params or INITIAL
 
 
 @dataclass

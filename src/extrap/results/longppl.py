@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from extrap.results.evaluation import EvalReport
+from extrap.results.records import as_mapping, finite_number
 
 if TYPE_CHECKING:
     import torch
@@ -21,16 +22,6 @@ if TYPE_CHECKING:
 ALPHA = 2.0  # the authors' defaults: alpha = 2, beta = -2 (find_key_token, compute_longppl)
 BETA = -2.0
 BLOCK_FRACTION = 0.25  # the authors' sliding_window / trunc_len = 1024 / 4096
-
-
-def _obj(d: Any) -> Mapping:
-    return d if isinstance(d, Mapping) else {}
-
-
-def _finite(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
 
 
 @dataclass(frozen=True)
@@ -83,13 +74,13 @@ class LongPPLResult:
 
     @classmethod
     def from_json(cls, d: Mapping) -> LongPPLResult:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(
             length=d.get("length"),
-            key_loss=_finite(d.get("key_loss")),
+            key_loss=finite_number(d.get("key_loss")),
             key_tokens=d.get("key_tokens"),
             tokens=d.get("tokens"),
-            loss=_finite(d.get("loss")),
+            loss=finite_number(d.get("loss")),
             seconds=d.get("seconds"),
             error=d.get("error"),
         )
@@ -122,7 +113,7 @@ class LongPPL:
 
     @classmethod
     def from_json(cls, d: Mapping) -> LongPPL:
-        d = _obj(d)
+        d = as_mapping(d)
         results = d.get("results") if isinstance(d.get("results"), list) else []
         head = {k: d.get(k) for k in ("alpha", "beta", "trunc_len", "block", "block_fraction", "evaluator")}
         return cls(**head, results=tuple(LongPPLResult.from_json(r) for r in results))
@@ -143,6 +134,6 @@ class LongPPLReport:
 
     @classmethod
     def from_json(cls, d: Mapping) -> LongPPLReport:
-        d = _obj(d)
+        d = as_mapping(d)
         rest = {k: v for k, v in d.items() if k != "longppl"}  # else the report would keep it as provenance
         return cls(EvalReport.from_json(rest), LongPPL.from_json(d.get("longppl")))

@@ -6,14 +6,15 @@ not declare in ``extra``, so that writing it back loses nothing.  Fields whose v
 are records themselves say how to read and write them with :func:`one`, :func:`listed`
 and :func:`mapped`.  Every record, a :class:`Record` or a frozen one, reads itself with ``from_json``
 and writes itself with ``to_json``; a frozen one may write and read its plain fields with :func:`record_json`
-and :func:`record_fields`.
+and :func:`record_fields`, or take both from :class:`FlatRecord`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Self
 
 
 def _write(record) -> Any:
@@ -67,6 +68,13 @@ def as_mapping(d: Any) -> Mapping:
     return d if isinstance(d, Mapping) else {}
 
 
+def finite_number(x: Any) -> float | None:
+    """A finite JSON number as a float (None for NaN, infinity and non-numbers, as failed lengths were once written)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
 def json_value(v: Any) -> Any:
     """A field's JSON: a record by its own ``to_json``, a tuple or list item by item, anything else as it is."""
     if hasattr(v, "to_json"):
@@ -83,6 +91,18 @@ def record_fields(cls, d: Any) -> dict:
     """``cls``'s fields read from JSON object ``d`` as they are (a missing key reads as None)."""
     d = as_mapping(d)
     return {f.name: d.get(f.name) for f in fields(cls)}
+
+
+class FlatRecord:
+    """Base of a frozen dataclass record whose JSON is its fields in order (:func:`record_json`), read back
+    as they are (:func:`record_fields`: unknown keys are ignored, a missing key reads as None)."""
+
+    def to_json(self) -> dict:
+        return record_json(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> Self:
+        return cls(**record_fields(cls, d))
 
 
 @dataclass

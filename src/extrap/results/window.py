@@ -11,13 +11,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-
-def _obj(d: Any) -> Mapping:
-    return d if isinstance(d, Mapping) else {}
+from extrap.results.records import FlatRecord, as_mapping
 
 
 @dataclass(frozen=True)
-class WindowBound:
+class WindowBound(FlatRecord):
     """The bias weight beyond W as a fraction of each head's series sum B (000 Eq. 22)."""
 
     window: int
@@ -26,14 +24,6 @@ class WindowBound:
     eps: float | None = None  # the ε whose TRF chose W (window auto), which bounds every tail
     reduce: str | None = None
     reason: str | None = None  # why there is no bound
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> WindowBound:
-        d = _obj(d)
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -57,7 +47,7 @@ class WindowMeasure:
 
     @classmethod
     def from_json(cls, d: Mapping) -> WindowMeasure:
-        d = _obj(d)
+        d = as_mapping(d)
         values = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
         return cls(**{"length": d.get("length"), **values})
 
@@ -74,7 +64,7 @@ class WindowError:
 
     @classmethod
     def from_json(cls, d: Mapping) -> WindowError:
-        d = _obj(d)
+        d = as_mapping(d)
         return cls(WindowBound.from_json(d.get("bound")), WindowMeasure.from_json(d.get("measured")))
 
 
@@ -106,7 +96,7 @@ class WindowInfo:
     @classmethod
     def from_json(cls, d: Mapping) -> WindowInfo:
         """Also as the first versions wrote it, with ``eps`` for ``trf_eps``."""
-        d = _obj(d)
+        d = as_mapping(d)
         error = WindowError.from_json(d["error"]) if isinstance(d.get("error"), Mapping) else None
         eps = d.get("trf_eps", d.get("eps"))
         return cls(d.get("mode"), d.get("size"), d.get("reason"), eps, d.get("trf_reduce"), error)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar, Self
 
 Temperature = float | tuple[float, ...] | str | None  # none, one τ, one per layer, or "auto[:MODE][:per-layer]"
 
@@ -190,8 +190,19 @@ class TaskSettings:
     progress: bool = False
 
 
+class EchoesSettings:
+    """Base of a report that repeats its settings' ``ECHOED`` fields by the same names (task and RULER reports)."""
+
+    ECHOED = ("method", "n", "seed", "buckets")
+
+    @classmethod
+    def echoing(cls, settings, **rest) -> Self:
+        """The report with ``settings``' echoed fields and the fields ``rest``."""
+        return cls(**{k: getattr(settings, k) for k in cls.ECHOED}, **rest)
+
+
 @dataclass(frozen=True)
-class TaskReport:
+class TaskReport(EchoesSettings):
     """Exact-match accuracy of a model on a task: per length, per depth bucket, overall (and per example)."""
 
     task: str
@@ -247,33 +258,41 @@ class TaskReport:
         )
 
 
+RUN_KEYS = ("run", "pe", "train_length", "trained_on", "step")  # a scored run's JSON starts with these
+
+
 @dataclass(frozen=True)
-class TaskRun:
-    """``extrap task score --json``: the run scored (and its provenance), and the report."""
+class ScoredRun:
+    """A run scored on a task or a suite (and its provenance), and the report; ``REPORT`` is the report's type.
+
+    Its JSON is the run's keys, the report's, then the run's provenance; its seed is the report's (the examples').
+    """
 
     run: str
     pe: str
     train_length: int
     trained_on: str | None
     step: int | None
-    report: TaskReport
+    report: Any
     provenance: dict = field(default_factory=dict)  # the run's (version, command, seed, corpus hash, ...)
 
+    REPORT: ClassVar[Any] = None
+
+    @classmethod
+    def of(cls, run, report, train_length: int | None = None):
+        """``report`` on ``run`` (a loaded run); ``train_length``: the run's own unless given."""
+        L_tr = run.train_length if train_length is None else train_length
+        head = dict(run=str(run.path), pe=run.pe, train_length=L_tr, trained_on=run.task, step=run.step)
+        return cls(**head, report=report, provenance=run.provenance().to_json())
+
     def to_json(self) -> dict:
-        head = {
-            "run": self.run,
-            "pe": self.pe,
-            "train_length": self.train_length,
-            "trained_on": self.trained_on,
-            "step": self.step,
-        }
-        # the run's provenance after the report; its seed is the report's (the examples' seed)
+        head = {k: getattr(self, k) for k in RUN_KEYS}
         return {**head, **self.report.to_json(), **self.provenance, "seed": self.report.seed}
 
     @classmethod
-    def from_json(cls, d: dict) -> TaskRun:
-        report = TaskReport.from_json(d)
-        known = {f.name for f in fields(TaskRun)} | set(report.to_json())
+    def from_json(cls, d: dict):
+        report = cls.REPORT.from_json(d)
+        known = {f.name for f in fields(cls)} | set(report.to_json())
         return cls(
             run=d["run"],
             pe=d["pe"],
@@ -283,3 +302,11 @@ class TaskRun:
             report=report,
             provenance={k: v for k, v in d.items() if k not in known},
         )
+
+
+@dataclass(frozen=True)
+class TaskRun(ScoredRun):
+    """``extrap task score --json``: the run scored (and its provenance), and the report."""
+
+    report: TaskReport
+    REPORT: ClassVar[Any] = TaskReport

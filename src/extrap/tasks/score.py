@@ -159,12 +159,9 @@ def score_task(model: ExtrapLM | Seq2SeqLM, tokenizer, settings: TaskSettings) -
     records: list[ExampleScore] = []
     results = _score_lengths(job, lengths, total, records if s.details else None)
     scored = [r for r in results if r.error is None]
-    return TaskReport(
+    return TaskReport.echoing(
+        s,
         task=s.task,
-        method=s.method,
-        n=s.n,
-        seed=s.seed,
-        buckets=s.buckets,
         tokenizer=tokenizer.name,
         temperature=tau,
         filler=fill.name if fill else None,

@@ -9,29 +9,15 @@ verdict side by side, so every named quantity is one key deep.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any, Self
+from dataclasses import dataclass
+from typing import Any
 
 from extrap.data.position_frequency import PositionFrequency
-
-
-def _pick(cls, d: Mapping[str, Any]) -> dict:
-    return {f.name: d.get(f.name) for f in fields(cls)}
-
-
-class _Flat:
-    """A record whose JSON is its fields by name, one key each."""
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Self:
-        return cls(**_pick(cls, d))
+from extrap.results.records import FlatRecord
 
 
 @dataclass(frozen=True)
-class FrequencyPair(_Flat):
+class FrequencyPair(FlatRecord):
     """One rotary pair (dimensions i and i + d/2, rotate-half layout) and what training showed it."""
 
     index: int  # i
@@ -44,7 +30,7 @@ class FrequencyPair(_Flat):
 
 
 @dataclass(frozen=True)
-class LiuBounds(_Flat):
+class LiuBounds(FlatRecord):
     """Liu et al. 2024 (arXiv 2310.05209): critical dimension, extrapolation bound, critical base and regime."""
 
     pretrain_base: float  # β₀, the base of pre-training
@@ -57,7 +43,7 @@ class LiuBounds(_Flat):
 
 
 @dataclass(frozen=True)
-class Aggregation(_Flat):
+class Aggregation(FlatRecord):
     """Men et al. 2024 (arXiv 2405.14591): where B(m) = Σ_i cos(m θ_i) first turns negative, and the least base."""
 
     aggregation_first_negative: int | None  # first m with B(m) < 0; None: none below aggregation_cap

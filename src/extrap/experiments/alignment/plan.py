@@ -172,6 +172,9 @@ def model_summary(res: AlignJobResult, train_length: int, lengths: list[int]) ->
     return mdl
 
 
+_RECORDED = ("n", "buckets", "rank", "probe_prompts", "probe_tokens")  # the settings a block repeats, by name
+
+
 def assemble(
     request: StudyRequest, settings: AlignmentSettings, pes: list[str], cap: int, num_heads: int, outcome: Outcome
 ) -> StudyResults:
@@ -185,11 +188,7 @@ def assemble(
             task=task,
             train_length=L_tr,
             lengths=lengths,
-            n=settings.n,
-            buckets=settings.buckets,
-            rank=settings.rank,
-            probe_prompts=settings.probe_prompts,
-            probe_tokens=settings.probe_tokens,
+            **{k: getattr(settings, k) for k in _RECORDED},
             probe_cap=cap,
             models={pe: model_summary(r, L_tr, lengths) for pe, r in got.items()},
         )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from extrap.results import ResultsBlock, StudyResults
 from extrap.results.longppl import LongPPL
-from extrap.results.records import as_mapping, record_fields, record_json
+from extrap.results.records import FlatRecord, as_mapping, record_fields, record_json
 
 if TYPE_CHECKING:
     from extrap.tasks.ruler.records import RulerReport
@@ -29,7 +29,7 @@ FINITE, INFINITE, NOT_APPLICABLE, UNKNOWN = "finite", "infinite", "not-applicabl
 
 
 @dataclass(frozen=True)
-class TrfValue:
+class TrfValue(FlatRecord):
     """n(ε) of 000 Eq. 22 for a model (:func:`extrap.theory.receptive_field`, widest head over every layer).
 
     ``status``: finite (``value`` holds it), infinite (the series diverges), not-applicable (no Toeplitz
@@ -49,16 +49,13 @@ class TrfValue:
     def finite(self) -> bool:
         return self.status == FINITE
 
-    def to_json(self) -> dict:
-        return record_json(self)
-
     @classmethod
     def from_json(cls, d: Any) -> TrfValue:
         return cls(**record_fields(cls, d) | {"status": as_mapping(d).get("status") or UNKNOWN})
 
 
 @dataclass(frozen=True)
-class TaskGate:
+class TaskGate(FlatRecord):
     """Did the model learn ``task`` above chance at L_tr?  Rank scoring picks one of ``candidates`` answers,
     so chance is 1/candidates; learned: the score at L_tr exceeds chance by more than two binomial standard
     errors, chance + 2·sqrt(c(1 − c)/n) (a one-sided test at about 2.3%).  ``learned`` None: not scored."""
@@ -69,13 +66,6 @@ class TaskGate:
     score: float | None  # at L_tr
     bar: float | None  # chance + 2 standard errors
     learned: bool | None
-
-    def to_json(self) -> dict:
-        return record_json(self)
-
-    @classmethod
-    def from_json(cls, d: Any) -> TaskGate:
-        return cls(**record_fields(cls, d))
 
 
 def task_gate(task: str, candidates: int, n: int, score: float | None) -> TaskGate:

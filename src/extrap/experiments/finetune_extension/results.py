@@ -15,26 +15,18 @@ from typing import Any
 
 from extrap.experiments.rope_base.results import PasskeyLength, PplLength, measured_from_json, measured_json
 from extrap.results import ResultsBlock, StudyResults
-from extrap.results.records import as_mapping
+from extrap.results.records import FlatRecord, as_mapping
 from extrap.tasks.ruler.records import RulerTaskReport
 
 
 @dataclass(frozen=True)
-class LongPplLength:
+class LongPplLength(FlatRecord):
     """LongPPL at one length (None: no key token there, or ``error``), over ``key_tokens`` key tokens."""
 
     length: int
     longppl: float | None
     key_tokens: int | None
     error: str | None = None
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: Any) -> LongPplLength:
-        d = as_mapping(d)
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extrap.results import ResultsBlock, StudyResults
-from extrap.results.records import as_mapping, record_fields, record_json
+from extrap.results.records import FlatRecord, as_mapping, record_json
 
 
 @dataclass(frozen=True)
-class RopePrediction:
+class RopePrediction(FlatRecord):
     """What :func:`extrap.theory.rope.analyse_rope` predicts for a model (None throughout for NoPE: ``error``)."""
 
     head_dim: int | None = None  # the head dimension the analysis used
@@ -36,16 +36,9 @@ class RopePrediction:
     aggregation_cap: int | None = None  # distances searched for first_negative
     error: str | None = None  # why there is no prediction (not a rotary scheme, ...)
 
-    def to_json(self) -> dict:
-        return record_json(self)
-
-    @classmethod
-    def from_json(cls, d: Any) -> RopePrediction:
-        return cls(**record_fields(cls, d))
-
 
 @dataclass(frozen=True)
-class PplLength:
+class PplLength(FlatRecord):
     """Last-token perplexity at one length, and its |Δppl|/ppl against L_tr with the ratio's standard error."""
 
     length: int
@@ -55,16 +48,9 @@ class PplLength:
     ratio_stderr: float | None = None  # paired, as extrap.evaluate.verdict computes it
     above_delta: bool | None = None  # ratio > δ outside its 95% interval; None: no standard error
 
-    def to_json(self) -> dict:
-        return record_json(self)
-
-    @classmethod
-    def from_json(cls, d: Any) -> PplLength:
-        return cls(**record_fields(cls, d))
-
 
 @dataclass(frozen=True)
-class DistanceBin:
+class DistanceBin(FlatRecord):
     """Passkey examples whose needle lies (lo, hi] tokens before the query, and how many were answered."""
 
     lo: int
@@ -78,10 +64,6 @@ class DistanceBin:
 
     def to_json(self) -> dict:
         return {**record_json(self), "accuracy": self.accuracy}
-
-    @classmethod
-    def from_json(cls, d: Any) -> DistanceBin:
-        return cls(**record_fields(cls, d))
 
 
 @dataclass(frozen=True)

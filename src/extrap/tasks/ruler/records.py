@@ -8,8 +8,10 @@ print exactly their JSON.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from extrap.tasks.records import EchoesSettings, ScoredRun
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ class RulerSettings:
 
 
 @dataclass(frozen=True)
-class RulerReport:
+class RulerReport(EchoesSettings):
     """The suite's scores: per task, per length and depth; their mean per length; effective lengths."""
 
     suite: str
@@ -265,31 +267,8 @@ class RulerReport:
 
 
 @dataclass(frozen=True)
-class RulerRun:
+class RulerRun(ScoredRun):
     """``extrap task score --suite ruler --json``: the run scored (and its provenance), and the report."""
 
-    run: str
-    pe: str
-    train_length: int
-    trained_on: str | None
-    step: int | None
     report: RulerReport
-    provenance: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        head = {k: getattr(self, k) for k in ("run", "pe", "train_length", "trained_on", "step")}
-        return {**head, **self.report.to_json(), **self.provenance, "seed": self.report.seed}
-
-    @classmethod
-    def from_json(cls, d: dict) -> RulerRun:
-        report = RulerReport.from_json(d)
-        known = {"run", "pe", "train_length", "trained_on", "step", "report", "provenance"} | set(report.to_json())
-        return cls(
-            run=d["run"],
-            pe=d["pe"],
-            train_length=d["train_length"],
-            trained_on=d.get("trained_on"),
-            step=d.get("step"),
-            report=report,
-            provenance={k: v for k, v in d.items() if k not in known},
-        )
+    REPORT: ClassVar[Any] = RulerReport

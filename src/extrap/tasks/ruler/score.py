@@ -156,12 +156,9 @@ def score_ruler(model: ExtrapLM | Seq2SeqLM, tokenizer, settings: RulerSettings)
         got = [r.results[i].score for r in reports]
         mean.append(LengthMean(L, None if any(g is None for g in got) else sum(got) / len(got)))
     haystack_name = get_haystack("corpus", s.filler, s.split).name if s.haystack != "noise" else "noise"
-    return RulerReport(
+    return RulerReport.echoing(
+        s,
         suite="ruler",
-        method=s.method,
-        n=s.n,
-        seed=s.seed,
-        buckets=s.buckets,
         tokenizer=tokenizer.name,
         filler=haystack_name,
         lengths=tuple(lengths),
