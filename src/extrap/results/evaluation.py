@@ -135,8 +135,8 @@ class LengthResult:
             temperature=d.get("temperature"),
             exact_error=d.get("exact_error"),
             stderr=d.get("loss_stderr"),
-            ratio=_finite(d.get("ratio")),
-            ratio_stderr=_finite(d.get("ratio_stderr")),
+            ratio=finite_number(d.get("ratio")),
+            ratio_stderr=finite_number(d.get("ratio_stderr")),
             ratio_paired=d.get("ratio_paired"),
         )
 
