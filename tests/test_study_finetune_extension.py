@@ -7,6 +7,7 @@ import pytest
 
 from extrap.cli import main
 from extrap.experiments.finetune_extension import readme as ft_readme
+from extrap.experiments.finetune_extension.claims import goal_verdict
 from extrap.experiments.finetune_extension.plan import plan_job
 from extrap.experiments.finetune_extension.presets import METHODS
 from extrap.experiments.finetune_extension.results import RESULTS, FinetuneBlock
@@ -56,11 +57,31 @@ def test_the_cpu_plan_parses_every_method_and_spends_one_budget(tmp_path):
     assert [m.name for m in job.methods] == list(METHODS) and heads == 4
     tuned = {m.name: m for m in job.methods if m.kind == "finetune"}
     base_tokens = 2000 * 16 * 128  # rope-base's cpu model: 2000 steps of 16 x 128 tokens
-    for m in tuned.values():  # 10% of the base's tokens each: 50 steps at 512, PoSE 200 at 128
-        assert m.steps * 16 * m.train_length == pytest.approx(0.1 * base_tokens, rel=0.01)
+    for m in tuned.values():  # 40% of the base's tokens each: 200 steps at 512, PoSE 800 at 128
+        assert m.steps * 16 * m.train_length == pytest.approx(0.4 * base_tokens, rel=0.01)
+    assert tuned["rope-ft"].steps == 200 and tuned["pose"].steps == 800
     assert tuned["pi"].pe == "rope:scaling=linear,factor=4,original_max_position=128"
     assert tuned["abf"].pe == "rope:base=640000" and tuned["pose"].positions == "pose:target=2048"
     assert tuned["s2-attn"].attention == "s2:ratio=0.25" and not (tmp_path / "x").exists()
+
+
+def test_the_fine_tunes_warm_up_then_decay(smoke):
+    """A warmup as long as the fine-tune would end it at its peak rate: 5% of its steps (at least 1)."""
+    import json
+
+    cfg = json.loads((smoke / "runs" / "finetune-pi" / "config.json").read_text())["train"]
+    assert cfg["warmup"] == max(1, round(0.05 * cfg["steps"]))  # the old rule: min(base warmup 5, steps - 1)
+
+
+@pytest.mark.parametrize(
+    ("acc", "budget", "length", "said"),
+    [(0.95, 0.1, 512, "met"), (0.5, 0.1, 512, "not met"), (0.95, 0.4, 512, "but not met"),
+     (0.95, 0.1, 1024, "but not met"), (0.95, None, 512, "but not met")],
+)  # fmt: skip
+def test_the_goal_is_met_only_within_its_budget_and_length(acc, budget, length, said):
+    """1.0 at L_tr = 128: 0.95 at 16 × L_tr holds the 0.9 ×; the budget (≤ 0.1) and length (≤ 4 × L_tr) must too."""
+    verdict = goal_verdict(acc, 1.0, budget, length, 128)
+    assert verdict == said if said in ("met", "not met") else said in verdict
 
 
 @pytest.mark.parametrize("bad", [["--methods", "pi,nope"], ["--preset", "huge"]])

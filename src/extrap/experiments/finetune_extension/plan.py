@@ -44,9 +44,10 @@ def finetuned(job: FtJob, base: RunDir, m: FtMethod) -> RunDir:
     t, s = job.training, job.training.settings
     rd = RunDir(os.path.join(job.runs, f"finetune-{slug(m.name)}"))
     if not rd.is_finished():
+        warmup = max(1, round(job.settings.warmup * m.steps))  # then cosine: the fine-tune ends at 0.1 × its peak
         over = {**s.train_overrides, "task": "passkey", "task_mix": s.task_mix, "train_length": m.train_length,
-                "steps": m.steps, "lr": job.lr, "warmup": min(job.warmup, m.steps - 1), "positions": m.positions,
-                "attention": m.attention, "save_every": m.steps, "threads": t.threads,
+                "steps": m.steps, "lr": job.lr, "warmup": warmup, "positions": m.positions, "attention": m.attention,
+                "save_every": m.steps, "threads": t.threads,
                 **({"corpus": t.corpus} if t.corpus else {}), **({"device": t.device} if t.device else {})}  # fmt: skip
         mc, tc = training.build_configs(m.pe, s.train_preset, overrides=over)
         log.info("  %s: fine-tuning %d steps at %d from %s", m.name, tc.steps, tc.train_length, base.path)
@@ -153,7 +154,7 @@ def plan_job(request: StudyRequest) -> tuple[FtJob, int]:
     runs = request.out / "runs"
     training = ModelJob(settings.base.pe, str(runs / slug(settings.base.pe)), b, request.delta, threads,
                         request.corpus, request.device)  # fmt: skip
-    job = FtJob(training, settings, methods, str(runs), train_cfg.lr * settings.lr_scale, train_cfg.warmup)
+    job = FtJob(training, settings, methods, str(runs), train_cfg.lr * settings.lr_scale)
     return job, model_cfg.n_head
 
 

@@ -21,7 +21,6 @@ class FtJob:
     methods: tuple[FtMethod, ...]
     runs: str  # folder of the fine-tunes (one run folder each)
     lr: float  # the fine-tunes' peak learning rate
-    warmup: int
 
 
 @dataclass(frozen=True)
