@@ -7,6 +7,7 @@ modules whose dotted name starts with PREFIX); ``tests/test_structure.py`` asser
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -214,6 +215,30 @@ def experiment_name_literals() -> list[str]:
             if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs:
                 if (mod, node.value) not in NAME_EXEMPT:
                     bad.append(f"{path.relative_to(SRC)}:{node.lineno}: {node.value!r}")
+    return bad
+
+
+COMMANDS = "extrap.commands"
+STUDY_COMMAND = "extrap.commands.study"
+
+
+def command_experiment_mentions() -> list[str]:
+    """An experiment named in a CLI module: its help and choices come from the registry and the experiment's
+    ``about``.  ``extrap study``'s module may not name one anywhere (comments and docstrings too); the other
+    commands may use the one-word names as words of their own ("extension", "alignment"), not a hyphenated one."""
+    mods = modules()
+    names, bad = experiment_names(mods), []
+    for mod, path in mods.items():
+        if mod != COMMANDS and not mod.startswith(COMMANDS + "."):
+            continue
+        told = names if mod == STUDY_COMMAND else {n for n in names if "-" in n}
+        if not told:
+            continue
+        pattern = re.compile(
+            r"(?<![\w-])(" + "|".join(map(re.escape, sorted(told, key=len, reverse=True))) + r")(?![\w-])"
+        )
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            bad += [f"{path.relative_to(SRC)}:{i}: {m.group(1)!r}" for m in pattern.finditer(line)]
     return bad
 
 

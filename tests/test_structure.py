@@ -137,3 +137,22 @@ def test_checker_finds_an_experiment_name_in_a_shared_module(tmp_path, monkeypat
     (tmp_path / "extrap" / "theory.py").write_text(page)  # outside the skeleton: "toy" may be a word of its own
     monkeypatch.setattr(structure, "SRC", tmp_path)
     assert structure.experiment_name_literals() == ["extrap/report/page.py:6: 'toy'"]
+
+
+def test_no_cli_module_names_an_experiment():
+    assert structure.command_experiment_mentions() == [], "build the help from the registry and the experiments' about"
+
+
+def test_checker_finds_an_experiment_named_in_a_cli_module(tmp_path, monkeypatch):
+    """Any registered name in ``extrap study``'s module, a hyphenated one in another command's help; a one-word
+    name used as a word of another command ("toy" below) is not one."""
+    exp = tmp_path / "extrap" / "experiments"
+    exp.mkdir(parents=True)
+    (exp / "registry.py").write_text('EXPERIMENTS = {"toy": "x:SPEC", "toy-box": "y:SPEC"}\n')
+    cmd = tmp_path / "extrap" / "commands"
+    cmd.mkdir()
+    (cmd / "study.py").write_text('"""Run a study."""\n\nHELP = "pick one"  # toy: the default\n')
+    (cmd / "other.py").write_text('HELP = "a toy model, or a toys list"\nMORE = "toy-box: its PEs"\n')
+    monkeypatch.setattr(structure, "SRC", tmp_path)
+    assert structure.command_experiment_mentions() == ["extrap/commands/other.py:2: 'toy-box'",
+                                                       "extrap/commands/study.py:3: 'toy'"]  # fmt: skip

@@ -9,7 +9,8 @@ import pytest
 from extrap.cli import main
 from extrap.experiments.effective_length import claims as el
 from extrap.experiments.effective_length import readme as efflen_readme
-from extrap.experiments.effective_length.presets import DEFAULT_PES, PRESETS
+from extrap.experiments.effective_length.about import DEFAULT_PES
+from extrap.experiments.effective_length.presets import PRESETS
 from extrap.experiments.effective_length.results import (
     RESULTS,
     EffectiveLengthBlock,

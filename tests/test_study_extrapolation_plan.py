@@ -6,8 +6,9 @@ import pytest
 
 from extrap.errors import ExtrapError
 from extrap.experiments import registry
+from extrap.experiments.extrapolation.about import DEFAULT_PES
 from extrap.experiments.extrapolation.plan import slope_variants
-from extrap.experiments.extrapolation.presets import DEFAULT_PES, PAPER_SLOPES
+from extrap.experiments.extrapolation.presets import PAPER_SLOPES
 from extrap.study.plan import StudyRequest
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from extrap.cli import main
 from extrap.experiments.finetune_extension import readme as ft_readme
+from extrap.experiments.finetune_extension.about import METHODS
 from extrap.experiments.finetune_extension.claims import goal_verdict
 from extrap.experiments.finetune_extension.plan import plan_job
-from extrap.experiments.finetune_extension.presets import METHODS
 from extrap.experiments.finetune_extension.results import RESULTS, FinetuneBlock
 from extrap.report import readme
 from extrap.results import load_results

@@ -10,7 +10,8 @@ from extrap.cli import main
 from extrap.experiments.rope_base import claims as rb
 from extrap.experiments.rope_base import measure as rm
 from extrap.experiments.rope_base import readme as rope_readme
-from extrap.experiments.rope_base.presets import DEFAULT_PES, PRESETS
+from extrap.experiments.rope_base.about import DEFAULT_PES
+from extrap.experiments.rope_base.presets import PRESETS
 from extrap.experiments.rope_base.results import (
     RESULTS,
     DistanceBin,

@@ -69,3 +69,11 @@ def test_the_cli_offers_a_registered_experiment_and_refuses_its_missing_options(
     assert "--tasks is only for --experiment" in capsys.readouterr().err
     registry.unregister("toy")
     assert cli.main(["study", "--experiment", "toy", "--out", str(tmp_path / "u")]) == 2  # argparse: not a choice
+
+
+def test_the_study_help_names_a_registered_experiment_with_its_summary(toy, capsys):
+    from extrap.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["study", "--help"])
+    assert ["toy", toy.about.summary] in [line.split(None, 1) for line in capsys.readouterr().out.splitlines()]

@@ -2,48 +2,58 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from extrap.commands import args as types
 from extrap.errors import ExtrapError
 from extrap.experiments import registry
+from extrap.experiments.protocol import Choice
+
+
+def _description() -> str:
+    """One line per registered experiment, from its About (argparse keeps the lines: RawDescriptionHelpFormatter)."""
+    width = max(map(len, registry.names()))
+    lines = [f"  {name:<{width}}  {registry.about(name).summary}" for name in registry.names()]
+    return "\n".join(["Run one experiment and write an HTML report of its claims, tables and figures:", *lines])
+
+
+def _option_help(option: str, what: str) -> str:
+    """``what``, then the experiments that honour ``option``, grouped by what they take and its default."""
+    groups: dict[Choice | None, list[str]] = {}
+    for name in registry.names():
+        choices = registry.about(name).choices
+        if option in choices:
+            groups.setdefault(choices[option], []).append(name)
+    if not groups:
+        return f"{what}. No experiment takes it"
+    return f"{what}. For " + "; ".join(_takes(names, choice) for choice, names in groups.items())
+
+
+def _takes(names: list[str], choice: Choice | None) -> str:
+    if choice is None:  # as the option's own help says
+        return ", ".join(names)
+    what = f"{choice.accepts} (default: {choice.default})" if choice.accepts else f"default {choice.default}"
+    return f"{', '.join(names)}: {what}"
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "study",
         help="theory, training, evaluation, receptive fields and a report",
-        description="Run the extrapolation study (000), the ALiBi slope study (003 §4), the "
-        "attention alignment study (004 §5.2), the RoPE base study (RoPE's theory against trained models), the "
-        "effective-length study (RULER-style effective length beside the TRF) or the "
-        "extension study (training-free RoPE extension methods on one model).",
+        description=_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
-    p.add_argument(
-        "--pe",
-        type=types.pes,
-        help="comma-separated PEs (default: alibi,kerple-log,sandwich,type1,type2,example1,"
-        "example2,sinusoidal,rope,nope; rope-base: rope:base=100 ... rope:base=1000000, rope:p=0.75, "
-        "rope:partial=0.5, nope; effective-length: alibi,kerple-log,type1,rope,nope)",
-    )
     p.add_argument(
         "--experiment",
         default=registry.DEFAULT,
         choices=registry.names(),
-        help=" | ".join(registry.names()),
+        help=f"which experiment (default: {registry.DEFAULT}): " + " | ".join(registry.names()),
     )
-    p.add_argument(
-        "--methods",
-        type=types.names,
-        help="extension: comma-separated methods, none,pi,ntk,dynamic,yarn,llama3,rerope,leaky-rerope,"
-        "self-extend,dca,lm-infinite,string,window,sinks (default: all)",
-    )
-    p.add_argument(
-        "--tasks",
-        type=types.names,
-        help="alignment: comma-separated retrieval tasks, passkey,line,topic (default: the preset's; smoke: passkey); "
-        "effective-length: RULER-style tasks that fit L_tr (default: the preset's; cpu: niah_single,qa1)",
-    )
+    p.add_argument("--pe", type=types.pes, help=_option_help("pe", "comma-separated PEs"))
+    p.add_argument("--methods", type=types.names, help=_option_help("methods", "comma-separated methods"))
+    p.add_argument("--tasks", type=types.names, help=_option_help("tasks", "comma-separated tasks"))
     p.add_argument("--out", default="study", help="output folder (default: ./study)")
     p.add_argument("--resume", action="store_true", help="continue a study in --out, reusing finished runs")
     p.add_argument(
@@ -51,7 +61,11 @@ def register(sub) -> None:
     )
     p.add_argument("--steps", type=types.positive_int, help="override the preset's training steps")
     p.add_argument("--corpus", help="override the corpus (default: stdlib)")
-    p.add_argument("--delta", type=types.positive_float, help="δ of 000 Definition 0.1 (default 0.02; PPL verdicts)")
+    p.add_argument(
+        "--delta",
+        type=types.positive_float,
+        help=_option_help("delta", "δ of 000 Definition 0.1 (default 0.02; PPL verdicts)"),
+    )
     types.add_device(p, note="default: training auto, evaluation and measurements cpu")
     p.set_defaults(func=run)
 

@@ -6,9 +6,13 @@ names appear outside their folders) and loads a package only when its experiment
 
 A package holds all of its experiment (``rope_base/`` and ``extension/`` are the pattern), one module per part:
 
-* ``__init__.py``: ``SPEC`` only, ``package_spec(__name__, name=..., citation=...)``: :mod:`.assemble` reads
-  each part from the modules below by its conventional name (a missing one is a TypeError naming it);
-* ``presets.py``: its settings record and ``PRESETS`` {preset: settings}, ``DEFAULT_PES``; what several
+* ``__init__.py``: ``SPEC`` only, ``package_spec(__name__, name=..., citation=...)`` built on first use
+  (:func:`.assemble.lazy`): :mod:`.assemble` reads each part from the modules below by its conventional name (a
+  missing one is a TypeError naming it);
+* ``about.py``: ``ABOUT``, what ``extrap study --help`` says of it (:class:`~.protocol.About`: its summary and,
+  per option it honours, what it takes), with ``DEFAULT_PES`` or ``METHODS``; it imports the protocol only, so
+  the help loads no experiment;
+* ``presets.py``: its settings record and ``PRESETS`` {preset: settings}; what several
   experiments share (the cpu model, :data:`extrap.study.presets.CPU_MODEL`) stays in :mod:`extrap.study.presets`;
 * ``plan.py``: ``build(request) -> Experiment`` (the checks before anything is trained, the jobs), the worker
   (module level: spawned processes import it), its progress line and ``assemble`` (results.json);

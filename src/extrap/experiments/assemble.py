@@ -3,8 +3,9 @@ folder): each part of :class:`~.protocol.ExperimentSpec` is a module attribute o
 
 =====================  ==========================================================================
 ``presets.PRESETS``    {preset: settings}
-``plan.build``         ``build(request) -> Experiment``; ``plan.OPTIONS`` (optional): the request options
-                       it honours (``tasks``, ``methods``, ``delta``)
+``about.ABOUT``        its :class:`~.protocol.About` (``extrap study --help``), whose choices are the request
+                       options it honours (``tasks``, ``methods``, ``delta``); a light module
+``plan.build``         ``build(request) -> Experiment``
 ``claims.claims``      ``claims(results) -> list[Claim]``
 ``figures.figures``    ``figures(results, notes, out_dir) -> [(name, draw)]``
 ``page.context``       the fragment's context; ``page.missing``: what the results lack;
@@ -15,13 +16,16 @@ folder): each part of :class:`~.protocol.ExperimentSpec` is a module attribute o
 =====================  ==========================================================================
 
 A keyword given to :func:`package_spec` replaces what the convention would read (a README block that
-another experiment renders, say).
+another experiment renders, say).  The package's ``__init__`` builds its spec on first use (:func:`lazy`), so
+that the CLI imports its ``about`` module alone.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +68,7 @@ def package_spec(package: str, *, name: str, citation: str, **given: Any) -> Exp
     parts = {
         "presets": lambda: part(package, "presets", "PRESETS"),
         "plan": lambda: part(package, "plan", "build"),
-        "options": lambda: frozenset(part(package, "plan", "OPTIONS", optional=True) or ()),
+        "about": lambda: part(package, "about", "ABOUT"),
         "claims": lambda: part(package, "claims", "claims"),
         "missing": lambda: part(package, "page", "missing"),
         "figures": lambda: part(package, "figures", "figures"),
@@ -73,4 +77,20 @@ def package_spec(package: str, *, name: str, citation: str, **given: Any) -> Exp
         "results": lambda: part(package, "results", "RESULTS", optional=True),
     }
     read = {key: find() for key, find in parts.items() if key not in given}
-    return ExperimentSpec(name=name, citation=citation, **read, **given)
+    about = given.get("about", read.get("about"))
+    options = {"options": about.options} if about is not None and "options" not in given else {}
+    return ExperimentSpec(name=name, citation=citation, **read, **options, **given)
+
+
+def lazy(package: str, **specs: Callable[[], Any]) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of ``package``: attribute ``NAME`` is ``specs[NAME]()``, built on first use
+    and kept (PEP 562), so importing the package, or its ``about`` module, loads none of its parts."""
+
+    def getattr_(name: str) -> Any:
+        if name not in specs:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = specs[name]()
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return getattr_

@@ -12,7 +12,8 @@ so adding an experiment means one new package and one line in :mod:`extrap.exper
 * ``page``: its fragment of the HTML page (template, table-of-contents entries, context);
 * ``readme``: its block of the README, between its own markers;
 * ``results``: its own block of ``results.json`` (:class:`ResultsBlock`), which alone reads and writes it,
-  and the block's rows of ``results.csv``.
+  and the block's rows of ``results.csv``;
+* ``about``: what ``extrap study --help`` says of it (:class:`About`), and so the request options it honours.
 """
 
 from __future__ import annotations
@@ -58,6 +59,31 @@ class ReadmeBlock:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """What one option of ``extrap study`` takes in an experiment: ``accepts`` (its values; "": any the option
+    takes) and its ``default``."""
+
+    accepts: str
+    default: str
+
+
+@dataclass(frozen=True)
+class About:
+    """What ``extrap study --help`` says of an experiment: a one-line ``summary`` and, per option it honours
+    (``pe``, ``tasks``, ``methods``, ``delta``), what it accepts and its default (None: as the option's help
+    says).  A package declares it in its ``about`` module, which imports nothing heavy: the CLI reads it
+    without loading the experiment."""
+
+    summary: str
+    choices: Mapping[str, Choice | None] = field(default_factory=dict)
+
+    @property
+    def options(self) -> frozenset[str]:
+        """The request options it honours besides ``pe`` (which every plan reads, or refuses)."""
+        return frozenset(self.choices) - {"pe"}
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     """One experiment, as the shared skeleton sees it (see the module's docstring)."""
 
@@ -74,6 +100,7 @@ class ExperimentSpec:
     options: frozenset[str] = field(default_factory=frozenset)  # request options it honours: tasks, methods, delta
     timed: bool = False  # it times inference (000 Table 1): the page has a timing section
     gated: bool = True  # it records the learning gate (results without one predate it)
+    about: About | None = None  # its lines of `extrap study --help` (None: its citation stands for its summary)
 
 
 @dataclass(frozen=True)
@@ -85,4 +112,14 @@ class ReadmeSection:
     block: ReadmeBlock
 
 
-__all__ = ["ExperimentSpec", "FigurePlan", "Page", "ReadmeBlock", "ReadmeSection", "ResultsBlock", "Toc"]
+__all__ = [
+    "About",
+    "Choice",
+    "ExperimentSpec",
+    "FigurePlan",
+    "Page",
+    "ReadmeBlock",
+    "ReadmeSection",
+    "ResultsBlock",
+    "Toc",
+]

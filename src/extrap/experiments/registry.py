@@ -2,7 +2,10 @@
 
 Each entry names the package attribute holding the experiment's :class:`~.protocol.ExperimentSpec`; a
 package is imported only when its experiment is asked for, so the CLI lists the choices without loading
-any of them (and the shared skeleton, which looks experiments up here, imports none).
+any of them (and the shared skeleton, which looks experiments up here, imports none).  What
+``extrap study --help`` says of an experiment (:class:`~.protocol.About`) is the attribute of the same name
+(``ABOUT`` for ``SPEC``) in the package's light ``about`` module: the package's ``__init__`` builds its spec
+on first use (:func:`~.assemble.lazy`), so reading it loads nothing else.
 :func:`register` adds one at run time (a plug-in, or a test's toy experiment).
 """
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 import importlib
 
 from extrap.errors import ExtrapError
-from extrap.experiments.protocol import ExperimentSpec, ReadmeSection
+from extrap.experiments.protocol import About, ExperimentSpec, ReadmeSection
 
 EXPERIMENTS = {  # --experiment name -> "module:attribute" of its spec
     "extrapolation": "extrap.experiments.extrapolation:EXTRAPOLATION",
@@ -33,6 +36,12 @@ def _load(where: str):
     return getattr(importlib.import_module(module), attr)
 
 
+def _entry(name: str) -> str:
+    if name not in EXPERIMENTS:
+        raise ExtrapError(f"unknown experiment {name!r} ({' | '.join(names())})")
+    return EXPERIMENTS[name]
+
+
 def names() -> tuple[str, ...]:
     """Every experiment's name, in the order ``extrap study --help`` lists them."""
     return (*EXPERIMENTS, *(n for n in _added if n not in EXPERIMENTS))
@@ -52,9 +61,16 @@ def get(name: str | None) -> ExperimentSpec:
     name = name or DEFAULT
     if name in _added:
         return _added[name]
-    if name not in EXPERIMENTS:
-        raise ExtrapError(f"unknown experiment {name!r} ({' | '.join(names())})")
-    return _load(EXPERIMENTS[name])
+    return _load(_entry(name))
+
+
+def about(name: str) -> About:
+    """What ``extrap study --help`` says of experiment ``name``, read without loading it (a registered spec
+    without one: its citation stands for its summary)."""
+    if name in _added:
+        return _added[name].about or About(_added[name].citation)
+    module, _, attr = _entry(name).partition(":")
+    return _load(f"{module}.about:{attr if attr != 'SPEC' else 'ABOUT'}")
 
 
 def section(name: str) -> ReadmeSection:

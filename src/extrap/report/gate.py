@@ -13,8 +13,8 @@ from extrap.report.values import fmt
 from extrap.results import StudyResults
 
 NOT_TESTED = "not tested"
-# Retrieval claims are judged only on models that retrieve this often where they were trained (alignment: at
-# L_tr without alignment; rope-base: in their nearest distance bin); below it a model did not learn the task.
+# Retrieval claims are judged only on models that retrieve this often where they were trained (each experiment
+# says where: at L_tr without alignment, or in the nearest distance bin); below it a model did not learn the task.
 MIN_TRAIN_ACC = 0.2
 
 

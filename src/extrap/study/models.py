@@ -1,6 +1,6 @@
 """The skeleton of an experiment that trains one model per PE on a task mix and then measures it.
 
-rope-base, extension and effective-length share it: the job a worker receives (:class:`ModelJob`), what it
+Several experiments share it: the job a worker receives (:class:`ModelJob`), what it
 hands back (:class:`ModelOutput`), the checks before anything is trained (:func:`preset_settings`,
 :func:`check_pes`) and the shared sections of ``results.json`` (:func:`model_results`).  Each experiment adds
 its own settings record, its measurement and its own block.

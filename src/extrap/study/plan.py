@@ -45,7 +45,7 @@ class StudyRequest:
     corpus: str | None = None
     tasks: list[str] | None = None
     device: str | None = None  # every job trains and measures there (None: train on cuda if any, measure on cpu)
-    methods: list[str] | None = None  # experiment extension: the methods read with (None: all)
+    methods: list[str] | None = None  # the methods, where the experiment takes them (None: all)
 
     @property
     def threads(self) -> int:
@@ -69,8 +69,8 @@ class Outcome:
 class StudyRecord:
     """``study.json``: what a study folder was asked for, checked when the study is resumed.
 
-    ``delta`` belongs to the extrapolation experiments, ``tasks`` to the alignment one; each is
-    written only where it is set, so the file reads as earlier versions wrote it.
+    ``delta`` and ``tasks`` belong to some experiments only; each is written only where it is set, so
+    the file reads as earlier versions wrote it.
     """
 
     preset: str

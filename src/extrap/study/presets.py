@@ -4,5 +4,5 @@
 
 from __future__ import annotations
 
-# The cpu presets' model (alignment, rope-base, effective-length, extension): 3 layers, d = 64, 4 heads, lr 3e-3.
+# The model of several experiments' cpu presets: 3 layers, d = 64, 4 heads, lr 3e-3.
 CPU_MODEL = {"n_layer": 3, "d_model": 64, "n_head": 4, "lr": 3e-3}

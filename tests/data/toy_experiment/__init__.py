@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock, ResultsBlock
+from extrap.experiments.protocol import About, ExperimentSpec, Page, ReadmeBlock, ResultsBlock
 from extrap.results import Claim, StudyResults
 from extrap.study.plan import Experiment, Job, Outcome, StudyRecord, StudyRequest
 
@@ -122,4 +122,5 @@ SPEC = ExperimentSpec(
     ),
     readme=ReadmeBlock("<!-- toy:begin -->", "<!-- toy:end -->", readme),
     results=BLOCK,
+    about=About("squares of small numbers, two jobs at a time (the toy of a test)"),
 )

@@ -10,14 +10,20 @@ accuracy of one model at one length), :mod:`.records` (a worker's job, one lengt
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import package_spec
-from extrap.experiments.protocol import ReadmeBlock
-from extrap.report import readme
+from extrap.experiments.assemble import lazy, package_spec
+from extrap.experiments.protocol import ExperimentSpec, ReadmeBlock
 
-SPEC = package_spec(
-    __name__,
-    name="alignment",
-    citation="004 §5.2, Tables 4, 5, 9, Figs. 3-5",
-    readme=ReadmeBlock(readme.BEGIN, readme.END, readme.study_markdown),  # the main study block
-    gated=False,
-)
+
+def _spec() -> ExperimentSpec:
+    from extrap.report import readme
+
+    return package_spec(
+        __name__,
+        name="alignment",
+        citation="004 §5.2, Tables 4, 5, 9, Figs. 3-5",
+        readme=ReadmeBlock(readme.BEGIN, readme.END, readme.study_markdown),  # the main study block
+        gated=False,
+    )
+
+
+__getattr__ = lazy(__name__, SPEC=_spec)

@@ -31,8 +31,9 @@ import logging
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
+from extrap.experiments.alignment.about import DEFAULT_PES
 from extrap.experiments.alignment.measure import PromptProber, length_record
-from extrap.experiments.alignment.presets import DEFAULT_PES, PRESETS, AlignmentSettings
+from extrap.experiments.alignment.presets import PRESETS, AlignmentSettings
 from extrap.experiments.alignment.records import AlignJob, AlignJobResult, LengthRecord
 from extrap.experiments.alignment.results import (
     MODES,
@@ -52,8 +53,6 @@ from extrap.study.models import check_pes, preset_settings
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, provenance, run_summary
 from extrap.study.task_training import TaskTraining, trained_task_run
 from extrap.tasks.records import DepthBucket
-
-OPTIONS = ("tasks",)  # the request options it honours (besides the preset, PEs, steps, corpus, device)
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 
 from extrap.study.presets import CPU_MODEL
 
-DEFAULT_PES = ("t5", "alibi")
-
 
 @dataclass(frozen=True)
 class AlignmentSettings:

@@ -1,6 +1,6 @@
 """Experiment ``effective-length``: how far past L_tr does each PE still retrieve, beside its TRF?
 
-Models with the default PEs (:data:`.presets.DEFAULT_PES`: ALiBi, KERPLE-log and
+Models with the default PEs (:data:`.about.DEFAULT_PES`: ALiBi, KERPLE-log and
 000's Type 1, whose TRF is finite, beside RoPE and NoPE, whose TRF is not) are trained at L_tr on a mix of the
 RULER-style tasks that fit L_tr (example i of the (i mod count)-th task, :class:`extrap.tasks.TaskSampler`)
 and language-modelling batches, as the alignment and rope-base studies train.  At L_tr × 1, 2, 4, 8, 16 each
@@ -19,16 +19,15 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
+from extrap.experiments.effective_length.about import DEFAULT_PES
 from extrap.experiments.effective_length.measure import PROTOCOL, measure_model
-from extrap.experiments.effective_length.presets import DEFAULT_PES, PRESETS, EffectiveLengthSettings
+from extrap.experiments.effective_length.presets import PRESETS, EffectiveLengthSettings
 from extrap.experiments.effective_length.results import RESULTS, EffectiveLengthBlock, EffectiveLengthModel
 from extrap.results import EvalReport, slug
 from extrap.run import RunDir
 from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results, preset_settings
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, saved_record
 from extrap.study.task_training import trained_task_run
-
-OPTIONS = ("tasks", "delta")  # the request options it honours (besides the preset, PEs, steps, corpus, device)
 
 RESULT = "effective-length"
 

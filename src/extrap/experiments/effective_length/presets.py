@@ -7,10 +7,6 @@ from dataclasses import dataclass, field
 
 from extrap.study.presets import CPU_MODEL
 
-# Experiment effective-length: three bias PEs with a finite TRF (ALiBi, KERPLE-log, 000's Type 1) beside the two
-# whose TRF is not applicable (RoPE, NoPE): five models, so the cpu preset fits ~12 minutes on two cores.
-DEFAULT_PES = ("alibi", "kerple-log", "type1", "rope", "nope")
-
 
 @dataclass(frozen=True)
 class EffectiveLengthSettings:

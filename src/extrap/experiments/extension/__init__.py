@@ -10,10 +10,13 @@ extension method (PI, NTK, YaRN, ReRoPE, Self-Extend, windows with sinks, ...).
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import package_spec
+from extrap.experiments.assemble import lazy, package_spec
 
-SPEC = package_spec(
+__getattr__ = lazy(
     __name__,
-    name="extension",
-    citation="PI, NTK, YaRN, Llama 3, ReRoPE, Self-Extend, DCA, LM-Infinite, STRING, StreamingLLM",
+    SPEC=lambda: package_spec(
+        __name__,
+        name="extension",
+        citation="PI, NTK, YaRN, Llama 3, ReRoPE, Self-Extend, DCA, LM-Infinite, STRING, StreamingLLM",
+    ),
 )

@@ -21,9 +21,10 @@ import os
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
+from extrap.experiments.extension.about import METHODS
 from extrap.experiments.extension.measure import PROTOCOL, MethodJob, measure_method
 from extrap.experiments.extension.methods import check_methods
-from extrap.experiments.extension.presets import METHODS, PRESETS, ExtensionSettings
+from extrap.experiments.extension.presets import PRESETS, ExtensionSettings
 from extrap.experiments.extension.records import ExtensionJob, ExtensionOutput
 from extrap.experiments.extension.results import RESULTS, ExtensionBlock, ExtensionMethod
 from extrap.experiments.rope_base.plan import trained_run
@@ -31,8 +32,6 @@ from extrap.results import EvalReport, slug
 from extrap.run import RunDir
 from extrap.study.models import ModelJob, model_results, preset_settings
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, run_jobs
-
-OPTIONS = ("methods", "delta")  # the request options it honours (besides the preset, PEs, steps, corpus, device)
 
 log = logging.getLogger(__name__)
 REPORT = f"eval-{PROTOCOL}"

@@ -7,12 +7,6 @@ from dataclasses import dataclass, replace
 from extrap.experiments.rope_base.presets import PRESETS as ROPE_BASE
 from extrap.experiments.rope_base.presets import RopeBaseSettings
 
-# Experiment extension: one RoPE model, trained as rope-base trains it, read with each inference-time method.
-METHODS = (
-    "none", "pi", "ntk", "dynamic", "yarn", "llama3", "rerope", "leaky-rerope",
-    "self-extend", "dca", "lm-infinite", "string", "window", "sinks",
-)  # fmt: skip
-
 
 @dataclass(frozen=True)
 class ExtensionSettings:

@@ -1,7 +1,8 @@
 """Experiments ``extrapolation`` (000: which relative encodings extrapolate, and their TRF against the ERF) and
 ``alibi-slopes`` (003 §4: ALiBi's slopes shifted, shared and windowed), one plan with two specs.
 
-:mod:`.presets` (settings per preset), :mod:`.plan` (jobs, worker, results.json), :mod:`.records` (a worker's
+:mod:`.about` (their ``--help`` lines and default PEs), :mod:`.spec` (the two specs, built from here on first
+use), :mod:`.presets` (settings per preset), :mod:`.plan` (jobs, worker, results.json), :mod:`.records` (a worker's
 job and output), :mod:`.measure` (theory rows, TRF against ERF, timing), :mod:`.claims` (with :mod:`.lookup`
 and :mod:`.values`), :mod:`.tables`, :mod:`.figures` and :mod:`.shapes`, :mod:`.page` (the HTML fragment, with
 ``extrapolation.html.j2``; :mod:`.paper`: 003 Table 1 beside it).  Their sections of results.json (theory, erf,
@@ -12,36 +13,16 @@ experiment shares (:func:`extrap.report.readme.study_markdown`).
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import import_module
 
-from extrap.experiments.extrapolation import page, plan
-from extrap.experiments.extrapolation.claims import extrapolation_claims, slope_study_claims
-from extrap.experiments.extrapolation.figures import extrapolation_figures
-from extrap.experiments.extrapolation.presets import PRESETS
-from extrap.experiments.protocol import ExperimentSpec, Page, ReadmeBlock
-from extrap.report.readme import BEGIN, END, study_markdown
-
-README = ReadmeBlock(BEGIN, END, study_markdown)
-HERE = Path(__file__).parent
+from extrap.experiments.assemble import lazy
 
 
-def _spec(name: str, citation: str, timed: bool, claims) -> ExperimentSpec:
-    return ExperimentSpec(
-        name=name,
-        citation=citation,
-        presets=PRESETS,
-        plan=plan.build,
-        claims=claims,
-        missing=page.missing(timed, slopes=name == "alibi-slopes"),
-        figures=extrapolation_figures,
-        page=Page("extrapolation.html.j2", HERE, page.extrapolation_context, page.toc(timed), page.anchor, runs=False),
-        readme=README,
-        timed=timed,
-        options=frozenset({"delta"}),
-    )
+def _part(name: str):
+    """``.spec``'s ``name``, loaded on first use: importing this package (for :mod:`.about`) loads nothing."""
+    return lambda: getattr(import_module(f"{__name__}.spec"), name)
 
 
-EXTRAPOLATION = _spec("extrapolation", "000 Figs. 3-7, Table 1", True, extrapolation_claims)
-ALIBI_SLOPES = _spec("alibi-slopes", "003 §4, Table 1, Fig. 4", False, slope_study_claims)
+__getattr__ = lazy(__name__, **{name: _part(name) for name in ("EXTRAPOLATION", "ALIBI_SLOPES", "README")})
 
 __all__ = ["ALIBI_SLOPES", "EXTRAPOLATION", "README"]

@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from extrap.erf import RunErf
+from extrap.experiments.extrapolation.about import DEFAULT_PES
 from extrap.experiments.extrapolation.measure import (
     THEORY_EPS,
     erf_section,
@@ -30,7 +31,7 @@ from extrap.experiments.extrapolation.measure import (
     recorded,
     theory_rows,
 )
-from extrap.experiments.extrapolation.presets import DEFAULT_PES, PRESETS, SlopeVariants, StudySettings
+from extrap.experiments.extrapolation.presets import PRESETS, SlopeVariants, StudySettings
 from extrap.experiments.extrapolation.records import PeJob, PeOutput
 from extrap.experiments.extrapolation.values import PROTOCOLS
 from extrap.io import atomic_write_json

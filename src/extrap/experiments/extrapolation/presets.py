@@ -4,19 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_PES = (
-    "alibi",
-    "kerple-log",
-    "sandwich",
-    "type1",
-    "type2",
-    "example1",
-    "example2",
-    "sinusoidal",
-    "rope",
-    "nope",
-)
-
 
 @dataclass(frozen=True)
 class SlopeVariants:

@@ -9,10 +9,14 @@ results.json), :mod:`.claims` (LCEG's (a), (b), (c) and the goal line), :mod:`.t
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import package_spec
+from extrap.experiments.assemble import lazy, package_spec
 
-SPEC = package_spec(
+__getattr__ = lazy(
     __name__,
-    name="finetune-extension",
-    citation="LCEG (Lu et al. 2024): PI, NTK, YaRN, llama3, ABF, PoSE, dynamic NTK; S²-Attn, LM-Infinite, Self-Extend",
+    SPEC=lambda: package_spec(
+        __name__,
+        name="finetune-extension",
+        citation="LCEG (Lu et al. 2024): PI, NTK, YaRN, llama3, ABF, PoSE, dynamic NTK; "
+        "S²-Attn, LM-Infinite, Self-Extend",
+    ),
 )

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from extrap.errors import ExtrapError
-from extrap.experiments.finetune_extension.presets import APPROXIMATE, METHODS, FinetuneSettings
+from extrap.experiments.finetune_extension.about import APPROXIMATE, METHODS
+from extrap.experiments.finetune_extension.presets import FinetuneSettings
 
 SCALED = {"pi": ("linear", 4), "ntk": ("ntk", 4), "ntk-16": ("ntk", 16), "yarn": ("yarn", 4), "llama3": ("llama3", 4)}
 

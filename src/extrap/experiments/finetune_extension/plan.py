@@ -16,9 +16,10 @@ import os
 from dataclasses import asdict, replace
 
 from extrap.errors import ExtrapError
+from extrap.experiments.finetune_extension.about import METHODS
 from extrap.experiments.finetune_extension.measure import PROTOCOL, MeasureJob, measure_method
 from extrap.experiments.finetune_extension.methods import FtMethod, check_methods, make_method
-from extrap.experiments.finetune_extension.presets import METHODS, PRESETS
+from extrap.experiments.finetune_extension.presets import PRESETS
 from extrap.experiments.finetune_extension.records import FtJob, FtOutput
 from extrap.experiments.finetune_extension.results import RESULTS, FinetuneBlock, FtResult
 from extrap.experiments.rope_base.plan import trained_run
@@ -29,8 +30,6 @@ from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, Stu
 
 log = logging.getLogger(__name__)
 REPORT = f"eval-{PROTOCOL}"
-
-OPTIONS = frozenset({"methods"})  # the request options it honours
 
 
 def result_name(method: str) -> str:

@@ -7,9 +7,6 @@ from dataclasses import dataclass, replace
 from extrap.experiments.extension.presets import PRESETS as EXTENSION
 from extrap.experiments.extension.presets import ExtensionSettings
 
-EXACT = ("rope-ft", "pi", "ntk", "ntk-16", "yarn", "llama3", "abf", "pose", "dynamic")
-APPROXIMATE = ("s2-attn", "lm-infinite", "self-extend")
-METHODS = (*EXACT, *APPROXIMATE)
 RULER_TASKS = ("niah_single", "vt")
 
 

@@ -8,6 +8,11 @@ model's numbers), :mod:`.results` (its block of results.json), :mod:`.claims`, :
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import package_spec
+from extrap.experiments.assemble import lazy, package_spec
 
-SPEC = package_spec(__name__, name="rope-base", citation="Liu et al. 2024 (arXiv 2310.05209), Men et al. 2024")
+__getattr__ = lazy(
+    __name__,
+    SPEC=lambda: package_spec(
+        __name__, name="rope-base", citation="Liu et al. 2024 (arXiv 2310.05209), Men et al. 2024"
+    ),
+)

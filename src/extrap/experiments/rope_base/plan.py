@@ -21,15 +21,14 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from extrap.experiments.rope_base import measure
-from extrap.experiments.rope_base.presets import DEFAULT_PES, PRESETS, RopeBaseSettings
+from extrap.experiments.rope_base.about import DEFAULT_PES
+from extrap.experiments.rope_base.presets import PRESETS, RopeBaseSettings
 from extrap.experiments.rope_base.results import RESULTS, RopeBaseBlock, RopeBaseModel
 from extrap.results import EvalReport, slug
 from extrap.run import RunDir
 from extrap.study.models import ModelJob, ModelOutput, check_pes, model_results, preset_settings
 from extrap.study.orchestrator import Experiment, Job, Outcome, StudyRecord, StudyRequest, saved_record
 from extrap.study.task_training import trained_task_run
-
-OPTIONS = ("delta",)  # the request options it honours (besides the preset, PEs, steps, corpus, device)
 
 PROTOCOL = "last-token"
 

@@ -7,11 +7,6 @@ from dataclasses import dataclass, field
 
 from extrap.study.presets import CPU_MODEL
 
-# Experiment rope-base: plain RoPE at five bases, p-RoPE, partial rotary and NoPE.  The p= and partial=
-# options must be in the registry (extrap.positional.rotary); build() refuses a spec it does not know.
-ROPE_BASES = (100, 1000, 10000, 100000, 1000000)
-DEFAULT_PES = (*(f"rope:base={b}" for b in ROPE_BASES), "rope:p=0.75", "rope:partial=0.5", "nope")
-
 
 @dataclass(frozen=True)
 class RopeBaseSettings:
