@@ -4,6 +4,7 @@ option it honours takes), without loading any experiment."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -75,3 +76,9 @@ print(json.dumps(loaded), file=sys.stderr)
     loaded = json.loads(proc.stderr.strip().splitlines()[-1])
     parts = {m.rsplit(".", 1)[-1] for m in loaded if m.count(".") == 3}
     assert "torch" not in loaded and parts == {"about"}, loaded
+
+
+def test_a_spec_whose_about_lists_other_options_is_refused():
+    spec = registry.get("rope-base")
+    with pytest.raises(TypeError, match="About's are"):
+        dataclasses.replace(spec, options=frozenset({"tasks"}))  # its About lists delta

@@ -102,6 +102,11 @@ class ExperimentSpec:
     gated: bool = True  # it records the learning gate (results without one predate it)
     about: About | None = None  # its lines of `extrap study --help` (None: its citation stands for its summary)
 
+    def __post_init__(self) -> None:
+        if self.about is not None and self.about.options != self.options:  # the help would list other options
+            raise TypeError(f"experiment {self.name}: options {sorted(self.options)} but its About's are "
+                            f"{sorted(self.about.options)}")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class ReadmeSection:
