@@ -261,3 +261,33 @@ def test_gaussian_terms_are_recognised_without_expansion(monkeypatch):
         with pytest.raises(GiveUp):
             classify_vanishing_sum(slow + a / (T + 1), 0)
         assert slow in expanded
+
+
+def test_binary_constants_skip_evalf_and_give_its_number(monkeypatch):
+    """exact_mpf of p/2^k (0, 1, ALiBi's slopes) is the evalf route's number, bit for bit, at each precision,
+    without evalf; other constants (1/3, pi) still take evalf."""
+    from extrap.theory.closed import DPS, exact_mpf
+
+    consts = [
+        sympy.Integer(0),
+        sympy.Integer(-7),
+        sympy.Rational(1, 256),
+        sympy.Rational(3, 2),
+        sympy.Rational(5, 2**300),
+    ]
+    consts += [sympy.Rational((2**130 + 1) * s, 2**40) for s in (1, -1)]  # beyond 15 digits: evalf at low precision
+    with mpmath.workdps(DPS):
+        third, pi = exact_mpf(sympy.Rational(1, 3)), exact_mpf(sympy.pi)
+    reference = {}
+    for dps in (15, DPS):
+        with mpmath.workdps(dps):
+            reference[dps] = [mpmath.mpf(sympy.Float(c.evalf(DPS + 10), DPS + 10)._mpf_)._mpf_ for c in consts]
+    evalf_calls = []
+    real = sympy.core.evalf.EvalfMixin.evalf
+    monkeypatch.setattr(sympy.core.evalf.EvalfMixin, "evalf", lambda *a, **k: evalf_calls.append(a[0]) or real(*a, **k))
+    for dps in (15, DPS):
+        with mpmath.workdps(dps):
+            assert [exact_mpf(c)._mpf_ for c in consts] == reference[dps]
+    assert evalf_calls == consts[-2:]  # only where p does not fit the 15-digit precision
+    with mpmath.workdps(DPS):
+        assert exact_mpf(sympy.Rational(1, 3)) == third and exact_mpf(sympy.pi) == pi and len(evalf_calls) == 4
