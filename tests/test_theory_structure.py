@@ -198,6 +198,17 @@ def test_laguerre_rule_is_exact_on_polynomials(n):
             assert abs(value - math.factorial(k)) <= mpmath.mpf(10) ** -35 * math.factorial(k)
 
 
+def _record_scans(monkeypatch) -> list:
+    """The spec of each scheme whose bias :func:`numerics.scan` sums from now on (caches cleared first)."""
+    from extrap.theory import numerics
+
+    calls = []
+    real = numerics.scan
+    monkeypatch.setattr(numerics, "scan", lambda *a, **k: calls.append(a[0].spec) or real(*a, **k))
+    clear_cache()
+    return calls
+
+
 def test_scan_shift_ignores_nan_and_cape_reuses_its_base_scan(monkeypatch):
     """The NaN-free fast path of the largest bias equals the NaN-ignoring one (a row of NaN gives -inf),
     and CAPE's static part reuses the partial sums of its base RPE: one pass of ALiBi's bias for both."""
@@ -206,10 +217,7 @@ def test_scan_shift_ignores_nan_and_cape_reuses_its_base_scan(monkeypatch):
     r = torch.tensor([[0.5, float("nan"), 2.0], [float("nan")] * 3, [-1.0, -3.0, -2.0]], dtype=torch.float64)
     assert numerics._largest(r).tolist() == [2.0, -math.inf, -1.0]
     assert numerics._largest(r[2:]).tolist() == [-1.0]
-    calls = []
-    real = numerics.scan
-    monkeypatch.setattr(numerics, "scan", lambda *a, **k: calls.append(a[0].spec) or real(*a, **k))
-    clear_cache()
+    calls = _record_scans(monkeypatch)
     alibi = analyse("alibi", 4)
     cape = analyse("cape-ctx", 4)
     assert calls == ["alibi"]
@@ -217,6 +225,24 @@ def test_scan_shift_ignores_nan_and_cape_reuses_its_base_scan(monkeypatch):
     clear_cache()
     analyse("alibi", 4)
     assert calls == ["alibi", "alibi"]  # clear_cache forgets it
+
+
+def test_a_scheme_with_the_same_bias_values_reuses_the_partial_sums(monkeypatch):
+    """KERPLE-power at r2 = 1 is ALiBi bit for bit (t**1 == t): its dilution comes from ALiBi's scan, and is
+    what its own scan gives; another bias (other slopes) or another grid scans again."""
+    from extrap.theory import analyse
+
+    calls = _record_scans(monkeypatch)
+    alibi = analyse("alibi", 4)
+    power = analyse("kerple-power", 4)
+    assert calls == ["alibi"]
+    assert [p.dilution for p in power] == [a.dilution for a in alibi]
+    analyse("kerple-power:r1=0.25", 4)
+    analyse("kerple-power", 4, lengths=(1024, 4096))
+    assert calls == ["alibi", "kerple-power:r1=0.25", "kerple-power"]
+    clear_cache()
+    alone = analyse("kerple-power", 4)
+    assert calls[-1] == "kerple-power" and [p.dilution for p in alone] == [p.dilution for p in power]
 
 
 def test_gaussian_terms_are_recognised_without_expansion(monkeypatch):
@@ -235,3 +261,33 @@ def test_gaussian_terms_are_recognised_without_expansion(monkeypatch):
         with pytest.raises(GiveUp):
             classify_vanishing_sum(slow + a / (T + 1), 0)
         assert slow in expanded
+
+
+def test_binary_constants_skip_evalf_and_give_its_number(monkeypatch):
+    """exact_mpf of p/2^k (0, 1, ALiBi's slopes) is the evalf route's number, bit for bit, at each precision,
+    without evalf; other constants (1/3, pi) still take evalf."""
+    from extrap.theory.closed import DPS, exact_mpf
+
+    consts = [
+        sympy.Integer(0),
+        sympy.Integer(-7),
+        sympy.Rational(1, 256),
+        sympy.Rational(3, 2),
+        sympy.Rational(5, 2**300),
+    ]
+    consts += [sympy.Rational((2**130 + 1) * s, 2**40) for s in (1, -1)]  # beyond 15 digits: evalf at low precision
+    with mpmath.workdps(DPS):
+        third, pi = exact_mpf(sympy.Rational(1, 3)), exact_mpf(sympy.pi)
+    reference = {}
+    for dps in (15, DPS):
+        with mpmath.workdps(dps):
+            reference[dps] = [mpmath.mpf(sympy.Float(c.evalf(DPS + 10), DPS + 10)._mpf_)._mpf_ for c in consts]
+    evalf_calls = []
+    real = sympy.core.evalf.EvalfMixin.evalf
+    monkeypatch.setattr(sympy.core.evalf.EvalfMixin, "evalf", lambda *a, **k: evalf_calls.append(a[0]) or real(*a, **k))
+    for dps in (15, DPS):
+        with mpmath.workdps(dps):
+            assert [exact_mpf(c)._mpf_ for c in consts] == reference[dps]
+    assert evalf_calls == consts[-2:]  # only where p does not fit the 15-digit precision
+    with mpmath.workdps(DPS):
+        assert exact_mpf(sympy.Rational(1, 3)) == third and exact_mpf(sympy.pi) == pi and len(evalf_calls) == 4

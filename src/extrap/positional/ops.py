@@ -39,14 +39,14 @@ class _Torch:
         import torch
 
         bounds = _EXP_UNDERFLOW.get(str(x.dtype)) if torch.is_tensor(x) and x.device.type == "cpu" else None
-        if bounds is None or (x.requires_grad and torch.is_grad_enabled()):
+        if bounds is None or x.numel() == 0 or (x.requires_grad and torch.is_grad_enabled()):
+            return torch.exp(x)
+        if bool(x.min() >= bounds[0]):  # one reduction to a number: cheaper than any() of a mask (a NaN: False)
             return torch.exp(x)
         low = x < bounds[0]
-        if not bool(low.any()):
-            return torch.exp(x)
-        out = torch.exp(x.masked_fill(low, 0.0)).masked_fill_(low, 0.0)
-        band = low & (x >= bounds[1])
-        if bool(band.any()):
+        out = torch.exp(x.clamp_min(bounds[0])).masked_fill_(low, 0.0)  # clamped lanes: normal, no slow path
+        if bool(torch.where(low, x, -math.inf).max() >= bounds[1]):  # some lane is subnormal in exp
+            band = low & (x >= bounds[1])
             out[band] = torch.exp(x[band])
         return out
 

@@ -47,9 +47,17 @@ def closed_series(head: Callable, tail_expr, cutoff: int, fast: bool) -> Series 
 
 def exact_mpf(c) -> mpmath.mpf | None:
     """An exact real sympy constant at the working precision (None if it is not one)."""
+    if isinstance(c, sympy.Rational) and _binary(c):  # 0, 1, ALiBi's slopes: exact in every precision
+        return mpmath.mpf(int(c.p)) / int(c.q)
     if not (c.is_number and c.is_extended_real and c.is_finite):
         return None
     return mpmath.mpf(sympy.Float(c.evalf(DPS + 10), DPS + 10)._mpf_)
+
+
+def _binary(c: sympy.Rational) -> bool:
+    """p/q with q a power of 2 and p within the working precision: an mpf holds it exactly, as does the
+    evalf route above (p/q exactly, then no rounding), so both give the same number; this one without evalf."""
+    return c.q & (c.q - 1) == 0 and abs(c.p).bit_length() <= mpmath.mp.prec
 
 
 def affine_split(expr):

@@ -22,6 +22,7 @@ from extrap.theory.convergence import fmt
 from extrap.theory.results import HeadResult
 
 EVIDENCE_LENGTHS = (10**3, 10**4, 10**5, 10**6)  # partial sums reported when no test decides
+CHUNK = 1 << 16  # distances per evaluation of the bias in a scan
 SCAN = 8192  # distances scanned (torch) for the largest weight of a head
 MAX_SCAN = 1 << 22  # and at most this many, however late the bias settles into its eventual form
 LOG_MAX = math.log(torch.finfo(torch.float64).max)  # exp(x) overflows float64 beyond this
@@ -52,16 +53,17 @@ def partial_sums(
     return scan(scheme, values, [int(x) for x in lengths]).sums
 
 
-def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = 1 << 16) -> Sums:
+def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = CHUNK, first=None) -> Sums:
     """S(L) for L in ``lengths`` and each head's largest bias: one pass of ``bias``.
 
     The sums are taken linearly, shifted by the first chunk's largest bias; where that
     shift cannot hold them (a growing bias: the early terms underflow, or later ones
-    overflow), a second pass accumulates them in log space instead.
+    overflow), a second pass accumulates them in log space instead.  ``first``: the
+    first chunk's bias when the caller has it already.
     """
     top = max(lengths + [min_scan])
     out, running, shift = None, None, None
-    for start, r in _chunks(scheme, values, top, chunk):
+    for start, r in _chunks(scheme, values, top, chunk, first):
         if shift is None:  # the largest bias (in practice at small t) sets the scale
             shift = _largest(r).clamp_min(-1e300)
             out = torch.zeros(r.shape[0], len(lengths), dtype=torch.float64)
@@ -89,8 +91,11 @@ def _largest(r: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(r, nan=-math.inf).max(dim=1).values if bool(top.isnan().any()) else top
 
 
-def _chunks(scheme, values, top: int, chunk: int):
+def _chunks(scheme, values, top: int, chunk: int, first=None):
     for start in range(0, top, chunk):
+        if start == 0 and first is not None:
+            yield 0, first
+            continue
         yield start, scheme.bias(torch.arange(start, min(start + chunk, top), dtype=torch.float64), values)
 
 
@@ -146,10 +151,13 @@ def add_numerics(scheme, values, results: list[HeadResult], lengths, train_lengt
 
 
 _SCANS: dict[tuple, Sums] = {}  # CAPE's static part is its base RPE: one pass of the bias serves both
+_BY_BIAS: list[tuple[tuple, torch.Tensor, Sums]] = []  # the last few one-chunk scans, by their bias values
+BY_BIAS_KEPT = 4
 
 
 def clear() -> None:
     _SCANS.clear()
+    _BY_BIAS.clear()
 
 
 def _scan_once(scheme, values64: dict, grid: list[int], min_scan: int) -> Sums:
@@ -157,8 +165,25 @@ def _scan_once(scheme, values64: dict, grid: list[int], min_scan: int) -> Sums:
     fingerprint = tuple((k, tuple(v.shape), tuple(v.flatten().tolist())) for k, v in sorted(values64.items()))
     key = (type(scheme).__name__, scheme.spec, fingerprint, tuple(grid), min_scan)
     if key not in _SCANS:
-        _SCANS[key] = scan(scheme, values64, grid, min_scan=min_scan)
+        _SCANS[key] = _scan_by_bias(scheme, values64, grid, min_scan)
     return _SCANS[key]
+
+
+def _scan_by_bias(scheme, values64: dict, grid: list[int], min_scan: int) -> Sums:
+    """:func:`scan`; a one-chunk scan is a function of the bias values and the lengths alone, so another
+    scheme whose bias has the same values (KERPLE-power at r2 = 1 is ALiBi: t**1 == t) reuses its sums."""
+    top = max(grid + [min_scan])
+    if top > CHUNK:
+        return scan(scheme, values64, grid, min_scan=min_scan)
+    r = scheme.bias(torch.arange(0, top, dtype=torch.float64), values64)
+    where = (tuple(grid), min_scan)
+    for at, bias, sums in _BY_BIAS:  # torch.equal: the same shape and values (NaN equals nothing: no reuse)
+        if at == where and bias.shape == r.shape and torch.equal(bias, r):
+            return sums
+    sums = scan(scheme, values64, grid, min_scan=min_scan, first=r)
+    _BY_BIAS[: max(0, len(_BY_BIAS) - BY_BIAS_KEPT + 1)] = []
+    _BY_BIAS.append((where, r, sums))
+    return sums
 
 
 def _finite(x: float) -> float | None:

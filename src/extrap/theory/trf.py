@@ -159,8 +159,9 @@ class Series:
         """
         if self.finite:
             return
-        for k in (cutoff, cutoff + 1, self.n0, 3 * self.n0 + 5):
-            a, b = saturating_exp(term_at(head, k)), self._checked(k, None)
+        for k in sorted({cutoff, cutoff + 1, self.n0, 3 * self.n0 + 5}):  # n0 = cutoff + 1 is checked once
+            a = saturating_exp(term_at(head, k))  # a term _extend took from the tail form is that value already
+            b = self.terms[k] if cutoff <= k < len(self.terms) else self._checked(k, None)
             if abs(a - b) > pow10(-10) * max(abs(a), abs(b)):
                 raise SeriesError(f"symbolic and numeric forms of r(t) disagree at t={k}: {a} vs {b}")
 
