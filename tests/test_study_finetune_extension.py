@@ -91,3 +91,24 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, bad):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("experiment", "flag", "said"),
+    [("alibi-slopes", ["--pe", "rope"], "--pe is only for"), ("finetune-extension", ["--pe", "rope"], "--pe is only")],
+)
+def test_a_pe_list_the_experiment_does_not_take_is_refused(tmp_path, capsys, experiment, flag, said):
+    """alibi-slopes trains its slope variants and finetune-extension one base: a --pe was silently dropped."""
+    out = tmp_path / "o"
+    assert main(["study", "--experiment", experiment, "--preset", "smoke", "--out", str(out), *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err and not out.exists()
+
+
+def test_the_finetune_study_takes_delta(tmp_path):
+    """δ sets the measured break of every method (its PPL rows): --delta is honoured, not refused."""
+    from extrap.experiments import registry
+
+    assert "delta" in registry.get("finetune-extension").options
+    job, _ = plan_job(StudyRequest(tmp_path / "x", preset="cpu", experiment="finetune-extension", delta=0.05))
+    assert job.training.delta == 0.05

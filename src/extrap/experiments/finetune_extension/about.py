@@ -11,5 +11,5 @@ METHODS = (*EXACT, *APPROXIMATE)
 
 ABOUT = About(
     "the extension base extended by a short fine-tune per method under one budget (LCEG; its PEs are not chosen)",
-    {"methods": Choice(", ".join(METHODS), "all")},
+    {"methods": Choice(", ".join(METHODS), "all"), "delta": None},
 )
