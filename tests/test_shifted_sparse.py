@@ -55,3 +55,23 @@ def test_a_model_trains_with_it_and_reads_with_full_attention():
     assert not torch.allclose(out, full(x).logits, atol=1e-4)  # a later token lost its keys outside its group
     with pytest.raises(ExtrapError, match="rotary PE or NoPE"):
         ModelConfig(**{**cfg, "pe": "alibi"}, attention="s2")
+
+
+def test_train_attention_flag_trains_with_s2_and_refuses_what_it_cannot(tmp_path, capsys):
+    """`extrap train --attention s2:ratio=0.5` records it in the run; a bias PE and an hf: fine-tune refuse it."""
+    import json
+
+    from extrap.cli import main
+
+    out = tmp_path / "r"
+    argv = ["train", "--preset", "smoke", "--pe", "rope", "--steps", "2", "--out", str(out), "--json"]
+    assert main([*argv, "--attention", "s2:ratio=0.5"]) == 0
+    assert json.loads((out / "config.json").read_text())["model"]["attention"] == "s2:ratio=0.5"
+    capsys.readouterr()
+    bad = tmp_path / "b"
+    assert main(["train", "--preset", "smoke", "--pe", "alibi", "--out", str(bad), "--attention", "s2"]) == 2
+    assert "needs a rotary PE or NoPE" in capsys.readouterr().err and not bad.exists()
+    hf = ["train", "--init-from", f"hf:{tmp_path}", "--out", str(tmp_path / "h"), "--attention", "s2"]
+    assert main(hf) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--attention" in err and not (tmp_path / "h").exists()

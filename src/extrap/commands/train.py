@@ -39,6 +39,11 @@ def register(sub) -> None:
     p.add_argument("--save-every", type=int, dest="save_every")
     p.add_argument("--positions", help="contiguous | randomized:max=N | pose:target=N,chunks=K")
     p.add_argument(
+        "--attention",
+        help="full | s2[:ratio=R]: the training attention; s2 is LongLoRA's shifted sparse attention (groups of R x "
+        "the training length, half the heads shifted), rotary or NoPE only; evaluation always reads full attention",
+    )
+    p.add_argument(
         "--task",
         help="passkey | line | topic | a RULER-style task (niah_single, vt, qa1, ...; `extrap task sample`), or a "
         "comma-separated mix: train on their examples, loss on the answer tokens",
@@ -112,6 +117,7 @@ SETTINGS = (
     "seed",
     "save_every",
     "positions",
+    "attention",
     "device",
     "threads",
     "task",
@@ -260,6 +266,7 @@ def _run_hf(args, config: dict, init_from, record=None) -> int:
         flag
         for flag, given in (
             ("--tokenizer (an hf: model keeps its own)", args.tokenizer is not None),
+            ("--attention (an hf: fine-tune trains with full attention)", args.attention is not None),
             ("--tensorboard", args.tensorboard),
             ("a --config model section", bool(config.get("model"))),
             ("torchrun", int(os.environ.get("WORLD_SIZE", "1")) > 1),
