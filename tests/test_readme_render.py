@@ -210,3 +210,16 @@ def test_the_readme_extension_block_is_the_rendering_of_the_committed_results():
     assert text == readme.render(text, readme.load_results(EXTENSION)), (
         "README.md differs from its rendering: python -m extrap.report.readme docs/study_extension/results.json"
     )
+
+
+FINETUNE = ROOT / "docs" / "study_finetune_extension" / "results.json"  # the finetune-extension cpu study
+
+
+def test_the_readme_finetune_extension_block_is_the_rendering_of_the_committed_results():
+    if not FINETUNE.is_file():
+        pytest.skip(f"no committed finetune-extension results at {FINETUNE.relative_to(ROOT)}")
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == readme.render(text, readme.load_results(FINETUNE)), (
+        "README.md differs from its rendering: "
+        "python -m extrap.report.readme docs/study_finetune_extension/results.json"
+    )

@@ -95,7 +95,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, bad):
 
 @pytest.mark.parametrize(
     ("experiment", "flag", "said"),
-    [("alibi-slopes", ["--pe", "rope"], "--pe is only for"), ("finetune-extension", ["--pe", "rope"], "--pe is only")],
+    [("alibi-slopes", ["--pe", "rope"], "PEs are not chosen"), ("finetune-extension", ["--pe", "rope"], "not chosen")],
 )
 def test_a_pe_list_the_experiment_does_not_take_is_refused(tmp_path, capsys, experiment, flag, said):
     """alibi-slopes trains its slope variants and finetune-extension one base: a --pe was silently dropped."""
@@ -112,3 +112,28 @@ def test_the_finetune_study_takes_delta(tmp_path):
     assert "delta" in registry.get("finetune-extension").options
     job, _ = plan_job(StudyRequest(tmp_path / "x", preset="cpu", experiment="finetune-extension", delta=0.05))
     assert job.training.delta == 0.05
+
+
+def test_claim_a_of_the_committed_cpu_study_is_scipys_spearman_of_its_table():
+    """The committed cpu result: ρ (ties averaged) of PPL against passkey over the exact methods at 4 × and 8 × L_tr
+    equals scipy's, the stored claims are what the claims code gives for the stored data, and (a) is judged at 4 ×."""
+    from pathlib import Path
+
+    from scipy.stats import spearmanr
+
+    from extrap.experiments.finetune_extension.claims import claim_a
+    from extrap.report import compute_claims
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "study_finetune_extension"
+    if not (path / "results.json").is_file():
+        pytest.skip("no committed finetune-extension results")
+    res = load_results(path)
+    b = RESULTS.of(res)
+    said = claim_a(res).evidence
+    for L in (4 * b.train_length, 8 * b.train_length):
+        ex = [m for m in b.methods.values() if not m.approximate]
+        rho = spearmanr([m.ppl_at(L) for m in ex], [m.passkey_at(L) for m in ex]).statistic
+        assert f"ρ = {rho:.2f} over {len(ex)} exact methods at {L}" in said
+    assert [(c.claim, c.ok, c.evidence) for c in compute_claims(res)] == [
+        (c.claim, c.ok, c.evidence) for c in res.claims
+    ]

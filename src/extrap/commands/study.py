@@ -77,7 +77,7 @@ _FORWARDED = ("preset", "experiment", "resume", "jobs", "delta", "steps", "corpu
 def run(args) -> int:
     from extrap.study import StudyExistsError, StudyMismatchError, run_study
 
-    for flag, value in (("pe", args.pe), ("tasks", args.tasks), ("methods", args.methods), ("delta", args.delta)):
+    for flag, value in (("tasks", args.tasks), ("methods", args.methods), ("delta", args.delta)):
         takers = [n for n in registry.names() if flag in registry.get(n).options] if value is not None else []
         if value is not None and args.experiment not in takers:
             raise ExtrapError(f"--{flag} is only for --experiment {' or '.join(takers)}")

@@ -46,7 +46,7 @@ def run_study(
     spec = registry.get(experiment)
     if jobs < 1:
         raise ExtrapError("jobs must be >= 1")
-    for option, value in (("pe", pes), ("tasks", tasks), ("methods", methods), ("delta", delta)):
+    for option, value in (("tasks", tasks), ("methods", methods), ("delta", delta)):
         if value is not None and option not in spec.options:
             takers = [n for n in registry.names() if option in registry.get(n).options]
             raise ExtrapError(f"{option} is only for the {' and '.join(takers)} experiment{'s' * (len(takers) > 1)}")

@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from extrap.erf import RunErf
+from extrap.errors import ExtrapError
 from extrap.experiments.extrapolation.about import DEFAULT_PES
 from extrap.experiments.extrapolation.measure import (
     THEORY_EPS,
@@ -150,6 +151,8 @@ def build(request: StudyRequest) -> Experiment:
     model_cfg, train_cfg = build_configs("nope", settings.train_preset, overrides=overrides)
     L_tr = train_cfg.train_length
     variants = slope_variants(L_tr, settings.slope_variants) if request.experiment == "alibi-slopes" else None
+    if variants and request.pes is not None:  # its PEs are the slope variants: a list would be dropped
+        raise ExtrapError("the alibi-slopes experiment trains its own ALiBi slope variants: PEs are not chosen")
     saved = saved_record(request.out) if request.resume and request.pes is None else None
     resumed = list(saved.pes) if saved else None  # resume: same PEs
     pes = list(dict.fromkeys([v.pe for v in variants] if variants else (request.pes or resumed or DEFAULT_PES)))

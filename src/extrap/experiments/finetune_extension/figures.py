@@ -5,12 +5,21 @@ from __future__ import annotations
 from extrap.experiments.finetune_extension.results import block
 from extrap.report.panels import accuracy_axes, mark_break, ppl_axes, two_panels
 from extrap.results import StudyResults
-from extrap.theory.plots import curve_style
 
 CAPTION = (
-    "Left: last-token perplexity against evaluation length (log₂ axis), one curve per method (dashed: approximate "
-    "attention), ▲ the measured break; dashed vertical: L_tr. Right: passkey exact match (greedy) against length."
+    "Left: last-token perplexity against evaluation length (log₂ axis), one curve per method (dashed, square "
+    "markers: approximate attention), ▲ the measured break; dashed vertical: L_tr. Right: passkey exact match "
+    "(greedy) against length."
 )
+
+
+def method_style(k: int, approximate: bool) -> dict:
+    """The k-th method's line: tab20's ten dark hues, then its light ones (12 methods, no colour twice), and
+    dashed with square markers for approximate attention."""
+    from matplotlib import colormaps
+
+    color = colormaps["tab20"](2 * k if k < 10 else 2 * (k - 10) + 1)
+    return {"color": color, "ls": "--" if approximate else "-", "marker": "s" if approximate else "o", "ms": 3}
 
 
 def ppl_panel(ax, results: StudyResults) -> None:
@@ -18,11 +27,10 @@ def ppl_panel(ax, results: StudyResults) -> None:
     for k, (name, m) in enumerate(b.methods.items()):
         pts = [r for r in m.ppl if r.ppl is not None]
         if pts:
-            color = curve_style(k).color
-            ax.plot([r.length for r in pts], [r.ppl for r in pts], marker="o", ms=3, color=color,
-                    ls="--" if m.approximate else "-", lw=1, label=name)  # fmt: skip
+            style = method_style(k, m.approximate)
+            ax.plot([r.length for r in pts], [r.ppl for r in pts], lw=1, label=name, **style)
             every += [r.ppl for r in pts]
-            mark_break(ax, pts, m.measured_break, color, 7)
+            mark_break(ax, pts, m.measured_break, style["color"], 7)
     ppl_axes(ax, every, b.train_length, "PPL vs length per method", fontsize=6, ncol=2)
 
 
@@ -30,8 +38,7 @@ def passkey_panel(ax, results: StudyResults) -> None:
     for k, (name, m) in enumerate(block(results).methods.items()):
         pts = [(p.length, p.accuracy) for p in m.passkey if p.accuracy is not None]
         if pts:
-            ax.plot(*zip(*pts), marker="o", ms=3, color=curve_style(k).color, ls="--" if m.approximate else "-",
-                    label=name)  # fmt: skip
+            ax.plot(*zip(*pts), label=name, **method_style(k, m.approximate))
     accuracy_axes(ax, "prompt length (tokens)", "passkey accuracy vs length per method", fontsize=6, ncol=2)
 
 
