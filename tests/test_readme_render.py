@@ -176,50 +176,16 @@ def test_the_readme_survey_table_is_the_rendering_of_the_committed_results():
     )
 
 
-ROPE_BASE = ROOT / "docs" / "study_rope_base" / "results.json"  # the rope-base cpu study the README shows
+# each experiment's committed cpu study, rendered into its README block
+BLOCKS = ["study_rope_base", "study_effective_length", "study_extension", "study_finetune_extension"]
 
 
-def test_the_readme_rope_base_block_is_the_rendering_of_the_committed_results():
-    if not ROPE_BASE.is_file():
-        pytest.skip(f"no committed rope-base results at {ROPE_BASE.relative_to(ROOT)}")
+@pytest.mark.parametrize("folder", BLOCKS)
+def test_the_readme_block_is_the_rendering_of_the_committed_results(folder):
+    path = ROOT / "docs" / folder / "results.json"
+    if not path.is_file():
+        pytest.skip(f"no committed results at {path.relative_to(ROOT)}")
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text == readme.render(text, readme.load_results(ROPE_BASE)), (
-        "README.md differs from its rendering: python -m extrap.report.readme docs/study_rope_base/results.json"
-    )
-
-
-EFFECTIVE_LENGTH = ROOT / "docs" / "study_effective_length" / "results.json"  # the effective-length cpu study
-
-
-def test_the_readme_effective_length_block_is_the_rendering_of_the_committed_results():
-    if not EFFECTIVE_LENGTH.is_file():
-        pytest.skip(f"no committed effective-length results at {EFFECTIVE_LENGTH.relative_to(ROOT)}")
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text == readme.render(text, readme.load_results(EFFECTIVE_LENGTH)), (
-        "README.md differs from its rendering: python -m extrap.report.readme docs/study_effective_length/results.json"
-    )
-
-
-EXTENSION = ROOT / "docs" / "study_extension" / "results.json"  # the extension cpu study
-
-
-def test_the_readme_extension_block_is_the_rendering_of_the_committed_results():
-    if not EXTENSION.is_file():
-        pytest.skip(f"no committed extension results at {EXTENSION.relative_to(ROOT)}")
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text == readme.render(text, readme.load_results(EXTENSION)), (
-        "README.md differs from its rendering: python -m extrap.report.readme docs/study_extension/results.json"
-    )
-
-
-FINETUNE = ROOT / "docs" / "study_finetune_extension" / "results.json"  # the finetune-extension cpu study
-
-
-def test_the_readme_finetune_extension_block_is_the_rendering_of_the_committed_results():
-    if not FINETUNE.is_file():
-        pytest.skip(f"no committed finetune-extension results at {FINETUNE.relative_to(ROOT)}")
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text == readme.render(text, readme.load_results(FINETUNE)), (
-        "README.md differs from its rendering: "
-        "python -m extrap.report.readme docs/study_finetune_extension/results.json"
+    assert text == readme.render(text, readme.load_results(path)), (
+        f"README.md differs from its rendering: python -m extrap.report.readme {path.relative_to(ROOT)}"
     )
