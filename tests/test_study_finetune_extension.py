@@ -62,7 +62,7 @@ def test_the_cpu_plan_parses_every_method_and_spends_one_budget(tmp_path):
     assert tuned["rope-ft"].steps == 200 and tuned["pose"].steps == 800
     assert tuned["pi"].pe == "rope:scaling=linear,factor=4,original_max_position=128"
     assert tuned["abf"].pe == "rope:base=640000" and tuned["pose"].positions == "pose:target=2048"
-    assert tuned["s2-attn"].attention == "s2:ratio=0.25" and not (tmp_path / "x").exists()
+    assert tuned["s2-attn"].attention == "s2:ratio=0.5" and not (tmp_path / "x").exists()
 
 
 def test_the_fine_tunes_warm_up_then_decay(smoke):
