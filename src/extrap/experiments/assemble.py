@@ -82,6 +82,11 @@ def package_spec(package: str, *, name: str, citation: str, **given: Any) -> Exp
     return ExperimentSpec(name=name, citation=citation, **read, **options, **given)
 
 
+def lazy_spec(package: str, name: str, citation: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a package whose one spec, ``SPEC``, is :func:`package_spec` of its parts."""
+    return lazy(package, SPEC=lambda: package_spec(package, name=name, citation=citation))
+
+
 def lazy(package: str, **specs: Callable[[], Any]) -> Callable[[str], Any]:
     """The module ``__getattr__`` of ``package``: attribute ``NAME`` is ``specs[NAME]()``, built on first use
     and kept (PEP 562), so importing the package, or its ``about`` module, loads none of its parts."""

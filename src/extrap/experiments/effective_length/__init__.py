@@ -7,13 +7,8 @@ model's numbers), :mod:`.results` (its block of results.json), :mod:`.claims`, :
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import lazy, package_spec
+from extrap.experiments.assemble import lazy_spec
 
-__getattr__ = lazy(
-    __name__,
-    SPEC=lambda: package_spec(
-        __name__,
-        name="effective-length",
-        citation="RULER (Hsieh et al. 2024), NoLiMa's relative threshold, 000's TRF",
-    ),
+__getattr__ = lazy_spec(
+    __name__, "effective-length", "RULER (Hsieh et al. 2024), NoLiMa's relative threshold, 000's TRF"
 )

@@ -10,13 +10,8 @@ extension method (PI, NTK, YaRN, ReRoPE, Self-Extend, windows with sinks, ...).
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import lazy, package_spec
+from extrap.experiments.assemble import lazy_spec
 
-__getattr__ = lazy(
-    __name__,
-    SPEC=lambda: package_spec(
-        __name__,
-        name="extension",
-        citation="PI, NTK, YaRN, Llama 3, ReRoPE, Self-Extend, DCA, LM-Infinite, STRING, StreamingLLM",
-    ),
+__getattr__ = lazy_spec(
+    __name__, "extension", "PI, NTK, YaRN, Llama 3, ReRoPE, Self-Extend, DCA, LM-Infinite, STRING, StreamingLLM"
 )

@@ -9,14 +9,10 @@ results.json), :mod:`.claims` (LCEG's (a), (b), (c) and the goal line), :mod:`.t
 
 from __future__ import annotations
 
-from extrap.experiments.assemble import lazy, package_spec
+from extrap.experiments.assemble import lazy_spec
 
-__getattr__ = lazy(
+__getattr__ = lazy_spec(
     __name__,
-    SPEC=lambda: package_spec(
-        __name__,
-        name="finetune-extension",
-        citation="LCEG (Lu et al. 2024): PI, NTK, YaRN, llama3, ABF, PoSE, dynamic NTK; "
-        "S²-Attn, LM-Infinite, Self-Extend",
-    ),
+    "finetune-extension",
+    "LCEG (Lu et al. 2024): PI, NTK, YaRN, llama3, ABF, PoSE, dynamic NTK; S²-Attn, LM-Infinite, Self-Extend",
 )
