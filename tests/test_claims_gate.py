@@ -116,9 +116,13 @@ def test_some_models_learned_the_others_are_named():
 
 
 def test_spearman_is_ranked_over_the_models_that_learned():
+    from extrap.experiments.extrapolation.results import RESULTS, block
+
     r = results(dict.fromkeys(PES, 2.0) | {"type1": 4.1})
-    r.erf["alibi"].grad_erf = 100.0  # alibi, kerple-log, type2 then rank TRF and gradient ERF in opposite orders
-    r.erf["type2"].grad_erf = 200.0
+    own = block(r)
+    own.erf["alibi"].grad_erf = 100.0  # alibi, kerple-log, type2 then rank TRF and gradient ERF in opposite orders
+    own.erf["type2"].grad_erf = 200.0
+    RESULTS.put(r, own)
     c = claims(r)["TRF and ERF trends agree"]
     assert c.ok is False and "ρ(TRF, grad ERF) = -1" in c.evidence and "n = 3 PEs" in c.evidence
 

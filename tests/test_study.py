@@ -5,6 +5,7 @@ import json
 import pytest
 
 from extrap.cli import main
+from extrap.experiments.extrapolation.results import block
 from extrap.results import load_results
 
 PES = ["alibi", "kerple-log", "sandwich", "type1", "type2", "example1", "example2", "sinusoidal", "rope", "nope"]
@@ -58,6 +59,17 @@ def test_smoke_study_writes_results_csv(smoke_study):
     theory = [r for r in rows if r["section"] == "theory"]
     assert len(theory) == sum(max(1, len(t["trf"])) for t in res["theory"])
     assert [r["claim"] for r in rows if r["section"] == "claim"] == [c["claim"] for c in res["claims"]]
+    sections = [r["section"] for r in rows]  # the file's order: the block's theory rows before the evaluation
+    assert list(dict.fromkeys(sections)) == ["run", "theory", "eval", "erf", "spearman", "timing", "claim"]
+
+
+def test_smoke_study_writes_its_keys_in_the_order_of_the_files_before_it(smoke_study):
+    """The extrapolation block's five keys stand where they stood when they were fields of StudyResults."""
+    keys = list(json.loads((smoke_study / "results.json").read_text()))
+    shared = ["settings", "runs", "eval", "failures", "learning", "claims"]
+    own = ["theory", "erf", "spearman", "timing"]
+    order = ["settings", "theory", "runs", "eval", "erf", "spearman", "failures", "timing", "learning", "claims"]
+    assert [k for k in keys if k in shared + own] == order
 
 
 def test_every_trf_says_how_it_was_taken(smoke_study):
@@ -142,14 +154,15 @@ def test_learned_scheme_is_analysed_at_its_trained_values(smoke_study, capsys):
     capsys.readouterr()
     assert main(["theory", "--checkpoint", str(run), "--eps", "1e-3,1e-6", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)["results"]
-    rows = [r for r in res.theory_by_pe()["kerple-log"] if r.trained]
+    own = block(res)
+    rows = [r for r in own.theory_by_pe()["kerple-log"] if r.trained]
     assert [(r.layer, r.head) for r in rows] == [(c["layer"], c["head"]) for c in cli]
     assert len({r.layer for r in rows}) > 1 and len({r.head for r in rows}) == res.n_head
-    initial = [r for r in res.theory_by_pe()["kerple-log"] if not r.trained]
+    initial = [r for r in own.theory_by_pe()["kerple-log"] if not r.trained]
     for r, c in zip(rows, cli):
         assert (r.verdict, r.trf, r.values) == (c["verdict"], c["trf"], c["params"])
         assert r.initial_values == initial[r.head].values != r.values
-    entry = res.erf["kerple-log"]
+    entry = own.erf["kerple-log"]
     assert entry.trf == max(c["trf"]["0.001"] for c in cli) != entry.trf_initial
     assert entry.trf_initial == max(r.trf["0.001"] for r in initial)
     html = (smoke_study / "report.html").read_text()

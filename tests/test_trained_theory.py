@@ -132,6 +132,7 @@ def test_auto_window_follows_the_checkpoint(kerple_run, tmp_path, capsys):
 def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
     from extrap.experiments.extrapolation.measure import erf_entry, theory_rows
     from extrap.experiments.extrapolation.page import erf_context
+    from extrap.experiments.extrapolation.results import RESULTS, ExtrapolationBlock, block
     from extrap.experiments.extrapolation.tables import theory_table
     from extrap.results import StudyResults
     from extrap.theory import receptive_field
@@ -143,13 +144,11 @@ def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
     plain = erf_entry("type1", RunErf.from_json({"grad_erf": 9.0}), None, 2)  # no learned parameters: the formula's TRF
     assert plain.trf == 608 and plain.trf_params == "initial" and plain.trf_initial is None
 
-    res = StudyResults(
-        pes=["kerple-log"],
-        n_head=2,
-        theory=theory_rows(["kerple-log"], 2, 32, [64], {"kerple-log": out}),
-        erf={"kerple-log": entry},
-    )
-    assert all(r.trained for r in res.model_theory()["kerple-log"])
+    res = StudyResults(pes=["kerple-log"], n_head=2)
+    own = ExtrapolationBlock(theory=theory_rows(["kerple-log"], 2, 32, [64], {"kerple-log": out}))
+    own.erf["kerple-log"] = entry
+    RESULTS.put(res, own)
+    assert all(r.trained for r in block(res).model_theory()["kerple-log"])
     body = theory_table(res).rows
     assert [row[1] for row in body][:1] == ["initial"] and "trained, layer 0" in [row[1] for row in body]
     assert any("(initial 1.5)" in row[2] for row in body) and any("(initial 3)" in row[2] for row in body)
@@ -161,6 +160,7 @@ def test_report_shows_trained_values_beside_the_initial_ones(kerple_run):
 def test_t5_buckets_are_shown_trained_and_initial(tmp_path):
     """T5's learned table: every head's buckets recorded, summarised in the table beside the initial zeros."""
     from extrap.experiments.extrapolation.measure import theory_rows
+    from extrap.experiments.extrapolation.results import RESULTS, ExtrapolationBlock
     from extrap.experiments.extrapolation.tables import theory_table
     from extrap.results import StudyResults
     from extrap.study.trained import trained_theory
@@ -172,6 +172,7 @@ def test_t5_buckets_are_shown_trained_and_initial(tmp_path):
     assert all(r.initial_values["table"] == [0.0] * 32 for r in rows)
     assert any(max(map(abs, r.values["table"])) > 0 for r in rows)  # the table moved off zero
     assert out.trf is None and out.trf_reason  # its last bucket keeps every distance: no TRF
-    res = StudyResults(pes=["t5"], n_head=2, theory=theory_rows(["t5"], 2, 32, [64], {"t5": out}))
+    res = StudyResults(pes=["t5"], n_head=2)
+    RESULTS.put(res, ExtrapolationBlock(theory=theory_rows(["t5"], 2, 32, [64], {"t5": out})))
     cells = [row[2] for row in theory_table(res).rows if row[1].startswith("trained")]
     assert cells and all(c.startswith("table 32 values in [") and "(initial 32 values, all 0)" in c for c in cells)

@@ -21,16 +21,17 @@ A package holds all of its experiment (``rope_base/`` and ``extension/`` are the
 * ``results.py``: its block of results.json (frozen records with ``to_json``/``from_json``), declared as
   ``RESULTS = ResultsBlock(key, Block)``: StudyResults keeps its raw JSON under ``key``, the plan writes it
   with ``RESULTS.entry(block)`` and
-  ``block(results)`` reads it (empty when absent);
+  ``block(results)`` reads it (empty when absent); its ``rows``, ``first_rows`` and ``errors`` are its lines of
+  results.csv and of the page's list of what failed;
 * ``claims.py``: the checklist's claims; ``tables.py``: the tables the page and the README share;
   ``figures.py``: ``figures(results, notes, out_dir)``, its figures (curves and axes shared with others in
   :mod:`extrap.report.panels`); ``page.py``: the fragment's ``context``, ``missing``, ``SECTIONS`` (and
   ``anchor``), with ``<name>.html.j2``; ``readme.py``: its README block, ``markdown`` between ``BEGIN`` and ``END``.
 
-``extrapolation/`` (with ``alibi-slopes``) declares no ``ResultsBlock``: its sections (theory, erf, spearman,
-slopes, timing) are results.json's own top-level keys, interleaved with the shared ones since the first
-version, so :class:`~extrap.results.StudyResults` keeps them as fields and every committed file re-serialises
-byte for byte.
+``extrapolation/`` (with ``alibi-slopes``) declares a :class:`~extrap.results.blocks.SpreadBlock`: its sections
+(theory, erf, spearman, slopes, timing) are results.json's own top-level keys, interleaved with the shared ones
+since the first version, and the block places each where it always stood, so every committed file re-serialises
+byte for byte and a file written now keeps their order.
 
 An experiment may import another one (extension trains and measures with rope-base's code); a shared module
 never imports an experiment.  One model per PE trained on a task mix is shared skeleton

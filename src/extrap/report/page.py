@@ -15,6 +15,7 @@ from extrap.report.figures import write_figures
 from extrap.report.runs import learning_text, runs_table
 from extrap.report.values import fmt
 from extrap.results import Claim, StudyResults
+from extrap.results.blocks import own_part
 
 STATUS = {True: ("✔", "ok"), False: ("✘", "bad"), None: ("–", "na")}
 UNTESTED = ("not tested", "na")  # the claim's models did not learn (report.gate)
@@ -49,7 +50,7 @@ def recorded_errors(results: StudyResults) -> list[str]:
     """Errors the study recorded in place of a result."""
     out = [f"{pe} failed: {why}" for pe, why in results.failures.items()]
     out += [f"runs {pe}: {r.error}" for pe, r in results.runs.items() if r.error]
-    out += [f"erf {pe}: {e.error}" for pe, e in results.erf.items() if e.error]
+    out += own_part(registry.get(results.experiment).results, results, "errors")  # the experiment's own block
     for pe, reports in results.eval.items():
         out += [f"eval {pe} ({proto}): {rep.error}" for proto, rep in reports.items() if rep.error]
     return out

@@ -1,8 +1,8 @@
 """The results of ``extrap study``: the schema between the study, which writes it, and the report, which reads it.
 
 :class:`StudyResults` is ``results.json``; :func:`load_results` reads one (also one written by an
-earlier version) and :func:`save_results` writes one.  Every TRF number says which ε it is
-n(ε) at and how it was reduced over heads (``trf_eps``, ``trf_reduce``).  Its evaluation section
+earlier version) and :func:`save_results` writes one; each experiment reads and writes its own block of it
+through its :class:`ResultsBlock`.  Its evaluation section
 holds the records of ``extrap eval`` itself (:mod:`.evaluation`: :class:`EvalReport` and its
 :class:`LengthResult` per length, :class:`WindowInfo`, :class:`TemperatureInfo`; and the
 :class:`FileScore` of ``eval --file``).
@@ -10,22 +10,9 @@ holds the records of ``extrap eval`` itself (:mod:`.evaluation`: :class:`EvalRep
 
 from extrap.results.blocks import ResultsBlock
 from extrap.results.evaluation import EvalReport, FileScore, LengthResult, Provenance, TemperatureInfo
-from extrap.results.extrapolation import (
-    INITIAL,
-    TRAINED,
-    Claim,
-    ErfEntry,
-    LearningGate,
-    RunSummary,
-    Slopes,
-    SlopeVariant,
-    Spearman,
-    TheoryRow,
-    Timing,
-    TimingRow,
-)
 from extrap.results.names import slug
 from extrap.results.records import Record
+from extrap.results.sections import INITIAL, TRAINED, Claim, LearningGate, RunSummary
 from extrap.results.study import RESULTS_FILE, StudyHost, StudyResults, StudyTraining, load_results, save_results
 from extrap.results.window import WindowBound, WindowError, WindowInfo, WindowMeasure
 
@@ -34,7 +21,6 @@ __all__ = [
     "TRAINED",
     "RESULTS_FILE",
     "Claim",
-    "ErfEntry",
     "EvalReport",
     "LearningGate",
     "FileScore",
@@ -45,15 +31,9 @@ __all__ = [
     "Record",
     "ResultsBlock",
     "RunSummary",
-    "SlopeVariant",
-    "Slopes",
-    "Spearman",
     "StudyHost",
     "StudyResults",
     "StudyTraining",
-    "TheoryRow",
-    "Timing",
-    "TimingRow",
     "WindowBound",
     "WindowError",
     "WindowMeasure",

@@ -12,17 +12,8 @@ from typing import Any
 from extrap.errors import ExtrapError
 from extrap.io import atomic_write_json
 from extrap.results.evaluation import EvalReport
-from extrap.results.extrapolation import (
-    Claim,
-    ErfEntry,
-    LearningGate,
-    RunSummary,
-    Slopes,
-    Spearman,
-    TheoryRow,
-    Timing,
-)
 from extrap.results.records import Record, listed, mapped, one, plain
+from extrap.results.sections import Claim, LearningGate, RunSummary
 
 RESULTS_FILE = "results.json"
 
@@ -102,16 +93,16 @@ class StudyTraining:
 class StudyResults(Record):
     """Everything a study measured, with its settings and provenance.
 
-    Extrapolation and ALiBi-slope studies fill ``theory``, ``eval``, ``erf``, ``spearman``
-    (and ``timing`` / ``slopes``): the file's layout before experiments had blocks, where these keys stand
-    between the shared ones (``theory`` before ``runs``, ``timing`` after ``failures``), so they stay fields
-    here (their records in :mod:`.extrapolation`) and every results.json written so far re-serialises
-    byte for byte, results.csv keeping their rows; a study of several tasks fills ``tasks``, and its
-    ``train_length`` may be {task: L_tr}.  Any other experiment keeps its own block as raw JSON in
-    ``extra`` under the key its :class:`~extrap.results.blocks.ResultsBlock` declares, which alone reads it
-    (``RESULTS.of(results)``), so this module needs no experiment.  Keys this class does not declare are
-    written back where the file held them (one set by code: before ``claims``, where blocks have always
-    stood).  Any section may be empty: a study that failed part way, or an older file.
+    Its fields are the sections every experiment may fill (``runs``, ``eval``, ``failures``, the learning gate,
+    the claims, ...); a study of several tasks fills ``tasks``, and its ``train_length`` may be {task: L_tr}.
+    Each experiment keeps its own block as raw JSON in ``extra`` under the keys its
+    :class:`~extrap.results.blocks.ResultsBlock` declares, which alone reads it (``RESULTS.of(results)``), so
+    this module needs no experiment.  Keys this class does not declare are written back where the file held
+    them; keys set by code stand where their block places them (:meth:`place`; none: before ``claims``, where
+    blocks have always stood), so every results.json written so far re-serialises byte for byte, and a file
+    written now keeps the order of the files before it (the extrapolation experiment's ``theory`` before
+    ``runs``, its ``timing`` after ``failures``).  Any section may be empty: a study that failed part way, or
+    an older file.
     """
 
     preset: str | None = None
@@ -129,14 +120,9 @@ class StudyResults(Record):
     corpus: str | None = None
     created: str | None = None
     settings: dict = plain(factory=dict)  # the study preset, as run
-    theory: list[TheoryRow] = listed(TheoryRow, omit=True)
     runs: dict[str, RunSummary] = mapped(RunSummary)
     eval: dict[str, dict[str, EvalReport]] = mapped(EvalReport, depth=2, omit=True)  # {pe: {protocol: report}}
-    erf: dict[str, ErfEntry] = mapped(ErfEntry, omit=True)
-    spearman: Spearman | None = one(Spearman, omit=True)
     failures: dict = plain(factory=dict)  # {job: why it failed}
-    slopes: Slopes | None = one(Slopes, omit=True)
-    timing: Timing | None = one(Timing, omit=True)
     learning: LearningGate | None = one(LearningGate, omit=True)  # did the models learn (None: not recorded)
     claims: list[Claim] = listed(Claim)
     seconds: float | None = plain(omit=True)  # the study's wall time (this invocation's, see host.resumed)
@@ -147,47 +133,28 @@ class StudyResults(Record):
     def from_json(cls, d) -> StudyResults:
         results = super().from_json(d)
         keys = list(d) if isinstance(d, dict) else []
-        results._after = {k: keys[i - 1] if i else None for i, k in enumerate(keys) if k in results.extra}
+        results._after = {k: (keys[i - 1] if i else None,) for i, k in enumerate(keys) if k in results.extra}
         return results
+
+    def place(self, after: Mapping[str, tuple[str | None, ...]]) -> None:
+        """Where keys of ``extra`` stand in the file: each after the first key of its tuple that the file holds
+        (None: first of all); a key not placed stands before ``claims``."""
+        self._after = {**getattr(self, "_after", {}), **after}
 
     def to_json(self) -> dict:
         out = super().to_json()  # the undeclared keys last; each goes back after the key it followed
         order = [k for k in out if k not in self.extra]
         after = getattr(self, "_after", {})
         for key in self.extra:
-            before = after.get(key)
-            if before is None and key in after:
-                at = 0
-            elif before in order:
-                at = order.index(before) + 1
-            else:
-                at = order.index("claims") if "claims" in order else len(order)
-            order.insert(at, key)
+            order.insert(_position(order, after.get(key, ())), key)
         return {k: out[k] for k in order}
 
     def all_pes(self) -> list[str]:
-        """Every PE the results mention, the study's order first."""
+        """Every PE the shared sections mention, the study's order first."""
         seen = list(self.pes)
-        for section in (self.runs, self.eval, self.erf):
+        for section in (self.runs, self.eval):
             seen += list(section)
-        seen += [r.pe for r in self.theory if r.pe]
         return list(dict.fromkeys(seen))
-
-    def theory_by_pe(self) -> dict[str, list[TheoryRow]]:
-        """Every theory row per PE: initial parameters, then (learned schemes) trained ones per layer."""
-        out: dict[str, list[TheoryRow]] = {}
-        for row in self.theory:
-            if row.pe is not None:
-                out.setdefault(row.pe, []).append(row)
-        return out
-
-    def model_theory(self) -> dict[str, list[TheoryRow]]:
-        """Per PE, the rows of the parameters its model uses: the trained rows where there are any."""
-        out = {}
-        for pe, rows in self.theory_by_pe().items():
-            trained = [r for r in rows if r.trained]
-            out[pe] = trained or rows
-        return out
 
     def learned(self, pe: str) -> bool | None:
         """Whether ``pe``'s model learned (:class:`LearningGate`); None when that is not recorded."""
@@ -200,6 +167,16 @@ class StudyResults(Record):
             return None
         path = Path(study_dir) / run.run_dir
         return path if path.is_dir() else None
+
+
+def _position(order: list[str], candidates: tuple[str | None, ...]) -> int:
+    """Where a key goes in ``order``: after the first of ``candidates`` there (None: at 0), else before claims."""
+    for before in candidates:
+        if before is None:
+            return 0
+        if before in order:
+            return order.index(before) + 1
+    return order.index("claims") if "claims" in order else len(order)
 
 
 def load_results(path: str | os.PathLike) -> StudyResults:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from extrap.io import finite_json, write_output
+from extrap.results.blocks import own_part
 
 if TYPE_CHECKING:
     from extrap.align.records import AlignRun
@@ -281,11 +282,12 @@ def pe_table(schemes: Iterable[Mapping]) -> Table:
 # ---------------------------------------------------------------------------
 def study_table(results: StudyResults, block: ResultsBlock | None = None) -> Table:
     """``results.csv``: one row per record of every section of ``results.json``; ``section`` says which.
-    ``block``: the experiment's own block of results.json (its spec's ``results``), whose rows it lists."""
+    ``block``: the experiment's own block of results.json (its spec's ``results``), whose rows it lists (its
+    ``first_rows`` after the runs, its ``rows`` after the evaluation)."""
     record = results.to_json()
     head = {**provenance(record), **_pick(record, ("experiment", "preset"))}
-    own = block.rows(found) if block is not None and (found := block.of(results)) is not None else []
-    sections = (_runs, _theory, _eval, _erf, _spearman, _timing, lambda res: own, _claims, _failures)
+    first, own = own_part(block, results, "first_rows"), own_part(block, results, "rows")
+    sections = (_runs, lambda res: first, _eval, lambda res: own, _claims, _failures)
     return Table([{**head, **row, **_command(record)} for section in sections for row in section(results)])
 
 
@@ -306,10 +308,6 @@ def _runs(res: StudyResults) -> list[dict]:
     ]
 
 
-def _theory(res: StudyResults) -> list[dict]:
-    return [{"section": "theory", **row} for r in res.theory for row in theory_rows(r.to_json())]
-
-
 def _eval(res: StudyResults) -> list[dict]:
     rows = []
     for pe, by_protocol in res.eval.items():
@@ -319,29 +317,6 @@ def _eval(res: StudyResults) -> list[dict]:
             points = [{"length": p.length, "ppl": p.ppl, "error": p.error or rep.error} for p in rep.results]
             rows += [{**head, **point, **verdict} for point in points or [{"error": rep.error}]]
     return rows
-
-
-def _erf(res: StudyResults) -> list[dict]:
-    return [{"section": "erf", "pe": pe, **flat(e.to_json(), skip=("grad_curve",))} for pe, e in res.erf.items()]
-
-
-def _spearman(res: StudyResults) -> list[dict]:
-    sp = res.spearman
-    if sp is None:
-        return []
-    trf = {"trf_eps": sp.trf_eps, "trf_reduce": sp.trf_reduce, "trf_params": sp.params}
-    return [{"section": "spearman", "rho_grad": sp.grad, "rho_attn": sp.attn, "n_pes": sp.n, **trf}]
-
-
-def _timing(res: StudyResults) -> list[dict]:
-    if res.timing is None:
-        return []
-    t = res.timing
-    return [
-        {"section": "timing", "pe": t.pe, "method": r.method, "window": w, "seconds": s, "tokens": t.tokens}
-        for r in t.rows
-        for w, s in zip(t.window_sizes, r.seconds)
-    ]
 
 
 def _claims(res: StudyResults) -> list[dict]:

@@ -2,8 +2,8 @@
 
 000 computes the TRF "without training", from a scheme's formula; a scheme with learnable
 bias parameters (KERPLE's r1, r2, T5's bucket table, FIRE's MLP) ends training with other
-values in every layer and head.  The study analyses both: the initial rows
-(:func:`initial_rows`) and, for such schemes, the trained rows and TRF of each run
+values in every layer and head.  The extrapolation study analyses both: the initial rows (its own
+``measure.initial_rows``) and, for such schemes, the trained rows and TRF of each run
 (:func:`trained_theory`), so the report can show the two side by side and rank the measured
 ERFs against the TRF of the model that was measured.
 
@@ -20,34 +20,15 @@ from pathlib import Path
 
 import torch
 
-from extrap.results import INITIAL, TRAINED, TheoryRow
+from extrap.results import TRAINED
 from extrap.run.parameters import head_values, read_checkpoint_bias
-from extrap.theory import STUDY_TRF, HeadResult, analyse, analyse_checkpoint, receptive_field
+from extrap.theory import STUDY_TRF, HeadResult, analyse_checkpoint, receptive_field
 from extrap.theory.results import ParamValues
 
 
 def learns_bias(scheme) -> bool:
     """Whether training changes the scheme's bias (a bias with learnable parameters)."""
     return bool(scheme.adds_bias and scheme.learned)
-
-
-def initial_rows(pe: str, num_heads: int, eps, lengths: list[int], train_length: int) -> list[TheoryRow]:
-    """000 Theorem 0.4 and Eq. 22 for every head of ``pe`` at its initial parameters.
-
-    A scheme whose bias learns records each head's initial ``values`` (a table per head, such
-    as T5's buckets, as a list), which the trained rows are shown against.
-    """
-    from extrap import positional
-
-    scheme = positional.get(pe)
-    init = scheme.init_values(num_heads) if learns_bias(scheme) else {}
-    rows = []
-    for r in analyse(pe, num_heads, eps=list(eps), lengths=lengths, train_length=train_length):
-        row = {**r.to_json(), "pe": pe}  # keep the study's spelling of the spec
-        if init:
-            row.update(params=INITIAL, values=head_values(init, r.head))
-        rows.append(TheoryRow.from_json(row))
-    return rows
 
 
 @dataclass(frozen=True)

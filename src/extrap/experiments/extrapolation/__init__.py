@@ -5,9 +5,9 @@
 use), :mod:`.presets` (settings per preset), :mod:`.plan` (jobs, worker, results.json), :mod:`.records` (a worker's
 job and output), :mod:`.measure` (theory rows, TRF against ERF, timing), :mod:`.claims` (with :mod:`.lookup`
 and :mod:`.values`), :mod:`.tables`, :mod:`.figures` and :mod:`.shapes`, :mod:`.page` (the HTML fragment, with
-``extrapolation.html.j2``; :mod:`.paper`: 003 Table 1 beside it).  Their sections of results.json (theory, erf,
-spearman, slopes, timing) are the file's own top-level keys, so :class:`~extrap.results.StudyResults` keeps
-them as fields (see its docstring); their README block is the main study block, which the alignment
+``extrapolation.html.j2``; :mod:`.paper`: 003 Table 1 beside it).  :mod:`.results` holds their block of
+results.json (theory, erf, spearman, slopes, timing: five top-level keys of the file, each where it always
+stood); their README block is the main study block, which the alignment
 experiment shares (:func:`extrap.report.readme.study_markdown`).
 """
 

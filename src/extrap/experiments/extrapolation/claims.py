@@ -11,6 +11,7 @@ on training.
 from __future__ import annotations
 
 from extrap.experiments.extrapolation.lookup import eps_keys, num_heads, pe_verdict, widest_head_trf
+from extrap.experiments.extrapolation.results import block
 from extrap.experiments.extrapolation.values import (
     PAPER_SLIDING_RELATIVE,
     PARAMS_WORDS,
@@ -36,7 +37,8 @@ def verdict_text(results: StudyResults, pe: str) -> str:
 
 def claim_convergent(results: StudyResults) -> Claim:
     name, src = "Convergent RPEs extrapolate", "000 Theorem 0.4, Figs. 3/4"
-    conv = [pe for pe, rows in results.model_theory().items() if rows and all(r.verdict == "converges" for r in rows)]
+    theory = block(results).model_theory()
+    conv = [pe for pe, rows in theory.items() if rows and all(r.verdict == "converges" for r in rows)]
     judged = [pe for pe in conv if pe_verdict(results, pe)[0] is not None]
     unjudged = [pe for pe in conv if pe not in judged]
     if not judged:
@@ -86,7 +88,7 @@ def formula_trf(pe: str, eps: str, heads: int) -> int | None:
 def claim_trf_types(results: StudyResults) -> Claim:
     """A property of the formulas: judged from the study's theory rows, else from the formulas themselves."""
     name, src = "TRF(Type2) < TRF(Type1)", "000 Theorem 0.5, Fig. 6"
-    rows = {pe: [r for r in rs if not r.trained] for pe, rs in results.theory_by_pe().items()}  # the formulas
+    rows = {pe: [r for r in rs if not r.trained] for pe, rs in block(results).theory_by_pe().items()}  # the formulas
     t1, t2 = (rows.get(match_spec(rows, n) or "", []) for n in ("type1", "type2"))
     if t1 and t2:
         pairs = [(e, widest_head_trf(t1, e), widest_head_trf(t2, e)) for e in eps_keys(t1 + t2)]
@@ -106,7 +108,8 @@ def claim_trf_types(results: StudyResults) -> Claim:
 
 def slope_claim(results: StudyResults, group: str, claim: str, source: str) -> Claim:
     """003 §4: within a group, the mildest variants extrapolate and the most extreme one does not."""
-    variants = [v for v in (results.slopes.variants if results.slopes else []) if v.group == group]
+    slopes = block(results).slopes
+    variants = [v for v in (slopes.variants if slopes else []) if v.group == group]
     seen = [(v.label, *pe_verdict(results, v.pe)[:2], v.pe) for v in variants]
     seen = [x for x in seen if x[1] is not None]
     if len(seen) < 2:
@@ -137,7 +140,8 @@ def learned_rho(results: StudyResults, pes: list[str]) -> tuple[float | None, fl
     """Spearman ρ of TRF against the gradient and the attention ERF over ``pes`` only."""
     from extrap.erf import spearman
 
-    rows = [results.erf[pe] for pe in pes]
+    erf = block(results).erf
+    rows = [erf[pe] for pe in pes]
     grad = spearman([num(e.trf) for e in rows], [num(e.grad_erf) for e in rows])
     attn = [num(e.attn_erf) for e in rows]
     return grad, spearman([num(e.trf) for e in rows], attn) if None not in attn else None
@@ -145,11 +149,12 @@ def learned_rho(results: StudyResults, pes: list[str]) -> tuple[float | None, fl
 
 def claim_spearman(results: StudyResults) -> Claim:
     name, src = "TRF and ERF trends agree", "000 Figs. 5-6"
-    sp = results.spearman
+    own = block(results)
+    sp = own.spearman
     if sp is None:
         return Claim(name, None, "no TRF/ERF correlation section", src)
     grad, attn, n = num(sp.grad), num(sp.attn), sp.n
-    ranked = [pe for pe, e in results.erf.items() if num(e.trf) is not None and num(e.grad_erf) is not None]
+    ranked = [pe for pe, e in own.erf.items() if num(e.trf) is not None and num(e.grad_erf) is not None]
     gate = gate_split(results, ranked)
     if ranked and not gate.learned:
         return Claim(name, None, not_tested(results, gate), src, untested=True)
@@ -179,12 +184,13 @@ def _mean(xs) -> float | None:
 
 def sliding_relative(results: StudyResults) -> float | None:
     """Average sliding-window time relative to nonoverlapping (000 Table 1)."""
-    row = results.timing.row("sliding") if results.timing else None
+    timing = block(results).timing
+    row = timing.row("sliding") if timing else None
     if row is None:
         return None
     rel = num(row.relative)
     if rel is None:  # recompute from the raw seconds when the ratio was not stored
-        base_row = results.timing.row("nonoverlapping")
+        base_row = timing.row("nonoverlapping")
         base, slow = _mean(base_row.seconds if base_row else None), _mean(row.seconds)
         rel = slow / base if base and slow is not None else None
     return rel
@@ -195,7 +201,8 @@ def claim_timing(results: StudyResults) -> Claim:
     rel = sliding_relative(results)
     if rel is None:
         return Claim(name, None, "no sliding / nonoverlapping timing", src)
-    model = f" ({results.timing.pe})" if results.timing.pe else ""
+    pe = block(results).timing.pe
+    model = f" ({pe})" if pe else ""
     ev = (
         f"sliding / nonoverlapping average time{model} = {rel:.2f}× (paper: {PAPER_SLIDING_RELATIVE}×); "
         f"threshold ≥ {SLIDING_SLOWER_FACTOR:g}×"

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from extrap.experiments.extrapolation.lookup import erf_table, slope_groups, slopes_protocol
+from extrap.experiments.extrapolation.results import SlopeVariant, block
 from extrap.experiments.extrapolation.shapes import heatmaps_figure, trf_curves_figure
 from extrap.experiments.extrapolation.values import PARAMS_WORDS, PROTOCOLS, trf_setting
 from extrap.plotting import new_figure
 from extrap.report.values import num
-from extrap.results import EvalReport, SlopeVariant, StudyResults, slug
+from extrap.results import EvalReport, StudyResults, slug
 from extrap.results.evaluation import Z95
 from extrap.theory.plots import curve_style
 
@@ -249,7 +250,8 @@ def trf_erf_figure(results: StudyResults, notes: dict):
 
 
 def grad_curves_figure(results: StudyResults, notes: dict):
-    curves = [(pe, e.grad_curve) for pe, e in results.erf.items() if isinstance(e.grad_curve, list) and e.grad_curve]
+    erf = block(results).erf
+    curves = [(pe, e.grad_curve) for pe, e in erf.items() if isinstance(e.grad_curve, list) and e.grad_curve]
     if not curves:
         return None
     lengths = sorted({len(c) + 1 for _, c in curves})  # the curve has a point per context token: L_ex - 1

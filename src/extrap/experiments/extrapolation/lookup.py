@@ -6,9 +6,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from extrap.experiments.extrapolation.results import SlopeVariant, TheoryRow, all_pes, block
 from extrap.experiments.extrapolation.values import DEFAULT_HEADS, VERDICT_PROTOCOLS
 from extrap.report.values import num
-from extrap.results import SlopeVariant, StudyResults, TheoryRow
+from extrap.results import StudyResults
 from extrap.theory.receptive import STUDY_TRF, reduce_values
 
 
@@ -61,6 +62,7 @@ def count(x) -> int | float | None:
 
 def erf_table(results: StudyResults) -> list[ErfRow]:
     """Per PE with receptive fields: its TRF (with how it was taken), gradient and attention ERF."""
+    erf = block(results).erf
     return [
         ErfRow(
             pe,
@@ -73,14 +75,15 @@ def erf_table(results: StudyResults) -> list[ErfRow]:
             count(e.trf_initial),
             e.trf_reason,
         )
-        for pe in results.all_pes()
-        if (e := results.erf.get(pe)) is not None
+        for pe in all_pes(results)
+        if (e := erf.get(pe)) is not None
     ]
 
 
 def slope_groups(results: StudyResults) -> dict[str, list[SlopeVariant]]:
     groups: dict[str, list[SlopeVariant]] = {}
-    for v in results.slopes.variants if results.slopes else []:
+    slopes = block(results).slopes
+    for v in slopes.variants if slopes else []:
         if v.pe:
             groups.setdefault(v.group or "variants", []).append(v)
     return groups

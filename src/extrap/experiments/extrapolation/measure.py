@@ -12,9 +12,11 @@ from typing import TypeVar
 
 from extrap.erf import RunErf
 from extrap.experiments.extrapolation.presets import StudySettings
-from extrap.results import INITIAL, TRAINED, ErfEntry, Spearman, TheoryRow, Timing, TimingRow
+from extrap.experiments.extrapolation.results import ErfEntry, Spearman, TheoryRow, Timing, TimingRow
+from extrap.results import INITIAL, TRAINED
 from extrap.run import RunDir
-from extrap.study.trained import TrainedTheory, initial_rows
+from extrap.run.parameters import head_values
+from extrap.study.trained import TrainedTheory, learns_bias
 
 THEORY_EPS = (1e-3, 1e-6)  # the theory table's ε
 
@@ -80,6 +82,26 @@ def measure_timing(run_dir: Path, settings: StudySettings, threads: int) -> Timi
         tokens=T,
         rows=[TimingRow(method=k, seconds=v, relative=sum(v) / base) for k, v in rows.items()],
     )
+
+
+def initial_rows(pe: str, num_heads: int, eps, lengths: list[int], train_length: int) -> list[TheoryRow]:
+    """000 Theorem 0.4 and Eq. 22 for every head of ``pe`` at its initial parameters.
+
+    A scheme whose bias learns records each head's initial ``values`` (a table per head, such
+    as T5's buckets, as a list), which the trained rows are shown against.
+    """
+    from extrap import positional
+    from extrap.theory import analyse
+
+    scheme = positional.get(pe)
+    init = scheme.init_values(num_heads) if learns_bias(scheme) else {}
+    rows = []
+    for r in analyse(pe, num_heads, eps=list(eps), lengths=lengths, train_length=train_length):
+        row = {**r.to_json(), "pe": pe}  # keep the study's spelling of the spec
+        if init:
+            row.update(params=INITIAL, values=head_values(init, r.head))
+        rows.append(TheoryRow.from_json(row))
+    return rows
 
 
 def theory_rows(

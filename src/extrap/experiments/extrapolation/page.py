@@ -6,6 +6,7 @@ from __future__ import annotations
 from extrap.experiments.extrapolation.figures import CAPTIONS, erf_trf_params, erf_trf_setting
 from extrap.experiments.extrapolation.lookup import eps_keys, erf_table, slope_groups, slopes_protocol
 from extrap.experiments.extrapolation.paper import PAPER_003_TABLE1
+from extrap.experiments.extrapolation.results import block
 from extrap.experiments.extrapolation.tables import PARAMS_SHORT, ppl_table, theory_summary, theory_table, trf_cell
 from extrap.experiments.extrapolation.values import PAPER_SLIDING_RELATIVE, PROTOCOLS, VERDICT_PROTOCOLS, trf_setting
 from extrap.report.values import fmt, num
@@ -66,26 +67,26 @@ def missing(timed: bool, slopes: bool):
     """What an extrapolation study's results lack, one line each (``slopes``: the slope variants are expected)."""
 
     def lines(results: StudyResults) -> list[str]:
-        out = []
+        out, own = [], block(results)
         for section, what in (
-            (results.theory, "theory verdicts"),
+            (own.theory, "theory verdicts"),
             (results.runs, "training runs"),
             (results.eval, "evaluation"),
-            (results.erf, "receptive fields"),
-            (results.spearman, "TRF/ERF correlation"),
-            (results.timing if timed else True, "timing"),  # the slope experiment never times
+            (own.erf, "receptive fields"),
+            (own.spearman, "TRF/ERF correlation"),
+            (own.timing if timed else True, "timing"),  # the slope experiment never times
         ):
             if not section:
                 out.append(f"no {what} section")
         for section, what in (
             (results.runs, "no training run"),
             (results.eval, "no evaluation"),
-            (results.erf, "no receptive field"),
+            (own.erf, "no receptive field"),
         ):
             lack = [pe for pe in results.pes if pe not in section]
             if section and lack:
                 out.append(f"{what} for {', '.join(lack)}")
-        if slopes and not (results.slopes and results.slopes.variants):
+        if slopes and not (own.slopes and own.slopes.variants):
             out.append("no ALiBi-slope variants")
         return out
 
@@ -97,9 +98,10 @@ def theory_context(results: StudyResults) -> list[dict] | None:
     full = theory_table(results)
     if full is None:
         return None
-    eps = eps_keys(results.theory)
+    own = block(results)
+    eps = eps_keys(own.theory)
     out = []
-    for pe, rs in results.theory_by_pe().items():
+    for pe, rs in own.theory_by_pe().items():
         rows = [row[1:] for row in full.rows if row[0] == pe]
         summary = theory_summary(pe, rs, eps)
         out.append({"id": f"theory-{slug(pe)}", "summary": summary, "table": Table(full.headers[1:], rows, full.css)})
@@ -151,7 +153,7 @@ def erf_context(results: StudyResults, figures: dict, notes: dict) -> dict | Non
         + [r.grad_erf, r.attn_erf]
         for r in rows
     ]
-    sp = results.spearman
+    sp = block(results).spearman
     return {
         "table": table(headers, body),
         "trf_setting": erf_trf_setting(results),
@@ -168,7 +170,7 @@ def erf_context(results: StudyResults, figures: dict, notes: dict) -> dict | Non
 
 
 def timing_context(results: StudyResults) -> dict | None:
-    timing = results.timing
+    timing = block(results).timing
     if timing is None or not timing.rows:
         return None
     sizes = timing.window_sizes

@@ -34,9 +34,10 @@ from extrap.experiments.extrapolation.measure import (
 )
 from extrap.experiments.extrapolation.presets import PRESETS, SlopeVariants, StudySettings
 from extrap.experiments.extrapolation.records import PeJob, PeOutput
+from extrap.experiments.extrapolation.results import RESULTS, ExtrapolationBlock, Slopes, SlopeVariant, Timing
 from extrap.experiments.extrapolation.values import PROTOCOLS
 from extrap.io import atomic_write_json
-from extrap.results import EvalReport, Slopes, SlopeVariant, StudyResults, Timing, slug
+from extrap.results import EvalReport, StudyResults, slug
 from extrap.run import RunDir
 from extrap.study.models import preset_settings, trained_results
 from extrap.study.orchestrator import saved_record
@@ -125,13 +126,17 @@ def assemble(
     lengths = [L_tr * k for k in settings.multiples]
     results = trained_results(
         request, request.experiment, runs, evals, L_tr, lengths, pes=pes, n_head=num_heads,
-        settings=asdict(settings), failures=outcome.failures, erf=erf, spearman=sp,
-        theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], trained),
+        settings=asdict(settings), failures=outcome.failures,
     )  # fmt: skip
-    if variants is not None:
-        results.slopes = Slopes(variants=variants)
-    if request.experiment == "extrapolation":
-        results.timing = timing_section(out, pes, done, settings, request.jobs)
+    timed = request.experiment == "extrapolation"
+    own = ExtrapolationBlock(
+        theory=theory_rows(pes, num_heads, L_tr, [L_tr * k for k in settings.multiples if k > 1], trained),
+        erf=erf,
+        spearman=sp,
+        slopes=Slopes(variants=variants) if variants is not None else None,
+        timing=timing_section(out, pes, done, settings, request.jobs) if timed else None,
+    )
+    RESULTS.put(results, own)
     return results
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from extrap.experiments.extrapolation.lookup import eps_keys, num_heads, widest_head_trf
+from extrap.experiments.extrapolation.results import all_pes, block
 from extrap.experiments.extrapolation.values import HEATMAP_HEAD, HEATMAP_LENGTH, MAX_HEATMAPS
 from extrap.plotting import new_figure
 from extrap.results import StudyResults
@@ -57,7 +58,7 @@ def bias_schemes(results: StudyResults) -> list[tuple[str, Any]]:
     from extrap import positional
 
     out = []
-    for pe in results.all_pes():
+    for pe in all_pes(results):
         try:
             scheme = positional.get(pe)
         except Exception:  # a spec this version cannot build: nothing to draw
@@ -123,7 +124,7 @@ def heatmaps_figure(results: StudyResults, notes: dict, study_dir: Path | None =
 
 
 def trf_curves_figure(results: StudyResults, notes: dict):
-    rows = results.theory_by_pe()
+    rows = block(results).theory_by_pe()
     initial = {pe: [r for r in rs if not r.trained] for pe, rs in rows.items()}  # the formulas, as 000 Fig. 6
     convergent = [pe for pe, rs in initial.items() if rs and all(r.verdict == "converges" for r in rs)]
     if not convergent:

@@ -9,6 +9,7 @@ from extrap.experiments.extrapolation import about, page, plan
 from extrap.experiments.extrapolation.claims import extrapolation_claims, slope_study_claims
 from extrap.experiments.extrapolation.figures import extrapolation_figures
 from extrap.experiments.extrapolation.presets import PRESETS
+from extrap.experiments.extrapolation.results import RESULTS
 from extrap.experiments.protocol import About, ExperimentSpec, Page, ReadmeBlock
 from extrap.report.readme import BEGIN, END, study_markdown
 
@@ -27,6 +28,7 @@ def _spec(name: str, citation: str, timed: bool, claims, told: About) -> Experim
         figures=extrapolation_figures,
         page=Page("extrapolation.html.j2", HERE, page.extrapolation_context, page.toc(timed), page.anchor, runs=False),
         readme=README,
+        results=RESULTS,
         timed=timed,
         options=told.options,
         about=told,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from extrap.experiments.extrapolation.lookup import eps_keys, widest_head_trf
+from extrap.experiments.extrapolation.results import TheoryRow, block
 from extrap.report.values import fmt, num
 from extrap.report.view import Cell, Table, table
-from extrap.results import EvalReport, StudyResults, TheoryRow
+from extrap.results import EvalReport, StudyResults
 
 PARAMS_SHORT = {"trained": "trained values, every layer", "initial": "initial parameters"}
 
@@ -77,7 +78,7 @@ def theory_summary(pe: str, rows: list[TheoryRow], eps: list[str]) -> str:
 
 
 def theory_table(results: StudyResults) -> Table | None:
-    rows = results.theory_by_pe()
+    rows = block(results).theory_by_pe()
     if not rows:
         return None
     flat = [r for rs in rows.values() for r in rs]

@@ -1,83 +1,26 @@
-"""The sections of an extrapolation or ALiBi-slope study: theory, runs, receptive fields, timing.
+"""The extrapolation experiments' block of ``results.json``: theory, receptive fields, their correlation, the
+ALiBi-slope variants and timing.
 
-Its evaluation section holds :class:`extrap.results.evaluation.EvalReport` records, the reports of
-``extrap eval`` themselves.  These records are :class:`~extrap.results.StudyResults`'s own fields (the
-oldest layout of results.json, see its docstring), so they stay here rather than in the experiment's
-package (:mod:`extrap.experiments.extrapolation`); :class:`Claim`, :class:`LearningGate` and
-:class:`RunSummary` serve every experiment.
+These are five top-level keys of the file (``theory``, ``erf``, ``spearman``, ``slopes``, ``timing``: its
+layout before experiments had blocks), so :data:`RESULTS` is a :class:`~extrap.results.blocks.SpreadBlock`
+that places each where the files before it held it (``theory`` after ``settings``, ``erf`` and ``spearman``
+after the evaluation, ``slopes`` and ``timing`` after the failures).  :func:`block` reads it; the study's
+evaluation reports stay in the shared ``eval`` section.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extrap.results.records import Record, listed, plain
+from extrap.results import INITIAL, TRAINED, ResultsBlock, StudyResults
+from extrap.results.blocks import SpreadBlock
+from extrap.results.records import Record, listed, mapped, one, plain
+from extrap.results.tables import flat, theory_rows
 
 # What a results.json written before the TRF fields were labelled meant by an unlabelled TRF:
 # the widest head's n(eps) at eps = 1e-3, initial parameters (theory.STUDY_TRF).
 UNLABELLED_TRF_EPS = 1e-3
 UNLABELLED_TRF_REDUCE = "max"
-TRAINED, INITIAL = "trained", "initial"  # which parameter values a TRF or theory row was computed from
-
-
-@dataclass
-class Claim(Record):
-    """One paper claim judged against the study: ``ok`` True (reproduced), False (contradicted), None (no data).
-
-    ``untested`` is True when the claim needs trained models and its models did not learn (or
-    whether they learned is not recorded): ``ok`` is then None and ``evidence`` says why.
-    """
-
-    claim: str = ""
-    ok: bool | None = None
-    evidence: str = ""
-    source: str = ""
-    untested: bool | None = plain(omit=True)
-
-
-@dataclass
-class LearningGate(Record):
-    """Did the models learn?  Each PE's loss at L_tr against the unigram entropy of the training tokens.
-
-    A model that ignores its context still reaches the unigram entropy of the training tokens by
-    predicting their frequencies, and its perplexity is then flat in length whatever its PE: a flat
-    curve of such a model says nothing about extrapolation.  A PE's model counts as trained when its
-    evaluation loss at L_tr (nats per token, protocol ``protocol``) is at most ``max_fraction`` times
-    the unigram entropy.  Any number missing (a file written before this record existed, a PE not
-    evaluated at L_tr): whether it learned is unknown.
-    """
-
-    unigram_entropy: float | None = None  # nats per token, from the training split's token counts
-    unigram_tokens: int | None = None  # training tokens counted
-    max_fraction: float | None = None
-    protocol: str | None = None
-    loss: dict = plain(factory=dict)  # {pe: loss at L_tr in nats per token, or None}
-    note: str | None = plain(omit=True)  # why unigram_entropy is None
-
-    @property
-    def threshold(self) -> float | None:
-        """The loss at L_tr below which a model counts as trained (nats per token)."""
-        if self.unigram_entropy is None or self.max_fraction is None:
-            return None
-        return self.max_fraction * self.unigram_entropy
-
-    def learned(self, pe: str) -> bool | None:
-        """True (trained), False (did not learn), None (unknown)."""
-        loss, limit = self.loss.get(pe), self.threshold
-        if not isinstance(loss, (int, float)) or limit is None:
-            return None
-        return loss <= limit
-
-
-@dataclass
-class RunSummary(Record):
-    """One training run of the study (``error`` in place of the numbers when it failed)."""
-
-    run_dir: str | None = None  # relative to the study folder
-    final_loss: float | None = None
-    seconds: float | None = None
-    params: int | None = None
-    error: str | None = plain(omit=True)
 
 
 @dataclass
@@ -201,3 +144,79 @@ class SlopeVariant(Record):
 @dataclass
 class Slopes(Record):
     variants: list[SlopeVariant] = listed(SlopeVariant)
+
+
+@dataclass
+class ExtrapolationBlock(Record):
+    """The experiments' own sections of results.json (see the module's docstring); any may be empty."""
+
+    theory: list[TheoryRow] = listed(TheoryRow, omit=True)
+    erf: dict[str, ErfEntry] = mapped(ErfEntry, omit=True)
+    spearman: Spearman | None = one(Spearman, omit=True)
+    slopes: Slopes | None = one(Slopes, omit=True)
+    timing: Timing | None = one(Timing, omit=True)
+
+    def theory_by_pe(self) -> dict[str, list[TheoryRow]]:
+        """Every theory row per PE: initial parameters, then (learned schemes) trained ones per layer."""
+        out: dict[str, list[TheoryRow]] = {}
+        for row in self.theory:
+            if row.pe is not None:
+                out.setdefault(row.pe, []).append(row)
+        return out
+
+    def model_theory(self) -> dict[str, list[TheoryRow]]:
+        """Per PE, the rows of the parameters its model uses: the trained rows where there are any."""
+        out = {}
+        for pe, rows in self.theory_by_pe().items():
+            trained = [r for r in rows if r.trained]
+            out[pe] = trained or rows
+        return out
+
+
+class ExtrapolationResults(SpreadBlock):
+    """:data:`RESULTS`: the block with its rows of results.csv and the errors it recorded."""
+
+    def first_rows(self, block: ExtrapolationBlock) -> list[dict]:
+        """One row per theory row and ε (before the evaluation, as the file holds them)."""
+        return [{"section": "theory", **row} for r in block.theory for row in theory_rows(r.to_json())]
+
+    def rows(self, block: ExtrapolationBlock) -> list[dict]:
+        """One row per receptive field, one for the correlation, one per timed method and window size."""
+        out = [{"section": "erf", "pe": pe, **flat(e.to_json(), skip=("grad_curve",))} for pe, e in block.erf.items()]
+        if (sp := block.spearman) is not None:
+            trf = {"trf_eps": sp.trf_eps, "trf_reduce": sp.trf_reduce, "trf_params": sp.params}
+            out.append({"section": "spearman", "rho_grad": sp.grad, "rho_attn": sp.attn, "n_pes": sp.n, **trf})
+        if (t := block.timing) is not None:
+            out += [
+                {"section": "timing", "pe": t.pe, "method": r.method, "window": w, "seconds": s, "tokens": t.tokens}
+                for r in t.rows
+                for w, s in zip(t.window_sizes, r.seconds)
+            ]
+        return out
+
+    def errors(self, block: ExtrapolationBlock) -> list[str]:
+        return [f"erf {pe}: {e.error}" for pe, e in block.erf.items() if e.error]
+
+
+RESULTS: ResultsBlock = ExtrapolationResults(
+    "extrapolation",
+    ExtrapolationBlock,
+    after={
+        "theory": ("settings",),
+        "erf": ("eval", "runs"),
+        "spearman": ("erf", "eval", "runs"),
+        "slopes": ("failures",),
+        "timing": ("slopes", "failures"),
+    },
+)
+
+
+def block(results: StudyResults) -> ExtrapolationBlock:
+    """The experiments' block of ``results`` (empty when the results hold none)."""
+    return RESULTS.of(results) or ExtrapolationBlock()
+
+
+def all_pes(results: StudyResults) -> list[str]:
+    """Every PE the results mention, the study's order first (the shared sections', then the block's)."""
+    own = block(results)
+    return list(dict.fromkeys([*results.all_pes(), *own.erf, *(r.pe for r in own.theory if r.pe)]))
