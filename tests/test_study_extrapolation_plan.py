@@ -27,8 +27,10 @@ def test_extrapolation_plans_one_job_per_default_pe(tmp_path):
 
 def test_alibi_slopes_plans_003_table1_with_windows_scaled_to_l_tr(tmp_path):
     """The smoke preset's variants (Δ 0 and 6, h = 2, w 40 and 320 at L_tr = 512) at the smoke L_tr of 64."""
-    exp = plan(tmp_path, "alibi-slopes", pes=["rope"])  # the variants are the models: --pe does not add one
+    exp = plan(tmp_path, "alibi-slopes")
     assert [j.name for j in exp.jobs] == ["alibi", "alibi:shift=6", "alibi:h=2", "window:5", "window:40"]
+    with pytest.raises(ExtrapError, match="PEs are not chosen"):  # the variants are the models: a list was dropped
+        plan(tmp_path, "alibi-slopes", pes=["rope"])
 
 
 def test_slope_variants_label_each_group():
