@@ -34,8 +34,10 @@ class _Torch:
     @staticmethod
     def exp(x):
         """torch.exp, bit for bit, but without its slow path where exp underflows (TISA's Gaussians: about
-        6x slower on a CPU): those lanes are 0, or, in the thin band where exp is subnormal, torch.exp
-        of just those.  Plain torch.exp for autograd, on accelerators (no host sync) and other dtypes."""
+        6x slower on a CPU): lanes below the subnormal band are 0, and torch.exp sees only the others,
+        gathered by index (TISA keeps under 1% of its lanes: a quarter of the masked-fill cost, and no
+        slower where most lanes are kept).  Plain torch.exp for autograd, on accelerators (no host sync)
+        and other dtypes."""
         import torch
 
         bounds = _EXP_UNDERFLOW.get(str(x.dtype)) if torch.is_tensor(x) and x.device.type == "cpu" else None
@@ -43,12 +45,11 @@ class _Torch:
             return torch.exp(x)
         if bool(x.min() >= bounds[0]):  # one reduction to a number: cheaper than any() of a mask (a NaN: False)
             return torch.exp(x)
-        low = x < bounds[0]
-        out = torch.exp(x.clamp_min(bounds[0])).masked_fill_(low, 0.0)  # clamped lanes: normal, no slow path
-        if bool(torch.where(low, x, -math.inf).max() >= bounds[1]):  # some lane is subnormal in exp
-            band = low & (x >= bounds[1])
-            out[band] = torch.exp(x[band])
-        return out
+        flat = x.reshape(-1)
+        kept = torch.nonzero(~(flat < bounds[1])).squeeze(1)  # normal, subnormal, inf and NaN lanes
+        out = torch.zeros_like(flat)
+        out.index_copy_(0, kept, torch.exp(flat.index_select(0, kept)))
+        return out.view(x.shape)
 
     @staticmethod
     def where(cond, a, b):
