@@ -61,7 +61,7 @@ def tail_integral(b: Callable, J, d, fast: bool, abs_tol=None, rough: bool = Fal
         if not p > 1:  # locally not summable yet (log-power tails): doubly logarithmic scale
             return _quad(_loglog_map(b, J), J, abs_tol, scale=mpmath.mpf(1) / 4)
         c, s = shift - J, 1 / (p - 1)
-        g = lambda y: b(shift * mpmath.exp(s * y) - c) * shift * s * mpmath.exp(s * y)  # noqa: E731
+        g = _power_map(b, shift, c, s)
     big = laguerre(g, _LAGUERRE_SIZES[1])
     if rough:
         return big, mpmath.mpf(0)
@@ -77,6 +77,16 @@ def tail_integral(b: Callable, J, d, fast: bool, abs_tol=None, rough: bool = Fal
     if l2 <= 0:
         return _quad(g, J, abs_tol, scale=1)
     return _quad(_loglog_map(b, J), J, abs_tol, scale=mpmath.mpf(1) / 4)
+
+
+def _power_map(b: Callable, shift, c, s) -> Callable:
+    """The integrand after x + c = (J + c) e^(s y): b(x) dx/dy, with e^(s y) computed once (not twice)."""
+
+    def g(y):
+        e = mpmath.exp(s * y)
+        return b(shift * e - c) * shift * s * e
+
+    return g
 
 
 def _loglog_map(b: Callable, J) -> Callable:
