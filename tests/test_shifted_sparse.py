@@ -71,6 +71,11 @@ def test_train_attention_flag_trains_with_s2_and_refuses_what_it_cannot(tmp_path
     bad = tmp_path / "b"
     assert main(["train", "--preset", "smoke", "--pe", "alibi", "--out", str(bad), "--attention", "s2"]) == 2
     assert "needs a rotary PE or NoPE" in capsys.readouterr().err and not bad.exists()
+    untiled = tmp_path / "g"  # 1e-9 of L = 64: a group of 0 tokens, refused before the run folder is written
+    assert (
+        main(["train", "--preset", "smoke", "--pe", "rope", "--out", str(untiled), "--attention", "s2:ratio=1e-9"]) == 2
+    )
+    assert "group size 0" in capsys.readouterr().err and not untiled.exists()
     hf = ["train", "--init-from", f"hf:{tmp_path}", "--out", str(tmp_path / "h"), "--attention", "s2"]
     assert main(hf) == 2
     err = capsys.readouterr().err.strip()

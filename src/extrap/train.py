@@ -22,6 +22,7 @@ from extrap.errors import ExtrapError
 from extrap.io import run_metadata
 from extrap.model import GPT, ModelConfig
 from extrap.model.budget import check_training_memory
+from extrap.model.shifted_sparse import group_size, s2_ratio
 from extrap.progress import StepProgress
 from extrap.run import RunConfig, RunDir, load_model_weights, model_weights, refuse_changed_settings
 from extrap.run.lineage import InitFrom, ParentWeights, check_child, read_parent, reread_parent, start_from_parent
@@ -185,6 +186,8 @@ def _start(
     if parent is not None:  # before the corpus is read: a fine-tune that cannot start stops at once
         model_cfg.vocab_size = parent.config.model.vocab_size
         check_child(parent, model_cfg, train_cfg)
+    if (ratio := s2_ratio(model_cfg.attention)) is not None:  # S²-Attn's groups must tile L: refused before writing
+        group_size(train_cfg.train_length, ratio)
     corpus = load_corpus(train_cfg.corpus)
     tokenizer = _tokenizer(run_dir, train_cfg, corpus, parent, resume)
     model_cfg.vocab_size = tokenizer.vocab_size
