@@ -1,0 +1,107 @@
+"""bench/gpu.py's model parts: ``train`` (extrap train per preset) and ``eval`` (a million tokens streamed)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gpu_common import failure, peak_gb, reset_peak
+
+PRESETS = ("smoke", "cpu", "paper")
+TINY_MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "batch_size": 2, "train_length": 32}  # --dry-run
+
+
+# ---- training ------------------------------------------------------------------------------------
+
+
+def train_run(folder: Path, preset: str, steps: int, dev, tiny: bool) -> Path:
+    """``extrap train --pe alibi --preset P --steps N --device D`` into ``folder`` (log every step, one checkpoint)."""
+    from extrap.train import build_configs, train
+
+    over = {"steps": steps, "save_every": 10**9, "log_every": 1, "device": str(dev), **(TINY_MODEL if tiny else {})}
+    m, t = build_configs("alibi", preset, overrides=over)
+    train(folder, m, t, progress=False)
+    return folder
+
+
+def train_one(root: Path, preset: str, a, dev) -> dict:
+    """Tokens/s of one preset: the median of the logged per-step tokens/s after ``a.warmup`` steps."""
+    from extrap.run import RunDir
+
+    reset_peak(dev)
+    t0 = time.perf_counter()
+    folder = train_run(root / f"train-{preset}", preset, a.warmup + a.steps, dev, a.dry_run)
+    wall = time.perf_counter() - t0
+    rows = RunDir(folder).read_metrics()
+    cfg = RunDir(folder).read_config()
+    per_step = cfg.train.batch_size * cfg.train.train_length * cfg.train.grad_accum
+    timed = sorted(r.tokens_per_s for r in rows[a.warmup :])
+    return {
+        "tokens_per_s": round(timed[len(timed) // 2]),
+        "step_ms": round(1e3 * per_step / timed[len(timed) // 2], 2),
+        "first_step_s": round(per_step / rows[0].tokens_per_s, 2),  # compiling included
+        "tokens_per_step": per_step,
+        "steps_timed": len(timed),
+        "wall_s": round(wall, 1),
+        "peak_gpu_gb": peak_gb(dev),
+    }
+
+
+def train_part(root: Path, a, dev) -> dict:
+    out = {}
+    for preset in PRESETS:
+        try:
+            out[preset] = train_one(root, preset, a, dev)
+        except Exception as e:  # one preset failing (memory, a compile error) keeps the others
+            out[preset] = {"error": failure(e)}
+        print(f"train {preset}: {out[preset]}", flush=True)
+    return out
+
+
+# ---- streamed evaluation -------------------------------------------------------------------------
+
+
+def eval_tokens(run, n: int):
+    """``n`` held-out tokens; where the corpus holds fewer (Python 3.12's stdlib: 0.9M bytes), the training split's."""
+    from extrap.data import token_stream
+    from extrap.errors import ExtrapError
+    from extrap.run import eval_stream
+
+    try:
+        return eval_stream(run, "heldout", n)[:n], "heldout"
+    except ExtrapError:
+        ids = token_stream(run.eval_corpus(), run.tokenizer, "train")
+        if ids.numel() < n:
+            raise
+        return ids[:n], "train"
+
+
+def eval_part(root: Path, a, dev) -> dict:
+    """Score ``a.length`` held-out tokens as one sequence, streamed with the window, on ``dev``."""
+    import extrap
+    from extrap.evaluate import resolve_window
+    from extrap.evaluate.score import score_tokens
+    from extrap.theory.receptive import WINDOW_AUTO_TRF
+
+    folder = train_run(root / "eval-cpu-alibi", "cpu", a.eval_steps, dev, a.dry_run)
+    run = extrap.load(folder, device=str(dev))
+    window_for, info = resolve_window(run, a.window, WINDOW_AUTO_TRF.eps)
+    W = window_for(a.length) if window_for else None
+    if W is None:
+        return {"error": f"no window shorter than L = {a.length} ({info.reason})"}
+    stream, split = eval_tokens(run, a.length + 1)
+    score_tokens(run.model, stream[: min(a.length, 32768) + 1], W)  # warm-up: kernels, allocator
+    reset_peak(dev)
+    res = score_tokens(run.model, stream, W)
+    return {
+        "model": f"cpu preset alibi ({run.model.shape.n_layer} layers, d={run.model.shape.d_model}), "
+        f"trained {a.eval_steps} steps on {dev.type}" + (" (dry run: tiny model)" if a.dry_run else ""),
+        "window": W,
+        "window_mode": info.mode,
+        "split": split,
+        "tokens": res.tokens,
+        "seconds": round(res.seconds, 2),
+        "tokens_per_s": round(res.tokens / res.seconds),
+        "ppl": round(res.ppl, 4),
+        "peak_gpu_gb": peak_gb(dev),
+    }
