@@ -42,14 +42,20 @@ def _values(scheme, dtype=torch.float64, seed=0):
 
 
 def _grid_score(scheme, values: dict, L: int, tau: float = 1.0) -> torch.Tensor:
-    """The generated score_mod at score 0, vmapped over (h, q_idx, kv_idx) as FlexAttention does: (H, L, L)."""
+    """The generated score_mod at score 0, vmapped over (h, q_idx, kv_idx) as FlexAttention does: (H, L, L).
+
+    Under FlexAttention's own index rewrite (each ``buffer[...]`` becomes one differentiable op that must
+    index every dimension of the buffer), as in its eager forward and its traced backward."""
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex  # FlexAttention's own
+
     names = flex._names(scheme, flex.FORMULA)
     mod = flex.score_mod(scheme, names, flex.FORMULA, tuple(values[n] for n in names), torch.tensor(1.0 / tau))
     zero, b = torch.zeros(()), torch.zeros((), dtype=torch.int32)
     f = lambda h, q, k: mod(zero, b, h, q, k)  # noqa: E731
     f = vmap(vmap(vmap(f, in_dims=(None, None, 0)), in_dims=(None, 0, None)), in_dims=(0, None, None))
     idx = torch.arange(L, dtype=torch.int32)
-    return f(torch.arange(H, dtype=torch.int32), idx, idx)
+    with TransformGetItemToIndex():
+        return f(torch.arange(H, dtype=torch.int32), idx, idx)
 
 
 def _blocked_bias(scheme, values: dict, L: int) -> torch.Tensor:

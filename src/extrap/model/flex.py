@@ -65,11 +65,28 @@ def score_mod(scheme: BiasRPE | None, names: tuple[str, ...], mode: str, params,
             table = params[0]
             r = table[h, t.clamp_max(table.shape[-1] - 1)]
         else:
-            r = scheme.fn(ops.FLEX, t.to(torch.float32), {n: x[h] for n, x in zip(names, params)})
+            r = scheme.fn(ops.FLEX, t.to(torch.float32), {n: head_value(x, h) for n, x in zip(names, params)})
         r = r.clamp_min(MASKED) if torch.is_tensor(r) else max(float(r), MASKED)  # a constant formula: a number
         return (s + r) * inv_tau
 
     return mod
+
+
+class HeadRow:
+    """Row h of a (H, K) parameter (T5's buckets, TISA's kernels), indexed as one: ``row[i]`` is
+    ``param[h, i]``.  FlexAttention's autograd rewrites every index into a score_mod buffer as one op that
+    must name all of the buffer's dimensions, so ``param[h]`` then ``[i]`` would not differentiate."""
+
+    def __init__(self, param: torch.Tensor, h):
+        self.param, self.h = param, h
+
+    def __getitem__(self, i):
+        return self.param[self.h, i]
+
+
+def head_value(param: torch.Tensor, h):
+    """One head's value of a parameter: param[h] for (H,), a :class:`HeadRow` for (H, K)."""
+    return param[h] if param.dim() == 1 else HeadRow(param, h)
 
 
 def compiled_attention(scheme: BiasRPE | None, mode: str, dtype, device_type: str, window: int | None):

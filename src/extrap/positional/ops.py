@@ -275,8 +275,8 @@ class _Flex(_Torch):
 
     FlexAttention vmaps the score_mod over (b, h, q_idx, kv_idx), or compiles it into its kernel: ``t``
     is a 0-d float32 tensor and each parameter is already one head's value (``param[h]``: a 0-d tensor,
-    or a 1-d row such as T5's buckets).  So ``per_head`` is the identity, ``lookup`` indexes a 1-d
-    table, and nothing here may sync with the host (no ``bool(tensor)``, no ``nonzero``): ``exp`` is
+    or a row such as T5's buckets, indexed as ``row[i]``).  So ``per_head`` is the identity, ``lookup``
+    indexes one head's row, and nothing here may sync with the host (no ``bool(tensor)``, no ``nonzero``): ``exp`` is
     plain torch.exp, constants stay Python numbers (folded into the kernel, no tensor on another
     device), ``where``/``minimum``/``maximum`` take a number on either side.
     """
@@ -323,7 +323,7 @@ class _Flex(_Torch):
 
     @staticmethod
     def lookup(table, index):
-        """table (K,): one head's row, indexed by a 0-d integer tensor."""
+        """table: one head's row (K,), indexed by a 0-d integer tensor."""
         return table[index.long()]
 
     @staticmethod
