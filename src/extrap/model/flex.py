@@ -125,7 +125,7 @@ def flex_attention(q, k, v, scheme, values, *, table=None, window=None, tau=1.0,
     if not formula_ok(scheme):
         raise ExtrapError(f"flex: {scheme.spec} depends on the query position, not on t alone")
     params = _params(scheme, mode, values, table, q)
-    inv_tau = torch.tensor(1.0 / float(tau), dtype=torch.float32, device=q.device)
+    inv_tau = _inv_tau(float(tau), q.device)
     block_mask = _block_mask(q.shape[2], window, q.device)
     if compiled:
         fn = compiled_attention(scheme, mode, q.dtype, q.device.type, window)
@@ -151,6 +151,12 @@ def _params(scheme, mode, values, table, q) -> tuple[torch.Tensor, ...]:
             raise ExtrapError(f"flex: table mode needs the r(t) table of {scheme.spec}")
         return (table.to(device=q.device, dtype=torch.float32).expand(q.shape[1], -1),)
     return tuple(values[n].to(device=q.device, dtype=torch.float32) for n in _names(scheme, mode))
+
+
+@functools.lru_cache(maxsize=64)
+def _inv_tau(tau: float, device) -> torch.Tensor:
+    """1/τ as a 0-d float32 tensor on ``device``, made once (no host-to-device copy per layer and step)."""
+    return torch.tensor(1.0 / tau, dtype=torch.float32, device=device)
 
 
 @functools.cache
