@@ -95,3 +95,81 @@ def test_training_a_run_on_cuda_and_reading_it_on_cpu(tmp_path, tiny_text):
     assert summary.step == 6 and summary.final_loss == summary.final_loss
     run = extrap.load(tmp_path / "run")  # weights saved from the GPU load on the CPU
     assert next(run.model.parameters()).device.type == "cpu"
+
+
+# ---- FlexAttention's generated score_mods (extrap.model.flex): fused forward and backward in bf16 ----------
+FLEX_SCHEMES = [
+    "alibi",
+    "kerple-log",
+    "kerple-power",
+    "type1",
+    "type2",
+    "t5",
+    "tisa",
+    "sandwich",
+    "sandwich/flex-formula",
+]
+
+
+def _bf16_step(model, x):
+    """One training step's loss and gradients under bf16 autocast, as extrap.train runs it."""
+    model.zero_grad()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(x[:, :-1]).logits
+    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
+    loss.backward()
+    return float(loss), {n: p.grad.float() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("spec", FLEX_SCHEMES)
+def test_flex_bf16_forward_and_backward_equal_the_blocked_kernel(spec):
+    """The fused FlexAttention (flex: each scheme's default mode; /flex-formula forces r(t) in the kernel)
+    against the blocked kernel, both under bf16 autocast, L = 1024.  bf16 keeps 8 significant bits (2^-9
+    ≈ 2e-3 relative per rounding) and the two kernels round at different places (SDPA reads a bf16 bias,
+    flex adds a float32 one to float32 scores), so: the loss to 2e-3 relative, every gradient to 0.1 in
+    relative Frobenius norm (the learned bias parameters included: KERPLE's r1, r2, T5's table, TISA's
+    kernels; each sums a bf16-rounded term over every (query, key) pair).  Calibrated on the CPU with
+    FlexAttention's own eager math in bf16 autocast at L = 512: loss within 2e-6, gradients within 0.035."""
+    pe, _, backend = spec.partition("/")
+    _, blocked = _pair(pe, attn_backend="blocked")
+    _, fused = _pair(pe, attn_backend=backend or "flex")
+    with torch.no_grad():  # T5 starts at 0, KERPLE at one value per head: make the learned ones distinct
+        for (name, a), (_, b) in zip(blocked.named_parameters(), fused.named_parameters()):
+            if "bias_params" in name and a.requires_grad:
+                a.add_(0.1 * torch.randn_like(a))
+                b.copy_(a)
+    blocked.train(), fused.train()
+    x = torch.randint(0, 256, (2, 1025), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    want_loss, want = _bf16_step(blocked, x)
+    got_loss, got = _bf16_step(fused, x)
+    assert got_loss == pytest.approx(want_loss, rel=2e-3)
+    assert got.keys() == want.keys()
+    for n in want:
+        err = float((got[n] - want[n]).norm() / want[n].norm().clamp_min(1e-12))
+        assert err < 0.1, (spec, n, err)
+
+
+def test_flex_training_neither_recompiles_nor_falls_back(caplog, recwarn):
+    """Steps that change the parameters (an optimizer), the temperature and the length: after the first
+    lengths no new graph is compiled, dynamo never reaches its recompile limit, and FlexAttention never
+    falls back to its unfused kernel (its warning is a UserWarning; the limit is a logged warning)."""
+    import logging
+
+    import torch._dynamo.utils as du
+
+    _, model = _pair("kerple-log", attn_backend="flex")
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    graphs = []
+    with caplog.at_level(logging.WARNING):
+        for step, L in enumerate((256, 384, 512, 640, 512, 768, 896, 1024)):
+            for blk in model.blocks:
+                blk.attn.temperature.fill_(1.0 + 0.05 * step)
+            x = torch.randint(0, 256, (2, L + 1), device="cuda")
+            _bf16_step(model, x)
+            opt.step()
+            graphs.append(du.counters["stats"]["unique_graphs"])
+    assert graphs[-1] == graphs[3], graphs  # lengths 5..8, new values and temperatures: no new graph
+    text = caplog.text + " ".join(str(w.message) for w in recwarn.list)
+    assert "recompile_limit" not in text and "cache_size_limit" not in text
+    assert "without torch.compile" not in text and "unfused" not in text

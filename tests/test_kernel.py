@@ -145,15 +145,6 @@ def test_attend_on_consecutive_positions_reads_the_toeplitz_table(window):
     torch.testing.assert_close(attend(q[:, :, -6:], k, v, cached, block=8)[0], ref[:, :, -6:])
 
 
-@pytest.mark.skipif(not kernel.flex_available(), reason="no FlexAttention")
-def test_flex_attention_equals_the_dense_reference():
-    L, table = 64, _table(64).float()
-    q, k, v = (x.float() for x in _qkv(L))
-    with torch.no_grad():
-        got = kernel.flex_attention(q, k, v, table, 9, 0.5, 0.2)
-    torch.testing.assert_close(got, dense(q, k, v, toeplitz_bias(table, L, L) / 0.5, 0.2, 9)[0], rtol=1e-4, atol=1e-4)
-
-
 def test_hf_window_attention_goes_through_the_kernel():
     """The hf: adapter's windowed attention (grouped-query heads, 3 cached keys) equals the dense band."""
     from extrap.hf.attention import window_attention

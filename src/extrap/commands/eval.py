@@ -55,8 +55,9 @@ def register(sub) -> None:
     p.add_argument("--batch", type=types.positive_int, help="sequences per forward pass (default 8)")
     p.add_argument(
         "--backend",
-        choices=("auto", "blocked", "flex"),
-        help="attention: auto | blocked | flex (flex on CPU compiles once per length)",
+        choices=("auto", "blocked", "flex", "flex-formula", "flex-table"),
+        help="attention: auto | blocked | flex (FlexAttention, r(t) from each scheme's formula; sandwich reads its "
+        "r(t) table) | flex-formula | flex-table (force either); flex on CPU compiles (inference only)",
     )
     p.add_argument(
         "--temperature",

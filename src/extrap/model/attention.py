@@ -26,10 +26,10 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.model.content import content_attention, content_rows
+from extrap.model.flex import FORMULA, TABLE, flex_attention, formula_ok
 from extrap.model.kernel import (
     MASKED,
     consecutive,
-    flex_attention,
     flex_available,
     softmax_attention,
     toeplitz_attention,
@@ -118,23 +118,28 @@ def bias_block(ctx: BiasContext, q0: int, q1: int, k0: int, k1: int, dtype) -> t
     return torch.where(visible, bias.to(dtype).clamp_min(MASKED), torch.full((), MASKED, dtype=dtype, device=t.device))
 
 
-BACKENDS = ("auto", "blocked", "flex")
+# flex: FlexAttention with each scheme's default mode (extrap.model.flex); flex-formula / flex-table force
+# r(t) computed in the kernel / read from the r(t) table
+BACKENDS = ("auto", "blocked", "flex", "flex-formula", "flex-table")
+FLEX_MODES = {"flex": None, "flex-formula": FORMULA, "flex-table": TABLE}
 
 
 def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_probs: bool) -> str:
     """``auto``: FlexAttention on a GPU, the blocked path on CPU (where flex needs a compile
-    and has no backward).  ``flex`` is honoured wherever the bias is a Toeplitz table."""
+    and has no backward).  ``flex`` (and its forced modes) is honoured wherever the bias is a
+    function of t = i - j on consecutive positions."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    flex_ok = (  # flex reads r(qi - kj): the positions must be consecutive
+    flex_ok = (  # flex computes r(qi - kj): the positions must be consecutive
         ctx.contiguous
         and (ctx.table is not None or ctx.scheme is None)
         and ctx.toeplitz_rows is None
+        and formula_ok(ctx.scheme)
         and not ctx.batched
         and not return_probs
         and flex_available()
     )
-    if requested == "flex" and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
+    if requested in FLEX_MODES and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
         return "flex"
     if requested == "auto" and flex_ok and q.is_cuda:
         return "flex"
@@ -177,8 +182,10 @@ def _attend(q, k, v, ctx: BiasContext, tau: float, scale: float, block: int, rec
     if ctx.scheme is None and ctx.window is None and not ctx.batched and record is None:
         # no bias: the fused causal kernel.  Positions only matter through the mask here.
         return softmax_attention(q, k, v, None, scale)
-    if choose_backend(backend, ctx, q, record is not None) == "flex":
-        return flex_attention(q, k, v, ctx.table, ctx.window, tau, scale), None
+    if choose_backend(backend, ctx, q, record is not None) == "flex":  # r(t) from the scheme's formula
+        mode = FLEX_MODES.get(backend)
+        out = flex_attention(q, k, v, ctx.scheme, ctx.values, table=ctx.table, window=ctx.window, tau=tau, mode=mode)
+        return out, None
     if not (ctx.contiguous and not ctx.batched and (ctx.table is not None or ctx.scheme is None)):
         return _attend_blocks(q, k, v, ctx, tau, scale, block, record, 0)
     L = q.shape[2]

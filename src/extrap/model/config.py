@@ -23,7 +23,9 @@ class ModelConfig:
     embed_std: float = 1.0  # N(0,1) token embeddings keep an additive APE from swamping them
     dropout: float = 0.0
     attn_block: int = 256  # queries per block of the biased attention (long inputs use up to L/8)
-    attn_backend: str = "auto"  # auto | blocked | flex (FlexAttention: GPU, or compiled CPU inference)
+    attn_backend: str = (
+        "auto"  # auto | blocked | flex | flex-formula | flex-table (FlexAttention: GPU, or CPU inference)
+    )
 
     def __post_init__(self):
         for name in ("vocab_size", "n_layer", "d_model", "n_head", "attn_block"):
@@ -33,8 +35,10 @@ class ModelConfig:
             raise ExtrapError(f"model: d_ff must be >= 0, got {self.d_ff}")
         if self.d_model % self.n_head:
             raise ExtrapError(f"model: n_head={self.n_head} does not divide d_model={self.d_model}")
-        if self.attn_backend not in ("auto", "blocked", "flex"):
-            raise ExtrapError(f"model: attn_backend must be auto, blocked or flex, got {self.attn_backend!r}")
+        from extrap.model.attention import BACKENDS
+
+        if self.attn_backend not in BACKENDS:
+            raise ExtrapError(f"model: attn_backend must be one of {', '.join(BACKENDS)}, got {self.attn_backend!r}")
         if not 0 <= self.dropout < 1:
             raise ExtrapError(f"model: dropout must be in [0, 1), got {self.dropout}")
         scheme = positional.get(self.pe)  # validates the spec early; the model parses it once more, for itself

@@ -8,7 +8,7 @@ windowed attention (:func:`extrap.hf.attention.window_attention`).  It owns
   softmax where a learned bias needs its gradient or the probabilities or logits are recorded;
 * :func:`toeplitz_attention`: consecutive positions, block by block, each bias block a (1, 1)-strided
   view (:func:`toeplitz_view`) of one vector r(t) per head (:func:`toeplitz_vector`), K and V reversed;
-* :func:`flex_attention`: the same biased attention with FlexAttention, a backend option;
+* :func:`flex_available`: whether this torch has FlexAttention (:mod:`extrap.model.flex`, a backend option);
 * :func:`consecutive`: whether positions are p0, p0 + 1, ... (what a Toeplitz view needs).
 
 Shapes: q (B, H, Lq, Dh) are the queries of the last Lq of the Lk keys k, v (B, H, Lk, Dh); Lq = Lk
@@ -116,34 +116,3 @@ def flex_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-_FLEX_FN = {}
-_BLOCK_MASKS: dict = {}
-
-
-def flex_attention(q, k, v, table, window: int | None, tau: float, scale: float) -> torch.Tensor:
-    """FlexAttention (Lq = Lk) with a score_mod that reads the r(t) table (None: no bias); compiled once per shape."""
-    from torch.nn.attention.flex_attention import create_block_mask
-    from torch.nn.attention.flex_attention import flex_attention as flex
-
-    L = q.shape[2]
-    score_mod = None
-    if table is not None:
-        table = (table.clamp_min(MASKED) / tau).to(q.dtype)
-        per_head, t_max = table.shape[0] > 1, table.shape[1] - 1
-
-        def score_mod(score, b, h, qi, kj):
-            return score + table[h if per_head else 0, (qi - kj).clamp(0, t_max)]
-
-    def causal(b, h, qi, kj):
-        keep = qi >= kj
-        return keep & (qi - kj < window) if window is not None else keep
-
-    key = (L, window, str(q.device))
-    if key not in _BLOCK_MASKS:
-        _BLOCK_MASKS.clear()  # one length at a time is the common case; do not hoard masks
-        _BLOCK_MASKS[key] = create_block_mask(causal, None, None, L, L, device=q.device)
-    if q.device.type not in _FLEX_FN:
-        _FLEX_FN[q.device.type] = torch.compile(flex, dynamic=False)
-    return _FLEX_FN[q.device.type](q, k, v, score_mod=score_mod, block_mask=_BLOCK_MASKS[key], scale=scale)

@@ -173,6 +173,9 @@ class BiasRPE(Scheme):
     is_identity: ClassVar[bool] = False  # r == 0 everywhere (NoPE): the model skips the bias
     toeplitz: ClassVar[bool] = True  # r depends on t only (False for FIRE: it also uses i)
     bidirectional_ok: ClassVar[bool] = False
+    # r(t) costs O(d) per (query, key) pair (Sandwich's d̄/2 cosines): FlexAttention reads it from the
+    # r(t) table by default instead of computing it in its kernel (extrap.model.flex)
+    flex_table: ClassVar[bool] = False
 
     def params(self, num_heads: int) -> list[Param]:
         return []

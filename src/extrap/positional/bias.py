@@ -168,6 +168,7 @@ class Sandwich(BiasRPE):
     name = "sandwich"
     summary = "(Σ_i cos(t/10000^(2i/d̄)) - d̄/2) / (8k/H): inner products of sinusoids"
     reference = "Chi et al. 2023 (003) Eq. 6 and Appendix E"
+    flex_table = True  # d̄/2 cosines per pair: FlexAttention reads the r(t) table unless told otherwise
     OPTIONS = (
         Option(
             "dbar",
@@ -229,7 +230,7 @@ def t5_bucket(t, bidirectional: bool, num_buckets: int, max_distance: int, xp=No
     xp = xp or ops.TORCH
     if xp is ops.MPMATH:  # a numeric index: compute it exactly as the torch path does
         return int(t5_bucket(torch.tensor([int(t)]), bidirectional, num_buckets, max_distance)[0])
-    if xp is not ops.TORCH:
+    if not xp.tensors:
         return _t5_bucket_piecewise(t, bidirectional, num_buckets, max_distance)
     nb = num_buckets
     rel = -t.long()  # T5's relative_position = memory - query = j - i

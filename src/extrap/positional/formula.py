@@ -255,7 +255,7 @@ def _constant(c: Const) -> Node:
     def fn(xp, t):
         if xp.name == "sympy":
             return c.exact
-        if xp.name == "torch":
+        if xp.tensors:
             return xp.const(c.approx, t)
         return c.mpf()
 

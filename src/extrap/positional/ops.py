@@ -1,11 +1,12 @@
 """Math backends: one scheme definition, evaluated on tensors, exactly, or symbolically.
 
 A bias RPE is written once, as ``fn(xp, t, p)`` where ``xp`` is one of the
-namespaces below.  The model calls it with :data:`TORCH` on blocks of distances;
-the theory engine calls it with :data:`SYMPY` (for convergence tests) and with
+namespaces below.  The model calls it with :data:`TORCH` on blocks of distances,
+and FlexAttention's generated score_mod with :data:`FLEX` on one (head, query, key)
+entry; the theory engine calls it with :data:`SYMPY` (for convergence tests) and with
 :data:`MPMATH` (for sums and receptive fields at high precision).  Only the
 operations listed here may appear in a scheme, which keeps every scheme
-evaluable on all three backends.
+evaluable on all four backends.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import mpmath
 
 class _Torch:
     name = "torch"
+    tensors = True  # r(t) on torch tensors (here and in :data:`FLEX`): per-head values, elementwise ops
     inf = math.inf
     pi = math.pi
     # torch's log, exp, ...: looked up on first use, so the registry loads without torch
@@ -127,6 +129,7 @@ class _Sympy:
     """Exact symbolic evaluation for one head: parameters arrive as per-head scalars."""
 
     name = "sympy"
+    tensors = False
     # sympy's names for inf, pi, log, ...: looked up on first use, so the registry loads without sympy
     ALIASES = {"inf": "oo", "pi": "pi", "log": "log", "exp": "exp", "cos": "cos", "sin": "sin", "sqrt": "sqrt",
                "floor": "floor", "abs": "Abs", "minimum": "Min", "maximum": "Max"}  # fmt: skip
@@ -212,6 +215,7 @@ class _Mpmath:
     """Arbitrary-precision scalar evaluation for one head (precision set by mpmath.mp)."""
 
     name = "mpmath"
+    tensors = False
     inf = mpmath.inf
     pi = mpmath.pi
 
@@ -266,6 +270,84 @@ class _Mpmath:
         return t**e
 
 
+class _Flex(_Torch):
+    """One (head, query, key) entry inside a FlexAttention score_mod (:mod:`extrap.model.flex`).
+
+    FlexAttention vmaps the score_mod over (b, h, q_idx, kv_idx), or compiles it into its kernel: ``t``
+    is a 0-d float32 tensor and each parameter is already one head's value (``param[h]``: a 0-d tensor,
+    or a row such as T5's buckets, indexed as ``row[i]``).  So ``per_head`` is the identity, ``lookup``
+    indexes one head's row, and nothing here may sync with the host (no ``bool(tensor)``, no ``nonzero``): ``exp`` is
+    plain torch.exp, constants stay Python numbers (folded into the kernel, no tensor on another
+    device), ``where``/``minimum``/``maximum`` take a number on either side.
+    """
+
+    name = "flex"
+
+    @staticmethod
+    def exp(x):
+        import torch
+
+        return torch.exp(x)
+
+    @staticmethod
+    def where(cond, a, b):
+        import torch
+
+        if not torch.is_tensor(a) and not torch.is_tensor(b):  # torch.where(cond, number, number): float32
+            return torch.where(cond, float(a), float(b))
+        return torch.where(cond, a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return _Flex._extremum(a, b, "clamp_max", "minimum", min)
+
+    @staticmethod
+    def maximum(a, b):
+        return _Flex._extremum(a, b, "clamp_min", "maximum", max)
+
+    @staticmethod
+    def _extremum(a, b, clamp: str, both: str, numbers):
+        import torch
+
+        if torch.is_tensor(a) and torch.is_tensor(b):
+            return getattr(torch, both)(a, b)
+        if torch.is_tensor(a):
+            return getattr(a, clamp)(b)
+        if torch.is_tensor(b):
+            return getattr(b, clamp)(a)
+        return numbers(a, b)
+
+    @staticmethod
+    def per_head(v, like):
+        return v  # the caller passed param[h] already
+
+    @staticmethod
+    def lookup(table, index):
+        """table: one head's row (K,), indexed by a 0-d integer tensor."""
+        return table[index.long()]
+
+    @staticmethod
+    def const(x, like):
+        return float(x)
+
+
+def _torch_function(name: str):
+    """torch.<name> (softplus: torch.nn.functional's) as a plain function: a lazy attribute lookup that
+    sets itself on first use, as :class:`_Torch` does, is not traceable by torch.compile."""
+
+    def fn(x):
+        import torch
+
+        return getattr(torch.nn.functional if name == "softplus" else torch, name)(x)
+
+    fn.__name__ = name
+    return staticmethod(fn)
+
+
+for _name in _Torch.FUNCTIONS:
+    setattr(_Flex, _name, _torch_function(_name))
+
 TORCH = _Torch()
+FLEX = _Flex()
 SYMPY = _Sympy()
 MPMATH = _Mpmath()

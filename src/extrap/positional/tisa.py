@@ -52,7 +52,7 @@ class TISA(BiasRPE):
         def kernel(k):
             if xp.name == "torch":  # (H, K) -> column k, shaped (H, 1, ...) against t
                 a, b, c = (xp.per_head(p[q][:, k], t) for q in "abc")
-            else:  # one head's K values as a list
+            else:  # one head's K values: a list (sympy, mpmath) or a row (flex)
                 a, b, c = (p[q][k] for q in "abc")
             return a * xp.exp(-xp.abs(b) * (t - c) ** 2)  # Wennberg & Henter 2021 §3: RBF position score
 
