@@ -188,3 +188,23 @@ def test_window_score_is_clamped_like_the_blocked_kernel():
     scheme = P.get("window:3")
     got = _grid_score(scheme, {}, 6)
     assert float(got.min()) == float(torch.tensor(MASKED, dtype=torch.float32)) and torch.isfinite(got).all()
+
+
+@pytest.mark.parametrize("L,window", [(256, None), (300, None), (1000, 150), (1024, 128), (130, 1), (513, 129)])
+def test_band_block_mask_has_create_block_masks_blocks_without_the_dense_mask(L, window):
+    """Full, partial and empty blocks from t's range per block pair equal what create_block_mask finds by
+    evaluating every entry (ragged last blocks and windows narrower or wider than a block included)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def kinds(bm):  # (query block, key block) -> 0 empty, 1 partial, 2 full
+        nb = bm.kv_num_blocks.shape[-1]
+        out = torch.zeros(nb, nb, dtype=torch.int8)
+        for lists, kind in (((bm.kv_num_blocks, bm.kv_indices), 1), ((bm.full_kv_num_blocks, bm.full_kv_indices), 2)):
+            for m in range(nb):
+                out[m, lists[1][0, 0, m, : int(lists[0][0, 0, m])].long()] = kind
+        return out
+
+    mine = flex.band_block_mask(L, window, "cpu")
+    want = create_block_mask(flex._mask_mod(window), None, None, L, L, device="cpu")
+    assert torch.equal(kinds(mine), kinds(want))
+    assert torch.equal(mine.to_dense(), want.to_dense())

@@ -33,6 +33,7 @@ from extrap.positional.base import BiasRPE
 
 FORMULA, TABLE = "formula", "table"
 MODES = (FORMULA, TABLE)
+BLOCK = 128  # FlexAttention's default block size: queries and keys per sparse block
 
 _COMPILED: dict = {}
 _BLOCK_MASKS: dict = {}
@@ -168,10 +169,42 @@ def _mask_mod(window: int | None):
 
 
 def _block_mask(L: int, window: int | None, device):
-    from torch.nn.attention.flex_attention import create_block_mask
-
     key = (L, window, str(device))
     if key not in _BLOCK_MASKS:
         _BLOCK_MASKS.clear()  # one length at a time is the common case; do not hoard masks
-        _BLOCK_MASKS[key] = create_block_mask(_mask_mod(window), None, None, L, L, device=device)
+        _BLOCK_MASKS[key] = band_block_mask(L, window, device)
     return _BLOCK_MASKS[key]
+
+
+def band_block_mask(L: int, window: int | None, device, block: int = BLOCK):
+    """The BlockMask of the causal band 0 <= q_idx - kv_idx < window (None: no upper end), from block indices.
+
+    create_block_mask evaluates the mask_mod on every (query, key) pair (an L × L bool: 16 GiB at 128k).
+    The band's blocks follow from t's range in each (query block m, key block n) instead: t runs over
+    [(m - n - 1)·block + 1, (m - n + 1)·block - 1], so a block is full where that range lies inside the band,
+    empty where it misses it and partial (the mask_mod decides per entry) otherwise: O((L / block)²) integers.
+    """
+    from torch.nn.attention.flex_attention import BlockMask
+
+    nb = -(-L // block)
+    d = torch.arange(nb, device=device)[:, None] - torch.arange(nb, device=device)[None, :]  # m - n
+    t_lo, t_hi = (d - 1) * block + 1, (d + 1) * block - 1
+    w = L if window is None else window
+    full = (t_lo >= 0) & (t_hi < w)
+    seen = (t_hi >= 0) & (t_lo < w) & ~full
+    # a block cut by the end of the sequence also holds padded keys: the mask_mod must see it
+    ragged = torch.zeros(nb, dtype=torch.bool, device=device)
+    ragged[-1] = L % block != 0
+    seen |= full & (ragged[:, None] | ragged[None, :])
+    full &= ~seen
+    return BlockMask.from_kv_blocks(
+        *_kv_lists(seen), *_kv_lists(full), BLOCK_SIZE=block, mask_mod=_mask_mod(window), seq_lengths=(L, L)
+    )
+
+
+def _kv_lists(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(num_blocks (1, 1, nb), indices (1, 1, nb, nb)) int32 of a (query block, key block) bool grid: each
+    row's key blocks first, in ascending order, as BlockMask stores them."""
+    nb = blocks.shape[1]
+    order = torch.argsort((~blocks).to(torch.int8), dim=1, stable=True)
+    return blocks.sum(1, dtype=torch.int32)[None, None], order.to(torch.int32)[None, None].contiguous()
