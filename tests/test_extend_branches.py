@@ -100,3 +100,28 @@ def test_rule_is_elementwise_and_vmaps_on_scalars(spec):
     got = torch.vmap(torch.vmap(method.rule, in_dims=(None, 0)), in_dims=(0, None))(i, j)
     assert torch.equal(got, want)
     assert want.dtype == torch.int8 and {-1, 0} <= set(want.unique().tolist())
+
+
+@pytest.mark.parametrize("spec", ["self-extend", "sinks:n=2,window=9"])
+def test_grouped_query_keys_need_no_copies(spec):
+    """k, v with 2 heads for 4 query heads (an hf: Llama's grouped-query attention): flex's enable_gqa gives
+    what the dense reference gives with each key head repeated for its group."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 4, N, DH, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(1, 2, N, DH, generator=g, dtype=torch.float64) for _ in range(2))
+    method, rope, pos = parse(spec, L_TR), positional.get("rope"), torch.arange(N)
+    inv, _ = rope.frequencies(DH, dtype=torch.float64)
+    want = dense_reference(method, q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), 0.3, inv)
+    got = branch_attention(method, plain_rotate(rope, N), q, k, v, pos, pos, 0.3)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_offset_queries_against_a_longer_cache():
+    """The last 150 queries of 200 against all 200 keys (a chunked prefill): the mask reads absolute positions."""
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(1, 2, N, DH, generator=g, dtype=torch.float64) for _ in range(3))
+    method, rope, pos = parse("dca:chunk=20,local=3", L_TR), positional.get("rope"), torch.arange(N)
+    inv, _ = rope.frequencies(DH, dtype=torch.float64)
+    want = dense_reference(method, q, k, v, 0.3, inv)[:, :, 50:]
+    got = branch_attention(method, plain_rotate(rope, N), q[:, :, 50:], k, v, pos[50:], pos, 0.3)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)

@@ -169,9 +169,10 @@ def branch_attention(
 
 
 def attend(method: Method, rotate: Rotate, q, k, v, i, j, scale: float, *, origin: int = 0, spans: bool = True):
-    """The method's attention on the path for q's device: branches merged by lse on CUDA (consecutive
-    positions), the blockwise kernel otherwise.  k, v may have fewer heads than q (grouped-query)."""
-    if q.is_cuda and consecutive(i, None) and consecutive(j, None):
+    """The method's attention on the path for q's device: branches merged by lse on CUDA for at least
+    BLOCK consecutive queries (a prefill), the blockwise kernel otherwise (the CPU; decoding steps, whose
+    growing key count would compile a flex kernel per step).  k, v may have fewer heads than q."""
+    if q.is_cuda and q.shape[2] >= BLOCK and consecutive(i, None) and consecutive(j, None):
         return branch_attention(method, rotate, q, k, v, i, j, scale, origin=origin)
     rep = q.shape[1] // k.shape[1]
     if rep > 1:
