@@ -142,19 +142,9 @@ EXTEND_LENGTH = 4096  # the issue asks 8k: python -m pytest -m gpu with EXTRAP_E
 
 @pytest.fixture(scope="module")
 def llama_folder(tmp_path_factory, hf_tokenizer):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    sizes = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4)
-    cfg = transformers.LlamaConfig(vocab_size=300, num_key_value_heads=2, max_position_embeddings=1024, **sizes)
-    model = transformers.LlamaForCausalLM(cfg)
-    with torch.no_grad():  # sharper attention than the random init's, so that positions matter
-        for name, p in model.named_parameters():
-            if "q_proj" in name or "k_proj" in name:
-                p.mul_(8)
-    path = tmp_path_factory.mktemp("llama")
-    model.save_pretrained(path)
-    hf_tokenizer.save_pretrained(path)
-    return path
+    from conftest import save_tiny_llama
+
+    return save_tiny_llama(tmp_path_factory.mktemp("llama"), hf_tokenizer, hidden=256, max_positions=1024)
 
 
 def test_hf_loads_in_bf16_with_sdpa_on_cuda(llama_folder):
