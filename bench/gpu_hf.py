@@ -17,6 +17,7 @@ family on the CPU and runs every step at 256 tokens.
 
 from __future__ import annotations
 
+import functools
 import time
 
 from gpu_common import failure, peak_gb, reset_peak, sync
@@ -138,9 +139,10 @@ def _measure(out: dict, name: str, fn, ids: dict, a, dev) -> None:
     for L, x in ids.items():
         key = f"{name}@{L}"
         try:
+            call = functools.partial(fn, x)
             if L == longest:
-                out["peak_gb"][key] = _peak(lambda: fn(x), dev)
-            s = _time(lambda: fn(x), dev, 1 if L == longest and L > 32768 else a.hf_reps)
+                out["peak_gb"][key] = _peak(call, dev)
+            s = _time(call, dev, 1 if L == longest and L > 32768 else a.hf_reps)
         except Exception as e:
             out["errors"][key] = failure(e)
             if dev.type == "cuda":

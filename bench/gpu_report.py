@@ -68,9 +68,10 @@ def readme_tables(res: dict) -> str:
         out.append("")
     hf = res.get("hf")
     if isinstance(hf, dict) and "ratio" in hf:
-        out += [f"{hf['model']} ({name}), prefill time / extrap's plain prefill, peak GB at {max(hf['lengths']) // 1024}k:", ""]
-        out += ["| run | " + " | ".join(f"{L // 1024}k" for L in hf["lengths"]) + " | peak GB |", "|---" * (2 + len(hf["lengths"])) + "|"]
         longest = max(hf["lengths"])
+        out += [f"{hf['model']} ({name}): prefill time / extrap's plain prefill, peak GB at {longest // 1024}k:", ""]
+        out += ["| run | " + " | ".join(f"{L // 1024}k" for L in hf["lengths"]) + " | peak GB |"]
+        out += ["|---" * (2 + len(hf["lengths"])) + "|"]
         names = dict.fromkeys(k.split("@")[0] for k in list(hf["tokens_per_s"]) + list(hf["errors"]))
         for run in names:
             cells = [_cell(hf, run, L) for L in hf["lengths"]]

@@ -47,6 +47,26 @@ def hf_tokenizer():
     return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer)
 
 
+def save_tiny_llama(path, tokenizer, hidden: int, max_positions: int, classes=None, **extra):
+    """A random Llama-family LM (2 layers, 4 heads, 2 key heads, 300 tokens; ``classes``: (config, model)
+    classes, default Llama's) with ``tokenizer`` saved under ``path``; q and k projections x 8, for sharper
+    attention than the random init's, so that positions matter."""
+    transformers = pytest.importorskip("transformers")
+    config_cls, model_cls = classes or (transformers.LlamaConfig, transformers.LlamaForCausalLM)
+    torch.manual_seed(0)
+    sizes = dict(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2, num_attention_heads=4)
+    cfg = config_cls(vocab_size=300, num_key_value_heads=2, max_position_embeddings=max_positions, **sizes, **extra)
+    cfg.sliding_window = None
+    model = model_cls(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "q_proj" in name or "k_proj" in name:
+                p.mul_(8)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def _tiny_corpus_dir(root):
     import sysconfig
     from pathlib import Path

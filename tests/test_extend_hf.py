@@ -10,6 +10,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 import extrap  # noqa: E402
+from conftest import save_tiny_llama  # noqa: E402
 from extrap.cli import main  # noqa: E402
 from extrap.errors import ExtrapError  # noqa: E402
 from extrap.extend import extend_run, parse  # noqa: E402
@@ -21,18 +22,7 @@ SPECS = ["sinks:n=2,window=8", "lm-infinite:global=2,local=8", "self-extend:grou
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, hf_tokenizer):
-    torch.manual_seed(0)
-    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
-    cfg = transformers.LlamaConfig(vocab_size=300, num_key_value_heads=2, max_position_embeddings=16, **sizes)
-    model = transformers.LlamaForCausalLM(cfg)
-    with torch.no_grad():  # sharper attention than the random init's, so that positions matter
-        for name, p in model.named_parameters():
-            if "q_proj" in name or "k_proj" in name:
-                p.mul_(8)
-    path = tmp_path_factory.mktemp("llama")
-    model.save_pretrained(path)
-    hf_tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_llama(tmp_path_factory.mktemp("llama"), hf_tokenizer, hidden=32, max_positions=16)
 
 
 def _reference(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -123,18 +113,8 @@ FAMILIES = {  # the other Llama-family architectures --extend accepts: (config c
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_other_families_equal_the_dense_reference(family, tmp_path, hf_tokenizer):
-    config_cls, model_cls = (getattr(transformers, n) for n in FAMILIES[family])
-    torch.manual_seed(0)
-    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
-    cfg = config_cls(vocab_size=300, num_key_value_heads=2, max_position_embeddings=16, head_dim=8, **sizes)
-    cfg.sliding_window = None
-    model = model_cls(cfg)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "q_proj" in name or "k_proj" in name:
-                p.mul_(8)
-    model.save_pretrained(tmp_path)
-    hf_tokenizer.save_pretrained(tmp_path)
+    classes = tuple(getattr(transformers, n) for n in FAMILIES[family])
+    save_tiny_llama(tmp_path, hf_tokenizer, hidden=32, max_positions=16, classes=classes, head_dim=8)
     run = extrap.load(f"hf:{tmp_path}", device="cpu", dtype="float32")
     plain = run.model(IDS).logits
     extend_run(run, "self-extend:group=2,window=4")

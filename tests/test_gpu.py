@@ -173,3 +173,96 @@ def test_flex_training_neither_recompiles_nor_falls_back(caplog, recwarn):
     text = caplog.text + " ".join(str(w.message) for w in recwarn.list)
     assert "recompile_limit" not in text and "cache_size_limit" not in text
     assert "without torch.compile" not in text and "unfused" not in text
+
+
+# ---- --extend methods as branches merged by log-sum-exp (extrap.extend.branches) ----------------------------
+EXTEND_SPECS = ["sinks", "lm-infinite", "self-extend", "dca", "rerope", "leaky-rerope", "string",
+                "sinks:n=2,window=90", "lm-infinite:global=3,local=40", "self-extend:group=3,window=10,floor=1,log=20",
+                "dca:chunk=40,local=6,mscale=1", "rerope:window=10,log=1", "leaky-rerope:window=12,k=4,log=1",
+                "string:shift=14,local=3"]  # fmt: skip
+# float32 (TF32 off) to the blockwise kernel's float32 scores; bf16: inputs rounded to bf16 on both sides,
+# the GPU's bf16 products and probabilities against float64, a few bf16 ulps
+EXTEND_TOL = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
+
+
+@pytest.fixture
+def _no_recompile_fallback():
+    """A compile past dynamo's recompile limit raises here instead of falling back to the unfused L × L path."""
+    cfg = torch._dynamo.config
+    name = "fail_on_recompile_limit_hit" if hasattr(cfg, "fail_on_recompile_limit_hit") else "fail_on_cache_limit_hit"
+    with cfg.patch(**{name: True}):
+        yield
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("spec", EXTEND_SPECS)
+def test_extend_branches_on_cuda_equal_the_blockwise_kernel(spec, dtype, _no_recompile_fallback):
+    from extrap import positional
+    from extrap.extend import extended_attention, parse, plain_rotate
+    from extrap.extend.branches import branch_attention
+    from extrap.extend.methods import scale_queries
+
+    g = torch.Generator().manual_seed(0)
+    n = 700  # not a multiple of the 128-block: the padded last block is partial
+    q, k, v = (torch.randn(2, 4, n, 64, generator=g).to(dtype).double() for _ in range(3))
+    method, rope, pos = parse(spec, 128), positional.get("rope"), torch.arange(n)
+    q = scale_queries(method, q, pos, n)
+    want = extended_attention(method, plain_rotate(rope, n), q, k, v, pos, pos, 0.125)
+    dev = [x.to("cuda", dtype) for x in (q, k, v)]
+    got = branch_attention(method, plain_rotate(rope, n), *dev, pos.cuda(), pos.cuda(), 0.125)
+    assert got.dtype == dtype
+    tol = EXTEND_TOL[dtype]
+    torch.testing.assert_close(got.double().cpu(), want, rtol=tol, atol=tol)
+
+
+EXTEND_LENGTH = 4096  # the issue asks 8k: python -m pytest -m gpu with EXTRAP_EXTEND_LENGTH=8192
+
+
+@pytest.fixture(scope="module")
+def llama_folder(tmp_path_factory, hf_tokenizer):
+    from conftest import save_tiny_llama
+
+    return save_tiny_llama(tmp_path_factory.mktemp("llama"), hf_tokenizer, hidden=256, max_positions=1024)
+
+
+def test_hf_loads_in_bf16_with_sdpa_on_cuda(llama_folder):
+    import extrap
+
+    run = extrap.load(f"hf:{llama_folder}", device="cuda")
+    assert run.config.dtype == "bfloat16" and run.model.hf.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("spec", ["sinks", "lm-infinite", "self-extend", "dca", "rerope", "leaky-rerope", "string"])
+def test_hf_extend_on_cuda_equals_the_cpu_blockwise_path(
+    llama_folder, spec, dtype, monkeypatch, _no_recompile_fallback
+):
+    """A tiny random Llama (L_tr = 1024) at EXTEND_LENGTH tokens: the CUDA branch path's logits against the
+    CPU blockwise kernel's in float32 with the same (bf16-rounded for bf16) weights.  Relative error of the
+    logits: below 1e-4 in float32; in bf16 at most 1.25x (+ 2e-3) the plain model's own bf16 error, the same
+    comparison without --extend (bf16 activations dominate: 4.3% on the CPU's bf16 at 1500 tokens)."""
+    import os
+
+    import extrap
+    from extrap.extend import branches, extend_run
+
+    n = int(os.environ.get("EXTRAP_EXTEND_LENGTH", EXTEND_LENGTH))
+    ids = torch.randint(0, 300, (1, n), generator=torch.Generator().manual_seed(1))
+    cpu = extrap.load(f"hf:{llama_folder}", device="cpu", dtype=dtype)
+    cpu.model.hf.float()  # the GPU run's weights, computed in float32
+    gpu = extrap.load(f"hf:{llama_folder}", device="cuda", dtype=dtype)
+
+    def rel(a, b):
+        return float((a.float().cpu() - b).norm() / b.norm())
+
+    with torch.no_grad():
+        plain = rel(gpu.model(ids.cuda()).logits, cpu.model(ids).logits)
+        extend_run(cpu, spec)
+        extend_run(gpu, spec)
+        want = cpu.model(ids).logits
+        calls = []
+        real = branches.branch_attention
+        monkeypatch.setattr(branches, "branch_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+        err = rel(gpu.model(ids.cuda()).logits, want)
+    assert len(calls) == 2  # every layer on the branch path
+    assert err < (1e-4 if dtype == "float32" else 1.25 * plain + 2e-3), (err, plain)

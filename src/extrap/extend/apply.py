@@ -2,7 +2,8 @@
 
 * GPT: every layer's :class:`~extrap.model.gpt.Attention` gets ``extend`` (a :class:`GptExtension`):
   its queries and keys then come unrotated, and :func:`extended_attention` rotates them with the
-  scheme's own ``rotate`` at the method's positions.  A KV cache stores keys before rotation, so a
+  scheme's own ``rotate`` at the method's positions (on CUDA as branches merged by their log-sum-exp,
+  :mod:`~extrap.extend.branches`; on the CPU blockwise).  A KV cache stores keys before rotation, so a
   bounded method (sinks, lm-infinite) streams through a rolling cache that keeps its first keys too.
 * hf: the rotary module returns cos = 1, sin = 0 while the extension is on (q and k reach attention
   unrotated, and the cache stores them so), and the attention implementation ``extrap_extend`` rotates
@@ -16,7 +17,8 @@ import math
 from dataclasses import dataclass, replace
 
 from extrap.errors import ExtrapError
-from extrap.extend.attention import extended_attention, extended_probe, streamed_attention
+from extrap.extend.attention import extended_probe, streamed_attention
+from extrap.extend.branches import attend
 from extrap.extend.catalog import parse
 from extrap.extend.methods import Method, scale_queries
 from extrap.model.kernel import consecutive, softmax_attention
@@ -63,7 +65,7 @@ class GptExtension:
             return extended_probe(self.method, rotate, q, k, v, i, positions, scale, record)
         if cache is not None and W is not None:  # a rolling cache: one pass per chunk over its sinks and window
             return streamed_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin), None
-        out = extended_attention(self.method, rotate, q, k, v, i, positions, scale, origin=origin, spans=cache is None)
+        out = attend(self.method, rotate, q, k, v, i, positions, scale, origin=origin, spans=cache is None)
         return out, None
 
 

@@ -43,10 +43,10 @@ class Sinks(Method):
         """(the first keys every query sees, the most recent keys kept): the two parts of the mask."""
         return self.opts["n"], self.opts["window"]
 
-    def select(self, i, j):
+    def rule(self, i, j):
         first, recent = self.kept()
         t, vis = causal(i, j)
-        return pick(t < recent, vis, (j < first)[None, :].expand_as(t))
+        return pick(t < recent, vis, j < first)
 
     def usable_length(self):
         return math.inf  # window d <= W - 1, sinks d <= n + W - 1, both <= L_tr - 1 (validate)

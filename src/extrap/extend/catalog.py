@@ -57,7 +57,7 @@ class SelfExtend(Method):
                    lambda j: torch.div(j, G, rounding_mode="floor"), False),
         )  # fmt: skip
 
-    def select(self, i, j):
+    def rule(self, i, j):
         t, vis = causal(i, j)
         return pick(t < self.opts["window"], vis)
 
@@ -116,11 +116,10 @@ class DualChunk(Method):
             Branch("inter", lambda i: torch.full_like(i, min(2 * c - 1, s)), lambda j: j % c, False),
         )
 
-    def select(self, i, j):
+    def rule(self, i, j):
         t, vis = causal(i, j)
-        gap = (i // self.c)[:, None] - (j // self.c)[None, :]
-        sel = torch.where(gap == 0, 0, torch.where(gap == 1, 1, 2)).to(torch.int8)
-        return torch.where(vis, sel, torch.full_like(sel, MASKED))
+        gap = i // self.c - j // self.c
+        return torch.where(vis, torch.where(gap == 0, 0, torch.where(gap == 1, 1, 2)), MASKED).to(torch.int8)
 
     def usable_length(self):
         return math.inf  # every distance <= s <= L_tr - 1
@@ -163,7 +162,7 @@ class ReRoPE(Method):
         w = self.opts["window"]
         return (Branch("near", plain, plain, True), Branch("far", lambda i: torch.full_like(i, w), zero, True))
 
-    def select(self, i, j):
+    def rule(self, i, j):
         t, vis = causal(i, j)
         return pick(t < self.opts["window"], vis)
 
@@ -237,7 +236,7 @@ class String(Method):
         S, W = self.opts["shift"], self.opts["local"]
         return (Branch("diagonal", plain, plain, True), Branch("shifted", lambda i: i - (S - W), plain, True))
 
-    def select(self, i, j):
+    def rule(self, i, j):
         t, vis = causal(i, j)
         return pick(t < self.opts["shift"], vis)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from extrap.errors import ExtrapError
-from extrap.extend.attention import extended_attention
+from extrap.extend.branches import attend
 from extrap.extend.methods import Method, scale_queries
 from extrap.positional.rotation import apply_rotary
 
@@ -18,11 +18,7 @@ def hf_extended_attention(module, query, key, value, attention_mask, scaling=Non
     (the rotary module is the identity while an extension is on); the Lq queries are the last Lq keys
     of a cache that keeps every key.  Returns (B, Lq, H, D) and no weights."""
     method, rot = module._extrap_extend, module._extrap_rotary
-    B, H, Lq, _ = query.shape
-    Lk = key.shape[2]
-    rep = H // key.shape[1]  # grouped-query attention
-    if rep > 1:
-        key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
+    Lq, Lk = query.shape[2], key.shape[2]
     j = torch.arange(Lk, device=query.device)
     i = j[Lk - Lq :]
     pos = kwargs.get("position_ids")
@@ -37,7 +33,7 @@ def hf_extended_attention(module, query, key, value, attention_mask, scaling=Non
         return apply_rotary(qb, qpos, inv, af), apply_rotary(kb, kpos, inv, af)
 
     query = scale_queries(method, query, i, Lk)  # the authors' log-length scalings (ReRoPE log=1, ...)
-    out = extended_attention(method, rotate, query, key, value, i, j, float(scaling))
+    out = attend(method, rotate, query, key, value, i, j, float(scaling))  # grouped-query keys as they are
     return out.transpose(1, 2).contiguous(), None
 
 

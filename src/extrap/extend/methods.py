@@ -8,7 +8,10 @@ that is analysed is the one that runs.  ``relative`` branches have q(i) - k(j) =
 positions may be shifted by a common offset (a stream's in-cache positions) without changing d.
 
 Shapes: i (Lq,) and j (Lk,) integer tensors of absolute positions; :meth:`Method.select` returns
-(Lq, Lk) int8 with the branch index, -1 where masked.  L is the training length L_tr.
+(Lq, Lk) int8 with the branch index, -1 where masked.  Every method defines it once, as the elementwise
+:meth:`Method.rule` on broadcastable (i, j): the blockwise kernel reads ``select``, FlexAttention's
+mask_mod of branch b is ``rule(q_idx, kv_idx) == b`` (:mod:`extrap.extend.branches`).  L is the training
+length L_tr.
 """
 
 from __future__ import annotations
@@ -82,9 +85,16 @@ class Method:
     def branches(self) -> tuple[Branch, ...]:
         raise NotImplementedError
 
+    def rule(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        """int8 branch index of each pair (i, j), MASKED (-1) for a hidden key; i and j broadcast elementwise.
+
+        Tensor operations only (no Python branching on values): FlexAttention calls it on 0-d tensors
+        under vmap and inside its kernel."""
+        raise NotImplementedError
+
     def select(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
         """(Lq, Lk) int8: the branch that scores (i, j), MASKED (-1) for a hidden key."""
-        raise NotImplementedError
+        return self.rule(i[:, None], j[None, :])
 
     def usable_length(self) -> float:
         """The longest L' whose distances all stay <= L_tr - 1 (math.inf: any length), in exact arithmetic."""
@@ -176,15 +186,15 @@ def _fmt(v) -> str:
 
 
 def causal(i, j):
-    t = i[:, None] - j[None, :]
+    """t = i - j and whether the key is visible (t >= 0), elementwise on broadcastable i and j."""
+    t = i - j
     return t, t >= 0
 
 
 def pick(cond_first: torch.Tensor, visible: torch.Tensor, second: torch.Tensor | None = None) -> torch.Tensor:
     """Branch 0 where ``cond_first``, else branch 1 where ``second`` (all when None), MASKED where not visible."""
-    other = torch.ones_like(cond_first) if second is None else second
-    sel = torch.where(cond_first, 0, torch.where(other, 1, MASKED)).to(torch.int8)
-    return torch.where(visible, sel, torch.full_like(sel, MASKED))
+    sel = torch.where(cond_first, 0, 1 if second is None else torch.where(second, 1, MASKED))
+    return torch.where(visible, sel, MASKED).to(torch.int8)
 
 
 def need(cond: bool, what: str) -> None:

@@ -205,6 +205,5 @@ def band_block_mask(L: int, window: int | None, device, block: int = BLOCK):
 def _kv_lists(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(num_blocks (1, 1, nb), indices (1, 1, nb, nb)) int32 of a (query block, key block) bool grid: each
     row's key blocks first, in ascending order, as BlockMask stores them."""
-    nb = blocks.shape[1]
     order = torch.argsort((~blocks).to(torch.int8), dim=1, stable=True)
     return blocks.sum(1, dtype=torch.int32)[None, None], order.to(torch.int32)[None, None].contiguous()
