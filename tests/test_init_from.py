@@ -320,6 +320,17 @@ def test_bad_hf_input_is_refused_in_one_line_and_writes_nothing(extra, said, lla
     assert not out.exists() and not list(tmp_path.glob(".child*"))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_config_files_cuda_device_without_cuda_is_refused_before_anything_is_written(llama, corpus, tmp_path, capsys):
+    config = tmp_path / "cuda.yaml"
+    config.write_text("train:\n  device: cuda\n")
+    out = tmp_path / "child"
+    assert main([*_hf_argv(llama, corpus, out), "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no CUDA device is available" in err and len(err.splitlines()) == 1, err
+    assert not out.exists() and not list(tmp_path.glob(".child*"))
+
+
 def test_a_missing_hf_parent_is_refused(tmp_path, corpus, capsys):
     assert main(_hf_argv(tmp_path / "nope", corpus, tmp_path / "child")) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "child").exists()
