@@ -180,9 +180,8 @@ def load_scored(args):
     import extrap
 
     types.check_extend_flags(args, ("rope", "factor"))  # RULER refuses --temperature itself (_check_request)
-    run = extrap.load(
-        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-    )
+    device, dtype = types.loading_device(args), types.eval_dtype(args)
+    run = extrap.load(args.run, device=device, train_length=args.train_length, dtype=dtype, **types.rope_options(args))
     types.apply_extend(run, args)
     return run
 
