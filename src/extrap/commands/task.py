@@ -194,6 +194,7 @@ def _score_task(args) -> int:
     lengths = args.lengths or [L_tr * 2**k for k in range(4)]
     for L in lengths:
         check_length(task, L)
+    task_ruler.check_memory(run, lengths, args.batch)
     corpus = args.corpus or run.corpus
     asked = types.flags(args, ("n", "seed", "method", "temperature", "buckets", "split", "batch", "details"))
     settings = TaskSettings(task, lengths, train_length=L_tr, filler=corpus, progress=not args.json, **asked)
