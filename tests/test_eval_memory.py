@@ -2,7 +2,6 @@
 available (:func:`extrap.memory.evaluation_bytes`, :func:`extrap.evaluate.driver.check_evaluation`)."""
 
 import pytest
-import torch
 
 import extrap
 from extrap.cli import main
@@ -10,14 +9,9 @@ from extrap.errors import ExtrapError
 from extrap.memory import GB, evaluation_bytes
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, stdlib_corpus):
-    from extrap.train import build_configs, train
-
-    m, t = build_configs("alibi", "smoke", overrides=dict(steps=2, corpus=stdlib_corpus, train_length=32))
-    out = tmp_path_factory.mktemp("mem") / "alibi"
-    train(out, m, t, progress=False)
-    return out
+@pytest.fixture
+def run(smoke_alibi):
+    return smoke_alibi
 
 
 @pytest.fixture
@@ -66,15 +60,7 @@ def test_task_score_refuses_a_length_that_cannot_fit(run, one_gb, capsys):
     assert "4 row(s) of 1,000,000 tokens on cpu (float32) needs at least" in err and "smaller --batch" in err, err
 
 
-def test_an_hf_model_at_an_absurd_length_is_refused(tmp_path, hf_tokenizer, one_gb, capsys):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64,
-    )  # fmt: skip
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "llama")
-    hf_tokenizer.save_pretrained(tmp_path / "llama")
-    argv = ["eval", f"hf:{tmp_path / 'llama'}", "--lengths", "10000000", "--device", "cpu"]
+def test_an_hf_model_at_an_absurd_length_is_refused(tiny_llama, one_gb, capsys):
+    argv = ["eval", f"hf:{tiny_llama}", "--lengths", "10000000", "--device", "cpu"]
     err = _refused(capsys, argv)
     assert "of 10,000,000 tokens on cpu (float32) needs at least" in err and "GB is available" in err, err

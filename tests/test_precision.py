@@ -10,14 +10,9 @@ from extrap.commands.args import DTYPE_NAMES
 from extrap.precision import DTYPES, autocast, default_dtype, eval_dtype
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, stdlib_corpus):
-    from extrap.train import build_configs, train
-
-    m, t = build_configs("alibi", "smoke", overrides=dict(steps=30, corpus=stdlib_corpus, train_length=64))
-    out = tmp_path_factory.mktemp("prec") / "alibi"
-    train(out, m, t, progress=False)
-    return out
+@pytest.fixture
+def run(smoke_alibi):
+    return smoke_alibi
 
 
 def _eval(run, capsys, *extra) -> dict:
