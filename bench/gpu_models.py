@@ -76,14 +76,14 @@ def eval_tokens(run, n: int):
         return ids[:n], "train"
 
 
-def eval_part(root: Path, a, dev) -> dict:
+def eval_part(root: Path, a, dev, shared: dict) -> dict:
     """Score ``a.length`` held-out tokens as one sequence, streamed with the window, on ``dev``."""
     import extrap
     from extrap.evaluate import resolve_window
     from extrap.evaluate.score import score_tokens
     from extrap.theory.receptive import WINDOW_AUTO_TRF
 
-    folder = train_run(root / "eval-cpu-alibi", "cpu", a.eval_steps, dev, a.dry_run)
+    folder = cpu_run(root, a, dev, shared)
     run = extrap.load(folder, device=str(dev))
     window_for, info = resolve_window(run, a.window, WINDOW_AUTO_TRF.eps)
     W = window_for(a.length) if window_for else None
@@ -104,4 +104,36 @@ def eval_part(root: Path, a, dev) -> dict:
         "tokens_per_s": round(res.tokens / res.seconds),
         "ppl": round(res.ppl, 4),
         "peak_gpu_gb": peak_gb(dev),
+    }
+
+
+def cpu_run(root: Path, a, dev, shared: dict) -> Path:
+    """The cpu-preset ALiBi run that eval and dtype measure, trained once (``a.eval_steps`` steps) on ``dev``."""
+    if "cpu_run" not in shared:
+        shared["cpu_run"] = train_run(root / "eval-cpu-alibi", "cpu", a.eval_steps, dev, a.dry_run)
+    return shared["cpu_run"]
+
+
+DTYPE_TOKENS = 2**16  # scored in each dtype: enough for a 0.1% difference to stand out of the noise
+
+
+def dtype_part(root: Path, a, dev, shared: dict) -> dict:
+    """The same tokens' perplexity with the forward in bfloat16 (the GPU default) and in float32."""
+    import extrap
+    from extrap.evaluate.score import score_tokens
+
+    folder = cpu_run(root, a, dev, shared)
+    n = min(DTYPE_TOKENS, a.length)
+    stream, split = eval_tokens(extrap.load(folder, device=str(dev)), n + 1)
+    ppl = {}
+    for dtype in ("float32", "bfloat16"):
+        run = extrap.load(folder, device=str(dev), dtype=dtype)
+        ppl[dtype] = score_tokens(run.model, stream, run.train_length).ppl  # windowed at L_tr: the cpu preset's own
+    return {
+        "tokens": n,
+        "split": split,
+        "window": "L_tr",
+        "ppl_float32": round(ppl["float32"], 5),
+        "ppl_bfloat16": round(ppl["bfloat16"], 5),
+        "rel_diff": round(abs(ppl["bfloat16"] / ppl["float32"] - 1), 7),
     }

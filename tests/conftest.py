@@ -96,3 +96,29 @@ def tiny_runs(tmp_path_factory):
         train(d, m, t, progress=False)
         runs[pe] = d
     return runs
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory, hf_tokenizer):
+    """A tiny random Llama (L = 32) with a byte-level BPE tokenizer, saved as an HF folder."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32,
+    )  # fmt: skip
+    folder = tmp_path_factory.mktemp("llama")
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def smoke_alibi(tmp_path_factory, stdlib_corpus):
+    """An ALiBi run of the smoke preset trained 30 steps at L_tr = 64 (PPL about 64), for evaluation tests."""
+    from extrap.train import build_configs, train
+
+    m, t = build_configs("alibi", "smoke", overrides=dict(steps=30, corpus=stdlib_corpus, train_length=64))
+    out = tmp_path_factory.mktemp("smoke") / "alibi"
+    train(out, m, t, progress=False)
+    return out

@@ -291,7 +291,8 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_estimate(tmp_path, tiny_tex
 def test_an_evaluation_that_cannot_fit_is_refused_before_it_runs(tiny_runs):
     from extrap.evaluate import EvalSettings, evaluate_run
 
-    with pytest.raises(ExtrapError, match=r"evaluating 1 row\(s\) of 60000000 tokens needs at least .* GB"):
+    said = r"evaluating 1 row\(s\) of 60,000,000 tokens on cpu \(float32\) needs at least .* GB"
+    with pytest.raises(ExtrapError, match=said):
         evaluate_run(
             extrap.load(tiny_runs["alibi"]), EvalSettings(lengths=[32, 60_000_000], tokens=60_000_000)
         ).to_json()

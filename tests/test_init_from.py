@@ -231,19 +231,9 @@ def test_a_child_stopped_before_its_first_checkpoint_refuses_a_changed_parent(tm
 # ---------------------------------------------------------------------------
 # hf: Llama-family folders
 # ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory, hf_tokenizer) -> Path:
-    """A tiny random Llama (L = 32) with a byte-level BPE tokenizer, saved as an HF folder."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=32,
-    )  # fmt: skip
-    folder = tmp_path_factory.mktemp("llama")
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
-    hf_tokenizer.save_pretrained(folder)
-    return folder
+@pytest.fixture
+def llama(tiny_llama) -> Path:
+    return tiny_llama
 
 
 def _hf_argv(llama, corpus, out, *extra) -> list[str]:
@@ -317,6 +307,17 @@ def test_bad_hf_input_is_refused_in_one_line_and_writes_nothing(extra, said, lla
     assert main([*_hf_argv(llama, corpus, out), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert said in err and len(err.splitlines()) == 1, err
+    assert not out.exists() and not list(tmp_path.glob(".child*"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_config_files_cuda_device_without_cuda_is_refused_before_anything_is_written(llama, corpus, tmp_path, capsys):
+    config = tmp_path / "cuda.yaml"
+    config.write_text("train:\n  device: cuda\n")
+    out = tmp_path / "child"
+    assert main([*_hf_argv(llama, corpus, out), "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no CUDA device is available" in err and len(err.splitlines()) == 1, err
     assert not out.exists() and not list(tmp_path.glob(".child*"))
 
 

@@ -125,7 +125,6 @@ def test_generate_task_and_align_take_the_flags(runs, capsys):
     [
         ("alibi", ["--rope", "linear", "--factor", "2"], "needs a run trained with a rotary PE (rope, xpos)"),
         ("rope", ["--rope", "hf:linear", "--factor", "2"], "transformers' implementation, for hf: models"),
-        ("rope", ["--rope", "linear", "--dtype", "float32"], "dtype: only for hf: models"),
         ("rope", ["--rope", "linear", "--train-length", "16"], "train_length: only for hf: models"),
         ("rope", ["--factor", "2"], "a RoPE factor needs a RoPE scaling"),
         ("rope", ["--rope", "yarn:alpha=2"], "alpha is not one of its options"),

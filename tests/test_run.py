@@ -59,7 +59,9 @@ def test_trained_run_follows_the_protocol(run_copy):
     with pytest.raises(ExtrapError, match="only for hf: models"):
         run.use_corpus("stdlib")
     with pytest.raises(ExtrapError, match="only for hf: models"):
-        extrap.load(run_copy, dtype="float32")
+        extrap.load(run_copy, train_length=64)
+    with pytest.raises(ExtrapError, match="dtype must be one of bfloat16, float16, float32"):
+        extrap.load(run_copy, dtype="float64")
 
 
 def test_results_are_recorded_and_read_back(run_copy):

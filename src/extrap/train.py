@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
+from extrap import throughput as tp
 from extrap.config import PRESETS, TrainConfig, build_configs
 from extrap.devices import resolve_device
 from extrap.errors import ExtrapError
@@ -74,6 +75,8 @@ class _Session:
     rank: int
     world: int
     step: int = 0
+    flops_per_token: float = 0.0  # extrap.throughput.training_flops_per_token of this model at L_tr
+    peak: float | None = None  # the device's peak bf16 FLOP/s (None: no MFU)
 
     def state(self) -> TrainState:
         """The training state a checkpoint needs for a bit-exact resume (tensors and numbers only)."""
@@ -90,6 +93,8 @@ class _Session:
             return
         load_model_weights(self.model, self.run_dir, ckpt)
         state = self.run_dir.read_state(ckpt)
+        for group in state.optimizer["param_groups"]:  # this device's kernel, not the one the checkpoint ran
+            group["fused"] = tp.fused_adamw(self.device)
         self.opt.load_state_dict(state.optimizer)
         self.sampler.load_state_dict(state.sampler)
         torch.set_rng_state(state.torch_rng)
@@ -203,12 +208,17 @@ def _start(
         _param_groups(model, train_cfg.weight_decay),
         lr=train_cfg.lr,
         betas=(train_cfg.beta1, train_cfg.beta2),
-        fused=False,
+        fused=tp.fused_adamw(device),
         foreach=False,
     )
     sampler = training_sampler(train_cfg, corpus, tokenizer, rank, world)
     pos_gen = torch.Generator().manual_seed(train_cfg.seed + 7919 * (rank + 1))
     session = _Session(run_dir, train_cfg, model, opt, sampler, pos_gen, device, rank, world)
+    shape = (model_cfg.n_layer, model_cfg.d_model, train_cfg.train_length)
+    session.flops_per_token, session.peak = (
+        tp.training_flops_per_token(tp.matmul_params(model), *shape),
+        tp.peak_flops(device),
+    )
     if resume:
         session.restore()
     if session.step == 0 and rank == 0:
@@ -278,10 +288,13 @@ def _record(s: _Session, loss: float, tps: float, writer, bar: StepProgress | No
     """Rank 0: metrics line, TensorBoard (when asked for), progress, and a checkpoint when one is due."""
     cfg = s.cfg
     if s.step % cfg.log_every == 0 or s.step == cfg.steps:
-        s.run_dir.append_metrics(MetricsRecord(s.step, loss, lr_at(s.step - 1, cfg), tps))
+        used = tp.mfu(tps, s.flops_per_token, s.peak)
+        s.run_dir.append_metrics(MetricsRecord(s.step, loss, lr_at(s.step - 1, cfg), tps, used))
         if writer is not None:
             writer.add_scalar("train/loss", loss, s.step)
             writer.add_scalar("train/tokens_per_s", tps, s.step)
+            if used is not None:
+                writer.add_scalar("train/mfu", used, s.step)
     if bar is not None:
         bar.update(s.step, loss)
     if s.step % cfg.save_every == 0 or s.step == cfg.steps:
@@ -297,8 +310,13 @@ def train(
     stop_after: int | None = None,
     tensorboard: bool = False,
     init_from: InitFrom | str | os.PathLike | None = None,
+    compiled: bool = False,
 ) -> TrainingSummary:
     """Train (or resume) a run; returns the final summary that is also written to final.json.
+
+    ``compiled``: torch.compile each block (:func:`extrap.throughput.compile_blocks`; CUDA only, refused
+    before anything is written elsewhere).  Each metrics line and the summary carry tokens/s and MFU
+    (:mod:`extrap.throughput`; None on a CPU or a card without a known peak).
 
     ``progress``: a bar when stderr is a terminal, else an INFO log line now and then
     (:mod:`extrap.progress`).  ``tensorboard``: also write loss and tokens/s as TensorBoard
@@ -314,15 +332,19 @@ def train(
     like any run, and one stopped before its first checkpoint starts again from the parent it recorded.
     """
     writer_class = _summary_writer() if tensorboard else None
+    if compiled:
+        tp.check_compile(resolve_device(train_cfg.device))
     if init_from is not None and not isinstance(init_from, InitFrom):
         init_from = InitFrom(str(init_from))
     rank, _ = _dist_info()
     with exclusive(run_dir) if rank == 0 else nullcontext():
-        return _train(RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after, writer_class, init_from)
+        return _train(
+            RunDir(run_dir), model_cfg, train_cfg, resume, progress, stop_after, writer_class, init_from, compiled
+        )
 
 
 def _train(
-    run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class, init_from
+    run_dir: RunDir, model_cfg, train_cfg, resume: bool, progress: bool, stop_after, writer_class, init_from, compiled
 ) -> TrainingSummary:
     s = _start(run_dir, model_cfg, train_cfg, resume, init_from)
     if train_cfg.threads:
@@ -336,7 +358,9 @@ def _train(
         s.run_dir.truncate_metrics(s.step)
     writer = writer_class(log_dir=str(s.run_dir.path / "tb")) if writer_class and s.rank == 0 else None
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if s.device.type == "cuda" else nullcontext()
-    t_start, loss = time.perf_counter(), _logged_loss(s)
+    if compiled:
+        tp.compile_blocks(s.model)
+    t_start, loss, first = time.perf_counter(), _logged_loss(s), s.step
     ntok = train_cfg.batch_size * train_cfg.train_length * train_cfg.grad_accum * s.world
     bar = StepProgress(train_cfg.steps, s.step, ntok) if progress and s.rank == 0 else None
     s.model.train()
@@ -348,13 +372,17 @@ def _train(
     for closing in (bar, writer):
         if closing is not None:
             closing.close()
+    seconds = time.perf_counter() - t_start
+    tps = (s.step - first) * ntok / seconds if s.step > first else None  # this process's
     summary = TrainingSummary(
         step=s.step,
         final_loss=loss,
-        seconds=time.perf_counter() - t_start,
+        seconds=seconds,
         tokens=s.step * ntok,  # trained in all, across resumptions
         params=s.model.num_params(),
         extrap_version=__version__,
+        tokens_per_s=tps,
+        mfu=None if tps is None else tp.mfu(tps, s.flops_per_token, s.peak),
     )
     if s.rank == 0 and s.step >= train_cfg.steps:
         s.run_dir.write_final(summary)

@@ -68,6 +68,15 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _check_source(args) -> None:
+    """--extend is for extrap runs, --dtype for hf: models, refused in one line on the other."""
+    hf = str(args.run).startswith("hf:")
+    if args.extend is not None and hf:
+        raise ExtrapError("--extend with align: extrap runs only (hf: models probe attention with eager attention)")
+    if args.dtype is not None and not hf:  # its probes run in float32
+        raise ExtrapError("--dtype with align: hf: models only (an extrap run's attention is probed in float32)")
+
+
 def run(args) -> int:
     import extrap
     from extrap.align import AlignSettings, align_report
@@ -82,8 +91,7 @@ def run(args) -> int:
         raise ExtrapError(f"{flag} has no effect with --mode {args.mode}: it sets Algorithm 1's search (pmax, entropy)")
     types.check_outputs(args, runs=[args.run])
     types.check_extend_flags(args, ("rope", "factor"))
-    if args.extend is not None and str(args.run).startswith("hf:"):
-        raise ExtrapError("--extend with align: extrap runs only (hf: models probe attention with eager attention)")
+    _check_source(args)
     grid = check_grid(args.grid) if args.grid else list(DEFAULT_GRID)
     lengths = args.lengths
 

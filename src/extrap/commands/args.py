@@ -245,11 +245,6 @@ def rope_options(args) -> dict:
 def add_hf_arguments(p, corpus: bool = True) -> None:
     """Options of hf:PATH models (refused for extrap runs when given; --rope and --factor also rotary runs)."""
     g = p.add_argument_group("hf:PATH models (--rope, --factor: also extrap runs trained with rope or xpos)")
-    g.add_argument(
-        "--dtype",
-        choices=("float32", "bfloat16", "float16"),
-        help="hf: float32 | bfloat16 | float16 (default float32 on cpu, bfloat16 on cuda)",
-    )
     add_rope_arguments(g)
     g.add_argument(
         "--train-length",
@@ -265,8 +260,33 @@ def add_hf_arguments(p, corpus: bool = True) -> None:
 
 
 def hf_options(args) -> dict:
-    """The hf: options given on the command line (None when absent)."""
-    return {k: getattr(args, k, None) for k in ("dtype", "rope", "factor", "train_length")}
+    """The hf: options given on the command line (None when absent), with the evaluation dtype."""
+    return {**{k: getattr(args, k, None) for k in ("rope", "factor", "train_length")}, "dtype": eval_dtype(args)}
+
+
+DTYPE_NAMES = ("bfloat16", "float16", "float32")  # extrap.precision.DTYPES' names (torch is not imported here)
+
+
+def add_dtype(p) -> None:
+    """``--dtype``: what the model computes in when it evaluates (:mod:`extrap.precision`)."""
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        help="bfloat16 | float16 | float32: the forward pass's dtype (extrap runs: autocast, the weights, "
+        "LayerNorms, softmax and loss stay float32; hf: models: their weights; default bfloat16 on cuda, "
+        "float32 on cpu); the JSON records it",
+    )
+
+
+def eval_dtype(args, source: str = "run") -> str | None:
+    """``--dtype`` for the model named by ``args.<source>``: given, or the default on its device (extrap runs;
+    an hf: model's loader applies the same default on the device it chooses, so None is passed on)."""
+    name = getattr(args, "dtype", None)
+    if name is not None or str(getattr(args, source)).startswith("hf:"):
+        return name
+    from extrap.precision import default_dtype
+
+    return default_dtype(loading_device(args) or "cpu")
 
 
 # A run directory's own files (extrap.run.directory's layout): results may be written beside them, not over them.

@@ -71,6 +71,7 @@ def register(sub) -> None:
         dest="align_mode",
         help="--temperature auto: pmax | entropy | log-length | prop1 | prop2 (default pmax)",
     )
+    types.add_dtype(p)
     types.add_hf_arguments(p)
     types.add_extend_argument(p)
     types.add_device(p, note="default: cpu for extrap runs, cuda when available for hf: models")

@@ -60,7 +60,8 @@ def report(args, run, wanted, spec):
 
     evaluator = None
     if args.evaluator:
-        evaluator = extrap.load(args.evaluator, device=types.loading_device(args))
+        dtype = types.eval_dtype(args, "evaluator")
+        evaluator = extrap.load(args.evaluator, device=types.loading_device(args), dtype=dtype)
         types.require_causal(evaluator, "eval --longppl (its --evaluator)")
     return longppl_report(run, wanted, evaluator, spec)
 

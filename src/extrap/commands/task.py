@@ -100,6 +100,7 @@ def _register_score(tsub) -> None:
     )
     c.add_argument("--batch", type=types.positive_int, default=4, help="sequences per forward pass")
     types.add_device(c, default="cpu")
+    types.add_dtype(c)
     c.add_argument("--details", action="store_true", help="include one record per example in the JSON")
     c.add_argument("--out", help="also write the JSON result to this file (atomically)")
     c.add_argument("--csv", metavar="PATH", help="also write one CSV row per length to PATH (atomically)")
@@ -193,6 +194,7 @@ def _score_task(args) -> int:
     lengths = args.lengths or [L_tr * 2**k for k in range(4)]
     for L in lengths:
         check_length(task, L)
+    task_ruler.check_memory(run, lengths, args.batch)
     corpus = args.corpus or run.corpus
     asked = types.flags(args, ("n", "seed", "method", "temperature", "buckets", "split", "batch", "details"))
     settings = TaskSettings(task, lengths, train_length=L_tr, filler=corpus, progress=not args.json, **asked)

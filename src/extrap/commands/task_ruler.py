@@ -180,11 +180,19 @@ def load_scored(args):
     import extrap
 
     types.check_extend_flags(args, ("rope", "factor"))  # RULER refuses --temperature itself (_check_request)
-    run = extrap.load(
-        args.run, device=types.loading_device(args), train_length=args.train_length, **types.rope_options(args)
-    )
+    device, dtype = types.loading_device(args), types.eval_dtype(args)
+    run = extrap.load(args.run, device=device, train_length=args.train_length, dtype=dtype, **types.rope_options(args))
     types.apply_extend(run, args)
     return run
+
+
+def check_memory(run, lengths, batch: int) -> None:
+    """Refuse a length whose forward pass cannot fit (extrap.evaluate.check_evaluation), before any example is
+    built: ``batch`` examples of each length, scored on their answer tokens."""
+    from extrap.evaluate.driver import check_evaluation
+
+    hint = "give shorter lengths or a smaller --batch"
+    check_evaluation(run.model, [(L, batch, None) for L in lengths], logits=False, hint=hint)
 
 
 def run_ruler_score(args) -> int:
@@ -196,7 +204,9 @@ def run_ruler_score(args) -> int:
     if args.train_length is None:
         types.state_assumed_length(run)
     tasks = tasks or (run.task.split(",") if run.task and not args.suite else [])  # a mix: each of its tasks
-    scored = RulerRun.of(run, score_ruler(run.model, run.tokenizer, _settings(args, run, tasks)))
+    settings = _settings(args, run, tasks)
+    check_memory(run, settings.lengths, args.batch)
+    scored = RulerRun.of(run, score_ruler(run.model, run.tokenizer, settings))
     return emit(args, scored, ruler_table, format_ruler, also=_plot)
 
 

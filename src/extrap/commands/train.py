@@ -70,6 +70,11 @@ def register(sub) -> None:
 
 def _add_output_arguments(p) -> None:
     p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile each transformer block (CUDA only; the first steps pay the compile)",
+    )
+    p.add_argument(
         "--tensorboard",
         action="store_true",
         help="also write loss and tokens/s as TensorBoard events to RUN_DIR/tb (pip install 'extrap[tensorboard]')",
@@ -158,6 +163,7 @@ def run(args) -> int:
             progress=progress,
             tensorboard=args.tensorboard,
             init_from=init_from,
+            compiled=args.compile,
         )
     finally:
         if distributed:
@@ -268,6 +274,7 @@ def _run_hf(args, config: dict, init_from, record=None) -> int:
             ("--tokenizer (an hf: model keeps its own)", args.tokenizer is not None),
             ("--attention (an hf: fine-tune trains with full attention)", args.attention is not None),
             ("--tensorboard", args.tensorboard),
+            ("--compile", args.compile),
             ("a --config model section", bool(config.get("model"))),
             ("torchrun", int(os.environ.get("WORLD_SIZE", "1")) > 1),
         )
@@ -308,8 +315,11 @@ def _emit(args, report) -> None:
         print(json_text(report.to_json(), indent=None))
     else:
         s = report.summary
+        speed = f", {s.tokens_per_s:,.0f} tok/s" if s.tokens_per_s is not None else ""
+        speed += f", MFU {s.mfu:.1%}" if s.mfu is not None else ""
         print(
-            f"trained {report.pe} for {s.step} steps: final loss {s.final_loss:.4f} ({s.seconds:.0f} s) -> {args.out}"
+            f"trained {report.pe} for {s.step} steps: final loss {s.final_loss:.4f} ({s.seconds:.0f} s{speed}) "
+            f"-> {args.out}"
         )
 
 

@@ -20,7 +20,7 @@ from extrap.evaluate.settings import DEFAULT_TOKENS, EvalSettings, parse_window
 from extrap.evaluate.streaming import CHUNK
 from extrap.evaluate.verdict import verdict, with_ratios
 from extrap.evaluate.window_error import window_error
-from extrap.memory import check_fits
+from extrap.memory import check_fits, evaluation_bytes
 from extrap.results.evaluation import EvalReport, LengthResult, TemperatureInfo
 from extrap.results.window import WindowInfo
 from extrap.run import Run, eval_stream
@@ -136,17 +136,30 @@ def _bar(length: int, total: int):
 
 
 def _check_memory(run: Run, lengths: list[int], settings: EvalSettings, window_for) -> None:
-    """Refuse a length whose hidden states and logits alone cannot fit, before anything runs (a lower bound:
-    B rows x L positions x (d per layer boundary x 8 + the logits of every scored position), fp32, plus the
-    token ids).  A windowed length streams: it holds a chunk of queries and W cached keys, not L positions."""
-    shape, last = run.model.shape, settings.protocol == "last-token"
+    """Refuse a length whose activations and logits cannot fit, before anything runs (:func:`check_evaluation`)."""
+    last = settings.protocol == "last-token"
+    plan = []
     for L in lengths:
         rows = min(settings.batch, settings.targets if last else max(1, (settings.tokens or max(lengths)) // L))
-        W = window_for(L) if window_for else None
-        held = L if W is None else min(L, CHUNK + W)
-        logits = 0 if last or W is not None else shape.vocab_size  # streamed: within a budget
-        need = 4 * rows * held * (8 * shape.d_model + logits) + 16 * rows * L
-        check_fits(need, f"evaluating {rows} row(s) of {L} tokens", "evaluate fewer rows at once or shorter lengths")
+        plan.append((L, rows, window_for(L) if window_for else None))
+    check_evaluation(run.model, plan, logits=not last, hint="evaluate fewer rows at once or shorter lengths")
+
+
+def check_evaluation(model, plan, logits: bool = True, hint: str = "give shorter lengths") -> None:
+    """Refuse, in one line naming the estimate and the memory free on the model's device (a CUDA device's
+    free memory, else the system's available RAM), the first (length, rows, window) of ``plan`` whose
+    :func:`extrap.memory.evaluation_bytes` lower bound cannot fit.  ``logits``: every position is scored
+    (False: the last token's only, so no (L, V) logits are held)."""
+    from extrap.model import model_device
+
+    shape, device = model.shape, model_device(model)
+    dtype = getattr(model, "compute_dtype", None) or next(model.parameters()).dtype
+    act = 2 if dtype in (torch.bfloat16, torch.float16) else 4
+    for L, rows, W in plan:
+        vocab = shape.vocab_size if logits else 0
+        need = evaluation_bytes(rows, L, shape.d_model, shape.n_layer, vocab, W, CHUNK, act)
+        what = f"evaluating {rows} row(s) of {L:,} tokens on {device} ({str(dtype).replace('torch.', '')})"
+        check_fits(need, what, hint, device)
 
 
 def _show(r: LengthResult) -> None:

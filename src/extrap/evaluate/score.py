@@ -82,13 +82,14 @@ def score_file_run(
     """
     import hashlib
 
-    from extrap.evaluate.driver import resolve_window
+    from extrap.evaluate.driver import check_evaluation, resolve_window
     from extrap.evaluate.window_error import window_error
     from extrap.theory.receptive import WINDOW_AUTO_TRF
 
     ids = file_tokens(run, path)
     window_for, info = resolve_window(run, window, WINDOW_AUTO_TRF.eps if eps is None else eps)
     W = window_for(ids.numel() - 1) if window_for else None
+    check_evaluation(run.model, [(ids.numel(), 1, W)], hint="give a window (--window W) or a shorter file")
     bar = None
     if progress:
         from tqdm import tqdm

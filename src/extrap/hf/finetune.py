@@ -65,11 +65,13 @@ def finetune_hf(
     anything is written.  ``resume``: continue the fine-tune in ``out`` from its last checkpoint
     (:mod:`extrap.hf.finetune_state`); the settings must be the ones it recorded.
     """
+    from extrap.devices import resolve_device
     from extrap.hf.load import local_pretrained
     from extrap.positional.sampling import PositionSampler
     from extrap.run.lock import exclusive
 
     out = Path(out)
+    resolve_device(train_cfg.device)  # a config file's device: refused before anything is loaded or written
     sampler_spec = PositionSampler.from_spec(positions)
     folder, parent_cfg, record = _check(out, init, train_cfg, resume)
     if base is not None and (rope is not None or factor is not None):

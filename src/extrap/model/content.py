@@ -18,6 +18,7 @@ import math
 import torch
 
 from extrap.model.kernel import MASKED, consecutive
+from extrap.precision import at_least_float32
 
 # Query blocks hold at most this many (batch, query, key) entries, whatever L: CAPE's f keeps
 # 2H + 2·hidden + H floats per entry, so a block's memory stays bounded at long lengths.
@@ -47,7 +48,7 @@ def content_block(q, k, v, ctx, tau: float, qpos, kpos, record: str | None = Non
             visible = visible & (t < ctx.window)
         visible = visible.unsqueeze(1) if visible.dim() == 3 else visible
         s = torch.where(visible, s, torch.full((), MASKED / tau, dtype=s.dtype, device=s.device))
-    p = torch.softmax(s, dim=-1)
+    p = torch.softmax(s, dim=-1, dtype=at_least_float32(s.dtype))  # float32 under autocast too
     out = None
     if v is not None:
         out = p @ v

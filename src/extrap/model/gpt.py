@@ -37,6 +37,7 @@ from extrap.model.pe_layers import SURVEY_KINDS, layer_module, model_module
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
 from extrap.model.shifted_sparse import group_size, s2_ratio, shifted_sparse_attention
 from extrap.positional.content import ContentBias
+from extrap.precision import autocast
 
 
 class Attention(nn.Module):
@@ -192,6 +193,7 @@ class GPT(nn.Module):
     """The extrap LM; implements :class:`extrap.model.protocol.ExtrapLM`."""
 
     extension = None  # a training-free RoPE extension (extrap.extend.extend_model)
+    compute_dtype = torch.float32  # forward and step run under autocast to this (extrap.precision)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -287,10 +289,12 @@ class GPT(nn.Module):
             positions = self.default_positions(idx.shape[1], idx.device)
         x = self.embed(idx, positions) if embeds is None else embeds
         h, probs = x, []
-        for _, out, blocks in self._run_blocks(x, positions, window=window, return_probs=return_probs, idx=idx):
-            h = out
-            probs.append(blocks)
-        return Output(logits=self._logits(h, last), probs=probs if return_probs else None, embeds=x)
+        with autocast(x.device, self.compute_dtype):
+            for _, out, blocks in self._run_blocks(x, positions, window=window, return_probs=return_probs, idx=idx):
+                h = out
+                probs.append(blocks)
+            logits = self._logits(h, last)
+        return Output(logits=logits, probs=probs if return_probs else None, embeds=x)
 
     def _run_blocks(
         self, x, positions, upto: int | None = None, layer_kw: Callable[[int], dict] | None = None, idx=None, **attn_kw
@@ -333,9 +337,10 @@ class GPT(nn.Module):
         positions = torch.arange(start, start + idx.shape[1], device=idx.device)
         h = self.embed(idx, positions)
         layers = self._run_blocks(h, positions, seq_len=seq_len, layer_kw=lambda i: {"cache": cache.layer(i)}, idx=idx)
-        for _, out, _ in layers:
-            h = out
-        return self._logits(h)
+        with autocast(h.device, self.compute_dtype):
+            for _, out, _ in layers:
+                h = out
+            return self._logits(h)
 
     # ---- probes -----------------------------------------------------------------
     def _probe(self, idx: torch.Tensor, last: int, logits: bool) -> Iterator[tuple[int, Blocks | None]]:

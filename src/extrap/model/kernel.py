@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from extrap.precision import at_least_float32
+
 MASKED = -1e30  # finite "minus infinity": a row with every key masked gives no NaN
 
 
@@ -70,8 +72,8 @@ def softmax_attention(q, k, v, mask, scale: float, record: str | None = None, dr
     if record is None and v is not None and not (mask.requires_grad and torch.is_grad_enabled()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout), None
     s = torch.add(mask, q @ k.transpose(-1, -2), alpha=scale)
-    p = torch.softmax(s, dim=-1)
-    out = None if v is None else (F.dropout(p, dropout) if dropout else p) @ v
+    p = torch.softmax(s, dim=-1, dtype=at_least_float32(s.dtype))  # float32 also under bf16 autocast (extrap.precision)
+    out = None if v is None else (F.dropout(p, dropout) if dropout else p).to(v.dtype) @ v
     return out, {"probs": p, "logits": s}.get(record)
 
 

@@ -26,6 +26,7 @@ from extrap.positional.bipe import BiPE, bilevel_ids
 from extrap.positional.complex_order import ComplexOrder, complex_frequencies, complex_order_embedding
 from extrap.positional.cope import CoPE, cope_logits, cope_positions
 from extrap.positional.floater import Floater, floater_solve, require_torchdiffeq
+from extrap.precision import at_least_float32
 
 SURVEY_KINDS = ("complex", "floater", "bipe", "cope")
 
@@ -168,7 +169,7 @@ class CopeAttention(nn.Module):
             gates = torch.sigmoid(s) * visible  # masked keys: g = 0 (σ(-inf) in the listing)
             logits = (s + cope_logits(q[:, :, q0:q1], self.emb, cope_positions(gates))) / float(tau)
             logits = logits.masked_fill(~visible, MASKED)
-            p = torch.softmax(logits, dim=-1)
+            p = torch.softmax(logits, dim=-1, dtype=at_least_float32(logits.dtype))  # float32 under autocast too
             outs.append(p @ v[:, :, k0:k1] if v is not None else None)
             if record:
                 kept.append((k0, p if record == "probs" else logits.masked_fill(~visible, -math.inf)))

@@ -45,8 +45,8 @@ def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
     its model an :class:`extrap.model.protocol.ExtrapLM`), or a T5 (:func:`extrap.hf.t5_run.load_hf_t5`,
     its model a :class:`extrap.model.protocol.Seq2SeqLM`); ``hf_options``: dtype, rope, factor,
     train_length, corpus.  Device None: cpu for project runs, cuda (bfloat16) when available for hf:
-    models.  ``rope`` and ``factor`` also re-scale a run trained with a rotary PE (:func:`open_run`);
-    the others are for hf: only.
+    models.  ``rope`` and ``factor`` also re-scale a run trained with a rotary PE (:func:`open_run`), and
+    ``dtype`` sets a project run's autocast (None: float32); the others are for hf: only.
     """
     hf_options = {k: v for k, v in hf_options.items() if v is not None}
     if is_hf(source):
@@ -57,10 +57,10 @@ def load(source: str | Path, device: str | None = None, **hf_options) -> Run:
 
             return load_hf_t5(source, device=device, **hf_options)
         return load_hf(source, device=device, **hf_options)
-    rope = {k: hf_options.pop(k) for k in ("rope", "factor") if k in hf_options}
+    own = {k: hf_options.pop(k) for k in ("rope", "factor", "dtype") if k in hf_options}
     if hf_options:
         raise ExtrapError(f"{', '.join(sorted(hf_options))}: only for hf: models")
-    return open_run(source, device, **rope)
+    return open_run(source, device, **own)
 
 
 __all__ = [

@@ -30,6 +30,11 @@ def _number(d: Mapping[str, Any], key: str, where: str, kind=float, default=None
     return kind(v)
 
 
+def _optional(d: Mapping[str, Any], key: str, where: str) -> float | None:
+    """``d[key]`` as a float, or None where it is missing or null (a record written before the key existed)."""
+    return None if d.get(key) is None else _number(d, key, where, float)
+
+
 @dataclass(frozen=True)
 class TrainingSummary:
     """``final.json``: where training ended (``step``), its last logged loss and what it cost.
@@ -43,6 +48,8 @@ class TrainingSummary:
     tokens: int
     params: int
     extrap_version: str
+    tokens_per_s: float | None = None  # this process's tokens / seconds
+    mfu: float | None = None  # extrap.throughput.mfu (None: a CPU or an unknown card)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # every field, in order
@@ -58,6 +65,8 @@ class TrainingSummary:
             tokens=_number(d, "tokens", where, int, 0),
             params=_number(d, "params", where, int, 0),
             extrap_version=str(d.get("extrap_version", "")),
+            tokens_per_s=_optional(d, "tokens_per_s", where),
+            mfu=_optional(d, "mfu", where),
         )
 
 
@@ -98,9 +107,10 @@ class MetricsRecord:
     loss: float
     lr: float
     tokens_per_s: float
+    mfu: float | None = None  # extrap.throughput.mfu (None: a CPU or an unknown card)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "loss": self.loss, "lr": self.lr, "tokens_per_s": self.tokens_per_s}
+        return {"step": self.step, "loss": self.loss, "lr": self.lr, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], where: str = "metrics.jsonl") -> MetricsRecord:
@@ -111,6 +121,7 @@ class MetricsRecord:
             loss=_number(d, "loss", where, float, math.nan),
             lr=_number(d, "lr", where, float, math.nan),
             tokens_per_s=_number(d, "tokens_per_s", where, float, math.nan),
+            mfu=_optional(d, "mfu", where),
         )
 
 

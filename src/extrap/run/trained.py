@@ -12,6 +12,7 @@ import torch
 from extrap.config import TrainConfig
 from extrap.errors import ExtrapError
 from extrap.io import run_metadata
+from extrap.precision import DTYPES, eval_dtype
 from extrap.results.evaluation import Provenance
 from extrap.run.config import RunConfig
 from extrap.run.directory import Checkpoint, RunDir
@@ -57,6 +58,7 @@ class TrainedRun:
     path: Path
     step: int
     rope: dict | None = None  # RoPE re-scaling applied at load (kind, factor, original_max_position, pe)
+    dtype: str | None = None  # the forward's autocast dtype (extrap.precision); None: float32, not recorded
 
     def __iter__(self):  # model, tokenizer, config = extrap.load(run_dir)
         return iter((self.model, self.tokenizer, self.config))
@@ -125,13 +127,20 @@ class TrainedRun:
             return None
 
     def provenance(self) -> Provenance:
-        return Provenance(**run_metadata(self.seed, self.corpus_hash), source={"rope": self.rope} if self.rope else {})
+        source = {"rope": self.rope} if self.rope else {}
+        return Provenance(**run_metadata(self.seed, self.corpus_hash), source=source | self._dtype_record())
+
+    def _dtype_record(self) -> dict:
+        return {"dtype": self.dtype} if self.dtype else {}
 
 
 def open_run(
-    path: str | Path, device: str | None = None, rope: str | None = None, factor: float | None = None
+    path: str | Path, device: str | None = None, rope: str | None = None, factor: float | None = None, dtype=None
 ) -> TrainedRun:
     """The run in directory ``path`` at its latest checkpoint, on ``device`` (default cpu).
+
+    ``dtype``: bfloat16 | float16 | float32, the autocast of its forward pass (:mod:`extrap.precision`),
+    recorded in its provenance; None: float32, unrecorded.
 
     ``rope`` (``KIND[:key=value,...]``, see :class:`~extrap.positional.rope_scaling.RopeRequest`)
     and ``factor``: evaluate a rotary run with that interpolation, its L being the run's L_tr
@@ -152,6 +161,8 @@ def open_run(
     model = GPT(model_cfg)
     load_model_weights(model, run_dir, ckpt)
     model.to(device or "cpu").eval()
+    if dtype is not None:
+        model.compute_dtype = DTYPES[eval_dtype(dtype, device or "cpu")]
     return TrainedRun(
         model=model,
         tokenizer=load_tokenizer(run_dir.path),
@@ -159,6 +170,7 @@ def open_run(
         path=run_dir.path,
         step=ckpt.step,
         rope=rope_info,
+        dtype=dtype,
     )
 
 
