@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from gpu_common import failure
-from gpu_hf import hf_part
+from gpu_hf import METHODS, hf_part
 from gpu_kernels import SCHEMES, attention_part, flex_part
 from gpu_models import dtype_part, eval_part, train_part
 from gpu_report import print_table, readme_row, readme_tables
@@ -53,7 +53,7 @@ DRY = dict(  # --dry-run: every part, at sizes a CPU runs in seconds
     heads=2, head_dim=16, rounds=1, hf_lengths=[256], hf_reps=1,
 )  # fmt: skip
 
-__all__ = ["PARTS", "SCHEMES", "main", "parse", "readme_row", "readme_tables"]
+__all__ = ["METHODS", "PARTS", "SCHEMES", "main", "parse", "readme_row", "readme_tables"]
 
 
 def parse(argv=None):

@@ -1,7 +1,8 @@
-"""bench/gpu.py's kernel parts: ``attention`` (float32 forward per backend) and ``flex`` (generated score_mods, bf16)."""
+"""bench/gpu.py's kernel parts: ``attention`` (float32 forward per backend), ``flex`` (generated score_mods)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from gpu_common import failure, sync
@@ -101,7 +102,9 @@ def flex_call(spec: str, L: int, H: int, dev, *, compiled: bool):
     if "table" in vals:  # T5 starts at zero: random values, so the kernel reads something
         vals["table"] = torch.randn_like(vals["table"]).requires_grad_(True)
     mode = mode or flex.default_mode(s)
-    table = toeplitz_table(s, {n: x.detach() for n, x in vals.items()}, L - 1, torch.float32, dev) if mode == "table" else None
+    table = None
+    if mode == "table":
+        table = toeplitz_table(s, {n: x.detach() for n, x in vals.items()}, L - 1, torch.float32, dev)
     fn = lambda q, k, v: flex.flex_attention(q, k, v, s, vals, table=table, mode=mode, compiled=compiled)  # noqa: E731
     return fn, [x for x in vals.values() if x.requires_grad]
 
@@ -111,11 +114,15 @@ def _fwd_bwd(fn, q, k, v):
     out.float().square().mean().backward()
 
 
+def _sdpa(q, k, v):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 def flex_part(a, dev) -> dict:
     """Forward and forward + backward of each scheme's generated score_mod in bf16 against causal SDPA."""
     import torch
-    import torch._dynamo.utils as du
-    import torch.nn.functional as F
 
     from gpu_common import median
 
@@ -123,38 +130,46 @@ def flex_part(a, dev) -> dict:
     dtype = torch.bfloat16 if cuda else torch.float32
     out = {"dtype": str(dtype).split(".")[1], "heads": a.heads, "head_dim": a.head_dim, "lengths": a.flex_lengths}
     out.update(schemes=list(FLEX_SCHEMES), fwd={}, fwd_bwd={}, sdpa_ms={}, compiles={}, errors={})
-    sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
     for L in a.flex_lengths:
-        gen = torch.Generator(device=dev).manual_seed(0)
-        qkv = [torch.randn(1, a.heads, L, a.head_dim, device=dev, dtype=dtype, generator=gen) for _ in range(3)]
-        grad_qkv = [x.clone().requires_grad_(True) for x in qkv]
-        base = {"fwd": _timed(lambda: sdpa(*qkv), dev, a.rounds, no_grad=True)}
-        if cuda:
-            base["fwd_bwd"] = _timed(lambda: _fwd_bwd(sdpa, *grad_qkv), dev, a.rounds)
-        out["sdpa_ms"][str(L)] = {k: round(1e3 * t, 3) for k, t in base.items()}
-        for spec in FLEX_SCHEMES:
-            key = f"{spec}@{L}"
-            graphs = du.counters["stats"]["unique_graphs"]
-            try:
-                fn, _ = flex_call(spec, L, a.heads, dev, compiled=cuda)
-                out["fwd"][key] = round(_timed(lambda: fn(*qkv), dev, a.rounds, no_grad=True) / base["fwd"], 3)
-                if cuda:
-                    t = _timed(lambda: _fwd_bwd(fn, *grad_qkv), dev, a.rounds)
-                    out["fwd_bwd"][key] = round(t / base["fwd_bwd"], 3)
-                else:
-                    out["errors"][key] = "forward only: FlexAttention has no backward on a CPU"
-            except Exception as e:
-                out["errors"][key] = failure(e)
-            out["compiles"][key] = du.counters["stats"]["unique_graphs"] - graphs
-            if cuda:
-                torch.cuda.empty_cache()
+        _flex_length(L, a, dev, dtype, out)
         print(f"flex L={L}: " + ", ".join(f"{s} x{out['fwd'].get(f'{s}@{L}')}" for s in FLEX_SCHEMES), flush=True)
     out["median_fwd_bwd"] = median(out["fwd_bwd"].values()) if out["fwd_bwd"] else None
     return out
 
 
-def _timed(fn, dev, rounds: int, no_grad: bool = False) -> float:
-    """Median seconds of ``rounds`` calls after one warm-up (which compiles)."""
+def _flex_length(L: int, a, dev, dtype, out: dict) -> None:
+    """Every scheme at one length, each ratio against causal SDPA measured at the same shape just before."""
+    import torch
+    import torch._dynamo.utils as du
+
+    cuda = dev.type == "cuda"
+    gen = torch.Generator(device=dev).manual_seed(0)
+    qkv = [torch.randn(1, a.heads, L, a.head_dim, device=dev, dtype=dtype, generator=gen) for _ in range(3)]
+    grad_qkv = [x.clone().requires_grad_(True) for x in qkv]
+    base = {"fwd": _timed(_sdpa, qkv, dev, a.rounds, no_grad=True)}
+    if cuda:
+        base["fwd_bwd"] = _timed(functools.partial(_fwd_bwd, _sdpa), grad_qkv, dev, a.rounds)
+    out["sdpa_ms"][str(L)] = {k: round(1e3 * t, 3) for k, t in base.items()}
+    for spec in FLEX_SCHEMES:
+        key = f"{spec}@{L}"
+        graphs = du.counters["stats"]["unique_graphs"]
+        try:
+            fn, _ = flex_call(spec, L, a.heads, dev, compiled=cuda)
+            out["fwd"][key] = round(_timed(fn, qkv, dev, a.rounds, no_grad=True) / base["fwd"], 3)
+            if cuda:
+                t = _timed(functools.partial(_fwd_bwd, fn), grad_qkv, dev, a.rounds)
+                out["fwd_bwd"][key] = round(t / base["fwd_bwd"], 3)
+            else:
+                out["errors"][key] = "forward only: FlexAttention has no backward on a CPU"
+        except Exception as e:
+            out["errors"][key] = failure(e)
+        out["compiles"][key] = du.counters["stats"]["unique_graphs"] - graphs
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+def _timed(fn, args, dev, rounds: int, no_grad: bool = False) -> float:
+    """Median seconds of ``fn(*args)`` over ``rounds`` calls after one warm-up (which compiles)."""
     import contextlib
 
     import torch
@@ -163,12 +178,12 @@ def _timed(fn, dev, rounds: int, no_grad: bool = False) -> float:
 
     ctx = torch.no_grad if no_grad else contextlib.nullcontext
     with ctx():
-        fn()
+        fn(*args)
         times = []
         for _ in range(rounds):
             sync(dev)
             t0 = time.perf_counter()
-            fn()
+            fn(*args)
             sync(dev)
             times.append(time.perf_counter() - t0)
     return median(times)

@@ -14,29 +14,32 @@ TINY_MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "batch_size": 2, "train_
 # ---- training ------------------------------------------------------------------------------------
 
 
-def train_run(folder: Path, preset: str, steps: int, dev, tiny: bool) -> Path:
-    """``extrap train --pe alibi --preset P --steps N --device D`` into ``folder`` (log every step, one checkpoint)."""
+def train_run(folder: Path, preset: str, steps: int, dev, tiny: bool, compiled: bool = False) -> Path:
+    """``extrap train --pe alibi --preset P --steps N --device D [--compile]`` into ``folder`` (log every step)."""
     from extrap.train import build_configs, train
 
     over = {"steps": steps, "save_every": 10**9, "log_every": 1, "device": str(dev), **(TINY_MODEL if tiny else {})}
     m, t = build_configs("alibi", preset, overrides=over)
-    train(folder, m, t, progress=False)
+    train(folder, m, t, progress=False, compiled=compiled)
     return folder
 
 
-def train_one(root: Path, preset: str, a, dev) -> dict:
-    """Tokens/s of one preset: the median of the logged per-step tokens/s after ``a.warmup`` steps."""
+def train_one(root: Path, preset: str, a, dev, compiled: bool = False) -> dict:
+    """Tokens/s and MFU of one preset: the medians of the logged per-step values after ``a.warmup`` steps."""
     from extrap.run import RunDir
 
     reset_peak(dev)
     t0 = time.perf_counter()
-    folder = train_run(root / f"train-{preset}", preset, a.warmup + a.steps, dev, a.dry_run)
+    name = f"train-{preset}" + ("-compiled" if compiled else "")
+    folder = train_run(root / name, preset, a.warmup + a.steps, dev, a.dry_run, compiled)
     wall = time.perf_counter() - t0
     rows = RunDir(folder).read_metrics()
     cfg = RunDir(folder).read_config()
     per_step = cfg.train.batch_size * cfg.train.train_length * cfg.train.grad_accum
     timed = sorted(r.tokens_per_s for r in rows[a.warmup :])
+    mfus = sorted(r.mfu for r in rows[a.warmup :] if r.mfu is not None)
     return {
+        "mfu": round(mfus[len(mfus) // 2], 4) if mfus else None,  # extrap.throughput: PaLM's count / the card's peak
         "tokens_per_s": round(timed[len(timed) // 2]),
         "step_ms": round(1e3 * per_step / timed[len(timed) // 2], 2),
         "first_step_s": round(per_step / rows[0].tokens_per_s, 2),  # compiling included
@@ -48,13 +51,16 @@ def train_one(root: Path, preset: str, a, dev) -> dict:
 
 
 def train_part(root: Path, a, dev) -> dict:
+    """Each preset as ``extrap train`` runs it, and on a GPU the paper preset with ``--compile`` too."""
     out = {}
-    for preset in PRESETS:
+    runs = [(p, False) for p in PRESETS] + ([("paper", True)] if dev.type == "cuda" else [])
+    for preset, compiled in runs:
+        key = preset + ("/compile" if compiled else "")
         try:
-            out[preset] = train_one(root, preset, a, dev)
+            out[key] = train_one(root, preset, a, dev, compiled)
         except Exception as e:  # one preset failing (memory, a compile error) keeps the others
-            out[preset] = {"error": failure(e)}
-        print(f"train {preset}: {out[preset]}", flush=True)
+            out[key] = {"error": failure(e)}
+        print(f"train {key}: {out[key]}", flush=True)
     return out
 
 

@@ -60,7 +60,7 @@ def readme_tables(res: dict) -> str:
     fx = res.get("flex")
     if isinstance(fx, dict) and "fwd" in fx:
         out += [f"Generated score_mods, bf16, time / causal SDPA ({name}):", ""]
-        out += ["| scheme | " + " | ".join(f"{L // 1024}k fwd / fwd+bwd" for L in fx["lengths"]) + " |"]
+        out += ["| scheme | " + " | ".join(f"{_k(L)} fwd / fwd+bwd" for L in fx["lengths"]) + " |"]
         out += ["|---" * (1 + len(fx["lengths"])) + "|"]
         for pe in fx["schemes"]:
             cells = [_pair(fx["fwd"].get(f"{pe}@{L}"), fx["fwd_bwd"].get(f"{pe}@{L}")) for L in fx["lengths"]]
@@ -69,8 +69,8 @@ def readme_tables(res: dict) -> str:
     hf = res.get("hf")
     if isinstance(hf, dict) and "ratio" in hf:
         longest = max(hf["lengths"])
-        out += [f"{hf['model']} ({name}): prefill time / extrap's plain prefill, peak GB at {longest // 1024}k:", ""]
-        out += ["| run | " + " | ".join(f"{L // 1024}k" for L in hf["lengths"]) + " | peak GB |"]
+        out += [f"{hf['model']} ({name}): prefill time / extrap's plain prefill, peak GB at {_k(longest)}:", ""]
+        out += ["| run | " + " | ".join(_k(L) for L in hf["lengths"]) + " | peak GB |"]
         out += ["|---" * (2 + len(hf["lengths"])) + "|"]
         names = dict.fromkeys(k.split("@")[0] for k in list(hf["tokens_per_s"]) + list(hf["errors"]))
         for run in names:
@@ -97,3 +97,7 @@ def _cell(hf: dict, run: str, L: int) -> str:
         return "failed: " + hf["errors"][key].split(":")[0]
     r = hf["ratio"].get(key)
     return "-" if r is None else f"{r:.2f}× ({hf['tokens_per_s'][key]:,} tok/s)"
+
+
+def _k(L: int) -> str:
+    return f"{L // 1024}k" if L % 1024 == 0 else f"{L:,}"

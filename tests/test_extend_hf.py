@@ -66,6 +66,20 @@ def test_hf_extension_equals_a_dense_reference(folder, spec):
     assert not torch.allclose(got, plain, atol=1e-3)  # 40 > 16 = L_tr: the map differs from plain RoPE
 
 
+def test_a_second_method_replaces_the_first_and_the_module_tree_stays_the_models(folder):
+    """bench/gpu.py times one model under method after method: the second extension must equal a fresh
+    model's, and extending must not make the rotary module a child of every attention layer."""
+    run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    names = [n for n, _ in run.model.hf.named_modules(remove_duplicate=False)]
+    extend_run(run, "self-extend")
+    extend_run(run, "rerope")
+    assert [n for n, _ in run.model.hf.named_modules(remove_duplicate=False)] == names
+    fresh = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
+    extend_run(fresh, "rerope")
+    with torch.no_grad():
+        torch.testing.assert_close(run.model(IDS).logits, fresh.model(IDS).logits, rtol=0, atol=0)
+
+
 def test_hf_no_op_window_is_plain_rope(folder):
     run = extrap.load(f"hf:{folder}", device="cpu", dtype="float32")
     plain = run.model(IDS).logits

@@ -43,7 +43,10 @@ def _identity(module, args, out):
 
 
 def extend_hf(model, method: Method) -> None:
-    """Run the hf: model with ``method``: unrotated q and k, :func:`hf_extended_attention` for every layer."""
+    """Run the hf: model with ``method``: unrotated q and k, :func:`hf_extended_attention` for every layer.
+
+    On a model already extended, ``method`` takes the previous one's place (there is no way back to plain).
+    """
     from extrap.hf.common import require_transformers
     from extrap.hf.rope_length import rotary_modules
 
@@ -51,6 +54,11 @@ def extend_hf(model, method: Method) -> None:
         raise ExtrapError(
             f"{method.name} extends Llama-family RoPE models ({', '.join(HF_FAMILIES)}); got {model.family}"
         )
+    if model.extension is not None:  # already unrotated, with this attention: another method takes its place
+        for m in model.attn_modules:
+            m._extrap_extend = method
+        model.extension = method
+        return
     rots = rotary_modules(model.hf)
     if len(rots) != 1:
         raise ExtrapError(f"{method.name}: expected one rotary embedding module, found {len(rots)}")
@@ -63,7 +71,8 @@ def extend_hf(model, method: Method) -> None:
     require_transformers().AttentionInterface.register(EXTEND_IMPL, hf_extended_attention)
     rot.register_forward_hook(_identity)
     for m in model.attn_modules:
-        m._extrap_extend, m._extrap_rotary = method, rot
+        m._extrap_extend = method
+        object.__setattr__(m, "_extrap_rotary", rot)  # a reference, not a child module: the model's tree stays its own
     for m in model.hf.modules():
         if hasattr(getattr(m, "config", None), "_attn_implementation"):
             m.config._attn_implementation = EXTEND_IMPL
