@@ -291,3 +291,29 @@ def test_binary_constants_skip_evalf_and_give_its_number(monkeypatch):
     assert evalf_calls == consts[-2:]  # only where p does not fit the 15-digit precision
     with mpmath.workdps(DPS):
         assert exact_mpf(sympy.Rational(1, 3)) == third and exact_mpf(sympy.pi) == pi and len(evalf_calls) == 4
+
+
+@pytest.mark.parametrize("spec, converted", [("kerple-power:r2=0.5", {"r1"}), ("t5", set()), ("alibi", {"slope"})])
+def test_a_head_converts_only_the_parameters_that_have_a_symbol(spec, converted, monkeypatch):
+    """The others are exact numbers in the structure's form already (T5's 8 x 32 table is never rebuilt)."""
+    scheme = get(spec)
+    values = scheme.init_values(8)
+    asked = []
+    original = type(scheme).head_values
+    clear_cache()
+    forms.head_verdict(scheme, values, 0)  # the structure, built from every parameter
+    record = lambda s, v, h, **k: asked.append(set(v)) or original(s, v, h, **k)  # noqa: E731
+    monkeypatch.setattr(type(scheme), "head_values", record)
+    for h in range(1, 8):
+        forms.head_verdict(scheme, values, h)
+    assert asked == ([converted] * 7 if converted else [])
+
+
+def test_powers_of_ten_are_those_of_each_precision():
+    """pow10 keeps a table of constants: the entry of each precision is that precision's 10^k, bit for bit."""
+    from extrap.theory.quadrature import pow10
+
+    for dps in (15, 40, 15, 60, 40):
+        with mpmath.workdps(dps):
+            for k in (-38, -14, -6, 0, 3):
+                assert pow10(k)._mpf_ == (mpmath.mpf(10) ** k)._mpf_
