@@ -317,3 +317,33 @@ def test_powers_of_ten_are_those_of_each_precision():
         with mpmath.workdps(dps):
             for k in (-38, -14, -6, 0, 3):
                 assert pow10(k)._mpf_ == (mpmath.mpf(10) ** k)._mpf_
+
+
+def test_a_run_of_equal_exact_terms_takes_one_exp(monkeypatch):
+    """A window's 512 weights e^0 are one exp, and still sum to B = 512 with n(eps) = ceil(512 (1 - eps))."""
+    from extrap.theory import analyse, trf
+
+    calls = []
+    real = trf.saturating_exp
+    monkeypatch.setattr(trf, "saturating_exp", lambda x: calls.append(x) or real(x))
+    clear_cache()
+    (row,) = analyse("window", 1, eps=(1e-3,), lengths=None)
+    assert row.series_sum == 512 and row.trf == {"0.001": 512}
+    assert len(calls) < 8  # one for the run of zeros (and none per term)
+
+
+def test_the_integer_search_leaves_its_tail_for_the_walk(monkeypatch):
+    """A closed-form tail is evaluated once per point: the search stops at an integer whose tail the walk
+    to the exact n(eps) starts from (KERPLE-log's Hurwitz tails, ALiBi's geometric ones)."""
+    from extrap.theory import analyse, closed
+
+    def counted(real, points):
+        return lambda s, J: points.append((id(s), J)) or real(s, J)
+
+    for cls in (closed.HurwitzSeries, closed.GeometricSeries):
+        points = []
+        monkeypatch.setattr(cls, "_closed_tail", counted(cls._closed_tail, points))
+        clear_cache()
+        rows = analyse("kerple-log" if cls is closed.HurwitzSeries else "alibi", 4, eps=(1e-3, 1e-12), lengths=None)
+        assert all(r.verdict == "converges" and None not in r.trf.values() for r in rows)
+        assert points and len(points) == len(set(points))
