@@ -291,3 +291,59 @@ def test_binary_constants_skip_evalf_and_give_its_number(monkeypatch):
     assert evalf_calls == consts[-2:]  # only where p does not fit the 15-digit precision
     with mpmath.workdps(DPS):
         assert exact_mpf(sympy.Rational(1, 3)) == third and exact_mpf(sympy.pi) == pi and len(evalf_calls) == 4
+
+
+@pytest.mark.parametrize("spec, converted", [("kerple-power:r2=0.5", {"r1"}), ("t5", set()), ("alibi", {"slope"})])
+def test_a_head_converts_only_the_parameters_that_have_a_symbol(spec, converted, monkeypatch):
+    """The others are exact numbers in the structure's form already (T5's 8 x 32 table is never rebuilt)."""
+    scheme = get(spec)
+    values = scheme.init_values(8)
+    asked = []
+    original = type(scheme).head_values
+    clear_cache()
+    forms.head_verdict(scheme, values, 0)  # the structure, built from every parameter
+    record = lambda s, v, h, **k: asked.append(set(v)) or original(s, v, h, **k)  # noqa: E731
+    monkeypatch.setattr(type(scheme), "head_values", record)
+    for h in range(1, 8):
+        forms.head_verdict(scheme, values, h)
+    assert asked == ([converted] * 7 if converted else [])
+
+
+def test_powers_of_ten_are_those_of_each_precision():
+    """pow10 keeps a table of constants: the entry of each precision is that precision's 10^k, bit for bit."""
+    from extrap.theory.quadrature import pow10
+
+    for dps in (15, 40, 15, 60, 40):
+        with mpmath.workdps(dps):
+            for k in (-38, -14, -6, 0, 3):
+                assert pow10(k)._mpf_ == (mpmath.mpf(10) ** k)._mpf_
+
+
+def test_a_run_of_equal_exact_terms_takes_one_exp(monkeypatch):
+    """A window's 512 weights e^0 are one exp, and still sum to B = 512 with n(eps) = ceil(512 (1 - eps))."""
+    from extrap.theory import analyse, trf
+
+    calls = []
+    real = trf.saturating_exp
+    monkeypatch.setattr(trf, "saturating_exp", lambda x: calls.append(x) or real(x))
+    clear_cache()
+    (row,) = analyse("window", 1, eps=(1e-3,), lengths=None)
+    assert row.series_sum == 512 and row.trf == {"0.001": 512}
+    assert len(calls) < 8  # one for the run of zeros (and none per term)
+
+
+def test_the_integer_search_leaves_its_tail_for_the_walk(monkeypatch):
+    """A closed-form tail is evaluated once per point: the search stops at an integer whose tail the walk
+    to the exact n(eps) starts from (KERPLE-log's Hurwitz tails, ALiBi's geometric ones)."""
+    from extrap.theory import analyse, closed
+
+    def counted(real, points):
+        return lambda s, J: points.append((id(s), J)) or real(s, J)
+
+    for cls in (closed.HurwitzSeries, closed.GeometricSeries):
+        points = []
+        monkeypatch.setattr(cls, "_closed_tail", counted(cls._closed_tail, points))
+        clear_cache()
+        rows = analyse("kerple-log" if cls is closed.HurwitzSeries else "alibi", 4, eps=(1e-3, 1e-12), lengths=None)
+        assert all(r.verdict == "converges" and None not in r.trf.values() for r in rows)
+        assert points and len(points) == len(set(points))

@@ -103,7 +103,7 @@ class _ClosedTail(Series):
     def _setup(self, head: Callable, cutoff: int, n0: int, fast: bool) -> None:
         self.fast, self.finite = fast, False
         self._head, self._cutoff = head, cutoff
-        self._dmemo = {}
+        self._dmemo, self._tails = {}, {}
         with mpmath.workdps(DPS):
             self.terms = []
             self._extend(head, cutoff, n0)
@@ -115,16 +115,25 @@ class _ClosedTail(Series):
     def refine(self) -> None:
         """Nothing to refine: B is already exact to the working precision."""
 
+    def _em_tail(self, J, abs_tol=None, rough: bool = False, full_em: bool = False):
+        """(R(J), error bound), exact whatever the flags; remembered, so that :meth:`_settle` finds the
+        tail at the integer where :meth:`_search` stopped (one closed-form evaluation less per head)."""
+        key = (J, mpmath.mp.prec)
+        if key not in self._tails:
+            self._tails[key] = self._closed_tail(J)
+        return self._tails[key]
+
     def _search(self, target) -> int:
-        """Newton on the exact tail from n0 (one step for a geometric tail); :meth:`_settle` then
-        walks to the exact integer.  The bracketing search of :class:`Series` if it does not settle."""
+        """Newton on the exact tail from n0 (one step for a geometric tail), at integers, so that it stops
+        where the tail is known; :meth:`_settle` then walks to the exact integer.  The bracketing search
+        of :class:`Series` if it does not settle."""
         j = mpmath.mpf(self.n0)
         R = self.tail0
         for _ in range(50):
             nxt = max(self._newton(j, R, target)[0], mpmath.mpf(self.n0))
             if abs(nxt - j) < 1:
-                return int(mpmath.ceil(nxt))
-            j = nxt
+                return int(j)
+            j = mpmath.ceil(nxt)
             R = self._em_tail(j)[0]
         return super()._search(target)
 
@@ -138,7 +147,7 @@ class GeometricSeries(_ClosedTail):
         self._b = lambda x: saturating_exp(c - m * x)
         self._setup(head, cutoff, max(cutoff, 1), fast)
 
-    def _em_tail(self, J, abs_tol=None, rough: bool = False, full_em: bool = False):
+    def _closed_tail(self, J):
         value = self._b(J) / self._ratio  # sum_{k>=0} e^(c - m (J + k))
         return value, self.rounding * value
 
@@ -157,25 +166,26 @@ class HurwitzSeries(_ClosedTail):
         self._b = lambda x: saturating_exp(c - p * mpmath.log(a * x + q))
         self._setup(head, cutoff, max(cutoff, HURWITZ_START), fast)
 
-    def _em_tail(self, J, abs_tol=None, rough: bool = False, full_em: bool = False):
+    def _closed_tail(self, J):
         """e^c a^-p zeta(p, u), u = J + q/a, by Euler-Maclaurin with exact derivatives of u^-p:
         zeta(p, u) = u^(1-p)/(p-1) + u^-p/2 + sum_k B_2k/(2k)! p(p+1)...(p+2k-2) u^(-p-2k+1)."""
         p, u = self._p, J + self._shift
         up = u ** (-p)
         total = u * up / (p - 1) + up / 2
-        rising, power = p, up / u  # p(p+1)...(p+2k-2) and u^(-p-2k+1) for k = 1
+        rising, power, u2 = p, up / u, u * u  # p(p+1)...(p+2k-2) and u^(-p-2k+1) for k = 1
         goal, err = pow10(-(mpmath.mp.dps + 2)) * total, up
         for k in range(1, HURWITZ_TERMS + 1):
             term = em_coefficient(k) * rising * power
-            if abs(term) >= err:  # the asymptotic series turned: stop before it grows
-                err = abs(term)  # the remainder lies between 0 and the first term left out
+            size = abs(term)
+            if size >= err:  # the asymptotic series turned: stop before it grows
+                err = size  # the remainder lies between 0 and the first term left out
                 break
             total += term
-            err = abs(term)  # the remainder is below the first term left out, itself below this one
+            err = size  # the remainder is below the first term left out, itself below this one
             if err < goal:
                 break
             rising *= (p + 2 * k - 1) * (p + 2 * k)
-            power /= u * u
+            power /= u2
         value = self._scale * total
         return value, self._scale * err + self.rounding * value
 

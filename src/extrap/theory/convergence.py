@@ -95,8 +95,10 @@ def fmt(q) -> str:
     q = sympy.sympify(q)
     if q in (sympy.oo, -sympy.oo):
         return "oo" if q is sympy.oo else "-oo"
-    if q.is_Rational and len(str(q)) <= 12:
-        return str(q)
+    if q.is_Rational:  # printed once: sympy's printer costs more than the rest of this function
+        text = str(q)
+        if len(text) <= 12:
+            return text
     v = float(q)
     return f"{v:.6g}" if math.isfinite(v) else str(sympy.N(q, 6))
 

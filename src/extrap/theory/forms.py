@@ -83,13 +83,21 @@ class _Structure:
     tail: tuple | None = None  # (eventual branch, cutoff) of ``form``, the same for every head
     verdict: Verdict | None = None  # classify_tail of that branch, valid for every head
 
-    def subs(self, exact: Mapping) -> Substitution:
-        """symbol -> the head's exact value, from ``scheme.head_values``."""
+    def subs(self, scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int) -> Substitution:
+        """symbol -> the head's exact value, from ``scheme.head_values`` of the parameters that have a
+        symbol (the others are in the form already: T5's 8 x 32 table need not become 256 rationals again)."""
+        varying = {name: values[name] for name, sym in self.symbols.items() if any(map(_is_symbol, _as_list(sym)))}
+        exact = scheme.head_values(varying, head) if varying else {}
         out = {}
-        for name, sym in self.symbols.items():
+        for name in exact:
+            sym = self.symbols[name]
             pairs = zip(sym, exact[name]) if isinstance(sym, list) else [(sym, exact[name])]
-            out.update((s, v) for s, v in pairs if isinstance(s, sympy.Dummy))
+            out.update((s, v) for s, v in pairs if _is_symbol(s))
         return out
+
+
+def _is_symbol(x) -> bool:
+    return isinstance(x, sympy.Dummy)
 
 
 _STRUCTURES: dict[tuple, _Structure | None] = {}
@@ -107,7 +115,7 @@ def head_verdict(scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int)
     s = _STRUCTURES[key]
     if s is None:
         return classify(scheme.symbolic(head, values))
-    subs = s.subs(scheme.head_values(values, head))
+    subs = s.subs(scheme, values, head)
     if s.verdict is not None:
         return s.verdict.for_head(subs)
     if s.tail is not None:

@@ -106,14 +106,26 @@ def _pick(out: torch.Tensor, cumulative: torch.Tensor, lengths: list[int], start
             out[:, i] = cumulative[:, L - start - 1]
 
 
+class _Rows(NamedTuple):
+    """A :class:`Sums` as Python floats, converted once for all heads (not once per head and length)."""
+
+    sums: list
+    scaled: list | None
+    logs: list
+    shift: list
+
+    @classmethod
+    def of(cls, s: Sums) -> _Rows:
+        return cls(s.sums.tolist(), None if s.scaled is None else s.scaled.tolist(), s.logs.tolist(), s.shift.tolist())
+
+
 class _Column:
     """One head's partial sums by length: S(L) as a float (None outside float64) and log S(L)."""
 
-    def __init__(self, s: Sums, h: int, lengths: list[int]):
-        row = min(h, s.sums.shape[0] - 1)  # head-independent schemes have one row
-        shift = float(s.shift[row])
-        sums, logs = s.sums[row].tolist(), s.logs[row].tolist()  # one conversion, not one per length
-        scaled = s.scaled[row].tolist() if s.scaled is not None else [math.nan] * len(lengths)
+    def __init__(self, s: _Rows, h: int, lengths: list[int]):
+        row = min(h, len(s.sums) - 1)  # head-independent schemes have one row
+        shift, sums, logs = s.shift[row], s.sums[row], s.logs[row]
+        scaled = s.scaled[row] if s.scaled is not None else [math.nan] * len(lengths)
         self.value = {L: _finite(sums[i]) for i, L in enumerate(lengths)}
         self.log = {L: logs[i] + shift for i, L in enumerate(lengths)}
         self.rel = {L: logs[i] for i, L in enumerate(lengths)}  # shift-free: exact differences
@@ -142,10 +154,12 @@ def add_numerics(scheme, values, results: list[HeadResult], lengths, train_lengt
     # one pass of the bias gives the partial sums and each head's largest weight
     sums = _scan_once(scheme, values64, grid, min(max(SCAN, 4 * cut), MAX_SCAN) if need_tail else 0)
     evidence = scan(scheme, values64, list(EVIDENCE_LENGTHS)) if inconclusive else None
+    rows, rmax = _Rows.of(sums), sums.rmax.tolist()
+    evidence = _Rows.of(evidence) if evidence is not None else None
     for h, r in zip(heads, results):
-        _tail_weight(r, float(sums.rmax[min(h, sums.rmax.shape[0] - 1)]))
+        _tail_weight(r, rmax[min(h, len(rmax) - 1)])
         if lengths:
-            _dilution(r, _Column(sums, h, grid), lengths, train_length)
+            _dilution(r, _Column(rows, h, grid), lengths, train_length)
         if evidence is not None and r.verdict == "inconclusive":
             _evidence(r, _Column(evidence, h, list(EVIDENCE_LENGTHS)))
 

@@ -18,9 +18,17 @@ from extrap.theory.errors import SeriesError
 QUAD_MAXDEGREE = 7  # bounded tanh-sinh effort: oscillating tails fail fast instead of running for minutes
 
 
+_POW10: dict[tuple[int, int], object] = {}
+
+
 def pow10(k):
-    """10^k as an mpmath number at the working precision."""
-    return mpmath.mpf(10) ** k
+    """10^k as an mpmath number at the working precision (a constant table, like the coefficients below:
+    every tolerance of the engine asks for one, ~200 a round, and an mpf power costs microseconds)."""
+    key = (k, mpmath.mp.prec)
+    c = _POW10.get(key)
+    if c is None:
+        c = _POW10[key] = mpmath.mpf(10) ** k
+    return c
 
 
 _EM_COEFFICIENTS: dict[tuple[int, int], object] = {}

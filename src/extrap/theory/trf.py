@@ -125,8 +125,12 @@ class Series:
     # ---- terms --------------------------------------------------------------
     def _extend(self, head, cutoff: int, n0: int) -> None:
         """Exact terms b_0 .. b_{n0-1} and their suffix sums."""
+        last = None  # (r, b) of the previous exact term: a run of equal r (a window's zeros) takes one exp
         for k in range(len(self.terms), n0):
-            self.terms.append(self._checked(k, term_at(head, k) if (self.finite or k < cutoff) else None))
+            r = term_at(head, k) if (self.finite or k < cutoff) else None
+            if r is None or last is None or not r == last[0]:
+                last = (r, self._checked(k, r))
+            self.terms.append(last[1])
         self.n0 = n0
         suffix = [mpmath.mpf(0)] * (n0 + 1)
         for k in range(n0 - 1, -1, -1):
