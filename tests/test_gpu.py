@@ -108,6 +108,7 @@ FLEX_SCHEMES = [
     "tisa",
     "sandwich",
     "sandwich/flex-formula",
+    "fire",  # r(t, i): i = q_idx, its MLP (hidden 32) unrolled in the kernel; L = 1024 runs past its L = 512
 ]
 
 
@@ -128,8 +129,9 @@ def test_flex_bf16_forward_and_backward_equal_the_blocked_kernel(spec):
     ≈ 2e-3 relative per rounding) and the two kernels round at different places (SDPA reads a bf16 bias,
     flex adds a float32 one to float32 scores), so: the loss to 2e-3 relative, every gradient to 0.1 in
     relative Frobenius norm (the learned bias parameters included: KERPLE's r1, r2, T5's table, TISA's
-    kernels; each sums a bf16-rounded term over every (query, key) pair).  Calibrated on the CPU with
-    FlexAttention's own eager math in bf16 autocast at L = 512: loss within 2e-6, gradients within 0.035."""
+    kernels, FIRE's MLP, c and L; each sums a bf16-rounded term over every (query, key) pair).  Calibrated on
+    the CPU with FlexAttention's own eager math in bf16 autocast at L = 512: loss within 2e-6, gradients
+    within 0.035."""
     pe, _, backend = spec.partition("/")
     _, blocked = _pair(pe, attn_backend="blocked")
     _, fused = _pair(pe, attn_backend=backend or "flex")
