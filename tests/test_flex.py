@@ -142,6 +142,9 @@ def test_default_modes_and_forced_backends():
     from extrap.model import ModelConfig
 
     assert ModelConfig(attn_backend="flex-table").attn_backend == "flex-table"
+    assert ModelConfig(pe="fire", attn_backend="flex").attn_backend == "flex"
+    with pytest.raises(ExtrapError, match="query position: no r.t. table for flex-table"):
+        ModelConfig(pe="fire", attn_backend="flex-table")
     with pytest.raises(ExtrapError, match="attn_backend must be one of"):
         ModelConfig(attn_backend="flex-fast")
 
