@@ -82,7 +82,7 @@ def attention_part(a, dev) -> dict:
 
 # ---- generated score_mods (issue 31 item 1) ----------------------------------------------------------
 
-FLEX_SCHEMES = ("alibi", "kerple-log", "kerple-power", "type1", "type2", "t5", "sandwich", "sandwich/formula")
+FLEX_SCHEMES = ("alibi", "kerple-log", "kerple-power", "type1", "type2", "t5", "sandwich", "sandwich/formula", "fire")
 
 
 def flex_call(spec: str, L: int, H: int, dev, *, compiled: bool):

@@ -8,6 +8,7 @@ runs the fused backward).  The blocked kernel evaluates r(t) in float64 and roun
 dtype; the score_mod computes it in float32, hence the float32 tolerances below.
 """
 
+import math
 import warnings
 
 import pytest
@@ -30,6 +31,7 @@ TOEPLITZ = sorted(
     for n, c in P.REGISTRY.items()
     if issubclass(c, P.BiasRPE) and not issubclass(c, ContentBias) and c.toeplitz and not c.is_identity
 ) + ["-2*log(n)", "nope"]
+FIRE = "fire:L=8"  # r also reads the query position i (= q_idx): a threshold L well inside the grids
 
 
 def _values(scheme, dtype=torch.float64, seed=0):
@@ -48,8 +50,8 @@ def _grid_score(scheme, values: dict, L: int, tau: float = 1.0) -> torch.Tensor:
     index every dimension of the buffer), as in its eager forward and its traced backward."""
     from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex  # FlexAttention's own
 
-    names = flex._names(scheme, flex.FORMULA)
-    mod = flex.score_mod(scheme, names, flex.FORMULA, tuple(values[n] for n in names), torch.tensor(1.0 / tau))
+    names, params = flex._names(scheme, flex.FORMULA), flex.formula_params(scheme, values, H, "cpu")
+    mod = flex.score_mod(scheme, names, flex.FORMULA, params, torch.tensor(1.0 / tau))
     zero, b = torch.zeros(()), torch.zeros((), dtype=torch.int32)
     f = lambda h, q, k: mod(zero, b, h, q, k)  # noqa: E731
     f = vmap(vmap(vmap(f, in_dims=(None, None, 0)), in_dims=(None, 0, None)), in_dims=(0, None, None))
@@ -59,13 +61,14 @@ def _grid_score(scheme, values: dict, L: int, tau: float = 1.0) -> torch.Tensor:
 
 
 def _blocked_bias(scheme, values: dict, L: int) -> torch.Tensor:
-    """What the blocked path adds: r(i - j) from the float64 r(t) table, (H, L, L), MASKED above the diagonal."""
-    table = toeplitz_table(scheme, values, L - 1, torch.float64, "cpu")
+    """What the blocked path adds: r(i - j) from the float64 r(t) table, (H, L, L), MASKED above the diagonal
+    (FIRE: r(t, i) per entry, in float32, as the blocked path computes the queries past its table)."""
+    table = toeplitz_table(scheme, values, L - 1, torch.float64, "cpu") if scheme.toeplitz else None
     ctx = BiasContext(scheme, values, torch.arange(L), table=table, contiguous=True)
     return bias_block(ctx, 0, L, 0, L, torch.float64).expand(H, L, L)
 
 
-@pytest.mark.parametrize("spec", TOEPLITZ)
+@pytest.mark.parametrize("spec", TOEPLITZ + [FIRE])
 def test_score_mod_is_the_schemes_bias_and_has_its_gradients(spec):
     scheme, L = P.get(spec), 48
     v64 = _values(scheme)
@@ -84,17 +87,26 @@ def test_score_mod_is_the_schemes_bias_and_has_its_gradients(spec):
         torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-4, msg=f"{spec}: d/d{n}")
 
 
-@pytest.mark.parametrize("spec", TOEPLITZ + ["sandwich/table", "kerple-log/table", "t5/table"])
+def _blocked_context(scheme, values, L, window=None) -> BiasContext:
+    """The context the model builds (GPT's bias_context): the r(t) table, FIRE's for its queries i <= L only."""
+    ctx = BiasContext(scheme, values, torch.arange(L), window, contiguous=True)
+    rows = L if scheme.toeplitz else min(L, math.floor(scheme.toeplitz_until(values)) + 1)
+    ctx.table = toeplitz_table(scheme, values, rows - 1, torch.float32, "cpu")
+    ctx.toeplitz_rows = None if scheme.toeplitz else rows
+    return ctx
+
+
+@pytest.mark.parametrize("spec", TOEPLITZ + ["sandwich/table", "kerple-log/table", "t5/table", "fire:L=64"])
 def test_eager_flex_forward_equals_the_blocked_kernel(spec):
     """The whole attention, FlexAttention run eagerly (its vmap reference) against attend(backend="blocked"):
-    L = 200 with a window of 150, temperature 0.8; formula mode, and table mode where named."""
+    L = 200 with a window of 150, temperature 0.8; formula mode, and table mode where named.  FIRE: the
+    blocked path reads its table for queries up to L = 64 and computes the others per entry."""
     name, _, mode = spec.partition("/")
     scheme, L, window, tau = P.get(name), 200, 150, 0.8
     values = {n: x.detach().float() for n, x in _values(scheme).items()}
     g = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(2, H, L, 16, generator=g) for _ in range(3))
-    ctx = BiasContext(scheme, values, torch.arange(L), window, contiguous=True)
-    ctx.table = toeplitz_table(scheme, values, L - 1, torch.float32, "cpu")
+    ctx = _blocked_context(scheme, values, L, window)
     want, _ = attend(q, k, v, ctx, tau, backend="blocked")
     with warnings.catch_warnings(), torch.no_grad():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
@@ -115,16 +127,24 @@ def test_default_modes_and_forced_backends():
         assert {choose_backend(b, ctx, q, False) for b in ("flex", "flex-formula", "flex-table")} == {"flex"}
         assert choose_backend("auto", ctx, q, False) == "blocked"  # CPU: FlexAttention compiles
     fire = P.get("fire")
-    fctx = BiasContext(fire, fire.init_values(H), torch.arange(L), contiguous=True, table=torch.zeros(H, L))
-    with torch.no_grad():  # FIRE reads the query position too: the blocked path, whatever is asked
-        assert choose_backend("flex-formula", fctx, q, False) == "blocked"
+    assert flex.default_mode(fire) == flex.FORMULA
+    fctx = _blocked_context(fire, fire.init_values(H), L)
+    with torch.no_grad():  # FIRE reads the query position too: i = q_idx, in formula mode only
+        assert {choose_backend(b, fctx, q, False) for b in ("flex", "flex-formula")} == {"flex"}
+        assert choose_backend("auto", fctx, q, False) == "blocked"
+        assert choose_backend("flex", fctx, q, True) == "blocked"  # probabilities: the blocked path records them
+        with pytest.raises(ExtrapError, match="query position: no r.t. table for flex-table"):
+            choose_backend("flex-table", fctx, q, False)
     with pytest.raises(ExtrapError, match="query position"):
-        flex.flex_attention(q, q, q, fire, fctx.values, compiled=False)
+        flex.flex_attention(q, q, q, fire, fctx.values, table=fctx.table, mode="table", compiled=False)
     with pytest.raises(ExtrapError, match="table mode needs"):
         flex.flex_attention(q, q, q, alibi, ctx.values, mode="table", compiled=False)
     from extrap.model import ModelConfig
 
     assert ModelConfig(attn_backend="flex-table").attn_backend == "flex-table"
+    assert ModelConfig(pe="fire", attn_backend="flex").attn_backend == "flex"
+    with pytest.raises(ExtrapError, match="query position: no r.t. table for flex-table"):
+        ModelConfig(pe="fire", attn_backend="flex-table")
     with pytest.raises(ExtrapError, match="attn_backend must be one of"):
         ModelConfig(attn_backend="flex-fast")
 
@@ -181,6 +201,20 @@ def test_compiled_flex_does_not_recompile_for_new_values_temperatures_or_lengths
     assert graphs[1] == graphs[0]  # new values, new τ, same length: no recompile
     assert graphs[-1] == graphs[3]  # from the fourth length on, none at all
     assert len(set(graphs)) <= 3
+
+
+def test_compiled_fire_forward_equals_the_blocked_kernel():
+    """FIRE through attend(backend="flex") on the CPU (no grad): one compile of its MLP unrolled in the score_mod,
+    queries past its threshold L = 64 included, against the blocked path."""
+    scheme, L, window, tau = P.get("fire:L=64"), 200, 150, 0.8
+    values = {n: x.detach().float() for n, x in _values(scheme).items()}
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, H, L, 16, generator=g) for _ in range(3))
+    ctx = _blocked_context(scheme, values, L, window)
+    with torch.no_grad():
+        assert choose_backend("flex", ctx, q, False) == "flex"
+        got, want = (attend(q, k, v, ctx, tau, backend=b)[0] for b in ("flex", "blocked"))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_window_score_is_clamped_like_the_blocked_kernel():

@@ -26,7 +26,7 @@ import torch
 
 from extrap.errors import ExtrapError
 from extrap.model.content import content_attention, content_rows
-from extrap.model.flex import FORMULA, TABLE, flex_attention, formula_ok
+from extrap.model.flex import FORMULA, TABLE, flex_attention, formula_ok, table_ok
 from extrap.model.kernel import (
     MASKED,
     consecutive,
@@ -127,13 +127,15 @@ FLEX_MODES = {"flex": None, "flex-formula": FORMULA, "flex-table": TABLE}
 def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_probs: bool) -> str:
     """``auto``: FlexAttention on a GPU, the blocked path on CPU (where flex needs a compile
     and has no backward).  ``flex`` (and its forced modes) is honoured wherever the bias is a
-    function of t = i - j on consecutive positions."""
+    function of t = i - j on consecutive positions, or of t and the query position (FIRE, formula
+    mode: ``flex-table`` is refused for it)."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    flex_ok = (  # flex computes r(qi - kj): the positions must be consecutive
+    if requested == "flex-table" and not table_ok(ctx.scheme):
+        raise ExtrapError(f"attention: {ctx.scheme.spec} depends on the query position: no r(t) table for flex-table")
+    flex_ok = (  # flex computes r(qi - kj) (FIRE: and qi) with qi = q_idx: the positions must be consecutive
         ctx.contiguous
-        and (ctx.table is not None or ctx.scheme is None)
-        and ctx.toeplitz_rows is None
+        and (ctx.table is not None or ctx.scheme is None or not table_ok(ctx.scheme))
         and formula_ok(ctx.scheme)
         and not ctx.batched
         and not return_probs

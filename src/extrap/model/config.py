@@ -42,6 +42,8 @@ class ModelConfig:
         if not 0 <= self.dropout < 1:
             raise ExtrapError(f"model: dropout must be in [0, 1), got {self.dropout}")
         scheme = positional.get(self.pe)  # validates the spec early; the model parses it once more, for itself
+        if self.attn_backend == "flex-table" and getattr(scheme, "flex_query", False):
+            raise ExtrapError(f"model: {self.pe} depends on the query position: no r(t) table for flex-table")
         if s2_ratio(self.attention) is not None and (scheme.adds_bias or not (scheme.rotates or scheme.name == "nope")):
             raise ExtrapError(f"model: attention {self.attention} (S²-Attn) needs a rotary PE or NoPE, not {self.pe}")
 

@@ -4,7 +4,9 @@ The score_mod of scheme S is ``s + S.fn(FLEX, t, {name: value[h]})``, then divid
 t = max(q_idx - kv_idx, 0) as float32: the one definition of r(t) that the model, the theory engine
 and the plots evaluate (:data:`extrap.positional.ops.FLEX` is its backend for one (head, query, key)
 entry).  FlexAttention fuses it into its kernel, forward and backward, so no L × L bias and no r(t)
-table is read; T5's buckets are computed in the kernel and index its (H, 32) table.
+table is read; T5's buckets are computed in the kernel and index its (H, 32) table.  FIRE also reads the
+query position: i = q_idx (positions are 0..L-1 here), its MLP unrolled over the hidden units in the
+kernel (formula mode only: an r(t) table cannot hold a bias that depends on i).
 
 Two modes per scheme (``mode``): ``formula`` evaluates r(t) in the kernel; ``table`` reads r(t) from the
 (H, L) table the blocked kernel uses.  A scheme whose r(t) costs O(d) per (query, key) pair (Sandwich:
@@ -46,12 +48,18 @@ def default_mode(scheme: BiasRPE | None) -> str:
 
 
 def formula_ok(scheme: BiasRPE | None) -> bool:
-    """Whether r depends on t alone (FIRE also reads the query position: the blocked path)."""
+    """Whether flex can compute r: a function of t alone, or one that also reads the query position i
+    (FIRE), which FlexAttention's q_idx gives on consecutive positions."""
+    return scheme is None or scheme.toeplitz or scheme.flex_query
+
+
+def table_ok(scheme: BiasRPE | None) -> bool:
+    """Whether an r(t) table holds r: not where r also depends on the query position (FIRE)."""
     return scheme is None or scheme.toeplitz
 
 
 def score_mod(scheme: BiasRPE | None, names: tuple[str, ...], mode: str, params, inv_tau: torch.Tensor):
-    """The score_mod (score, b, h, q_idx, kv_idx) -> (score + r(q_idx - kv_idx)) / τ.
+    """The score_mod (score, b, h, q_idx, kv_idx) -> (score + r(q_idx - kv_idx)) / τ (FIRE: r(t, i = q_idx)).
 
     ``params``: the tensors named ``names`` ((H, ...) each: the scheme's values in formula mode, the
     (H, T) r(t) table in table mode); ``inv_tau``: 1/τ as a 0-d float32 tensor.  r is computed in
@@ -66,7 +74,8 @@ def score_mod(scheme: BiasRPE | None, names: tuple[str, ...], mode: str, params,
             table = params[0]
             r = table[h, t.clamp_max(table.shape[-1] - 1)]
         else:
-            r = scheme.fn(ops.FLEX, t.to(torch.float32), {n: head_value(x, h) for n, x in zip(names, params)})
+            p = {n: head_value(x, h) for n, x in zip(names, params)}
+            r = scheme.fn(ops.FLEX, t.to(torch.float32), p, q_idx.to(torch.float32))  # i: the blocked path's too
         r = r.clamp_min(MASKED) if torch.is_tensor(r) else max(float(r), MASKED)  # a constant formula: a number
         return (s + r) * inv_tau
 
@@ -123,8 +132,8 @@ def flex_attention(q, k, v, scheme, values, *, table=None, window=None, tau=1.0,
     mode = default_mode(scheme) if mode is None else mode
     if mode not in MODES:
         raise ExtrapError(f"flex: mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if not formula_ok(scheme):
-        raise ExtrapError(f"flex: {scheme.spec} depends on the query position, not on t alone")
+    if not (formula_ok(scheme) and (mode == FORMULA or table_ok(scheme))):
+        raise ExtrapError(f"flex: {scheme.spec} depends on the query position, not on t alone: no r(t) table")
     params = _params(scheme, mode, values, table, q)
     inv_tau = _inv_tau(float(tau), q.device)
     block_mask = _block_mask(q.shape[2], window, q.device)
@@ -151,7 +160,18 @@ def _params(scheme, mode, values, table, q) -> tuple[torch.Tensor, ...]:
         if table is None:
             raise ExtrapError(f"flex: table mode needs the r(t) table of {scheme.spec}")
         return (table.to(device=q.device, dtype=torch.float32).expand(q.shape[1], -1),)
-    return tuple(values[n].to(device=q.device, dtype=torch.float32) for n in _names(scheme, mode))
+    return formula_params(scheme, values, q.shape[1], q.device)
+
+
+def formula_params(scheme: BiasRPE, values, num_heads: int, device) -> tuple[torch.Tensor, ...]:
+    """The scheme's values in formula mode, float32, each with ``num_heads`` rows: a parameter shared by the
+    heads ((1, ...): FIRE's w1, b1, c, L) is copied to every row, so the score_mod reads row h of each, and
+    the fused backward spreads its gradient's atomic adds over the heads as it does a per-head one's."""
+    out = []
+    for n in _names(scheme, FORMULA):
+        x = values[n].to(device=device, dtype=torch.float32)
+        out.append(x.expand(num_heads, *x.shape[1:]).contiguous() if x.shape[0] == 1 else x)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=64)

@@ -176,6 +176,9 @@ class BiasRPE(Scheme):
     # r(t) costs O(d) per (query, key) pair (Sandwich's d̄/2 cosines): FlexAttention reads it from the
     # r(t) table by default instead of computing it in its kernel (extrap.model.flex)
     flex_table: ClassVar[bool] = False
+    # not Toeplitz, but ``fn`` evaluates on the FLEX backend given the query position i (FIRE): FlexAttention
+    # computes it in its kernel from q_idx (formula mode only: no r(t) table holds it)
+    flex_query: ClassVar[bool] = False
 
     def params(self, num_heads: int) -> list[Param]:
         return []

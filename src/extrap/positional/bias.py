@@ -338,6 +338,7 @@ class FIRE(BiasRPE):
     summary = "learned MLP of the progressively normalised log distance ψ(t)/ψ(max(L, i))"
     reference = "Li et al. 2023 (FIRE), ψ(x) = log(c x + 1)"
     toeplitz = False
+    flex_query = True  # FlexAttention's q_idx gives i: its MLP runs in the kernel (no r(t) table holds it)
     OPTIONS = (
         Option("hidden", int, 32, "MLP width", lambda v: v >= 1, "must be >= 1"),
         Option("c", float, 1.0, "initial c of ψ", _positive, "must be > 0"),
@@ -367,15 +368,19 @@ class FIRE(BiasRPE):
         return float(values["L"].detach().reshape(-1)[0])  # i <= L: ψ(max(L, i)) = ψ(L), a function of t alone
 
     def fn(self, xp, t, p, i=None):
-        if xp.name != "torch":
+        if not xp.tensors:
             raise ExtrapError("fire: the bias depends on the query position i, not on t alone")
         if i is None:
             raise ExtrapError("fire: needs query positions i")
         import torch
 
-        c, L = p["c"][0], p["L"][0]
+        one = xp.name == "flex"  # one (head, query, key) entry: each parameter is already this head's value
+        c, L = (p["c"], p["L"]) if one else (p["c"][0], p["L"][0])
         psi = lambda x: torch.log(c * x + 1)  # noqa: E731  FIRE's ψ
         u = psi(t.clamp_min(0).to(c.dtype)) / psi(torch.maximum(i.to(c.dtype), L))  # progressive interpolation
+        if one:  # a score_mod is pointwise: the MLP unrolled over its hidden units (w1, b1, w2: this head's rows)
+            units = [torch.relu(u * p["w1"][k] + p["b1"][k]) * p["w2"][k] for k in range(self.opts["hidden"])]
+            return xp.add_all(units) + p["b2"]
         hidden = torch.relu(u.unsqueeze(-1) * p["w1"][0] + p["b1"][0])  # (*t, hidden)
         out = hidden @ p["w2"].T + p["b2"]  # (*t, H)
         return out.movedim(-1, 0)
