@@ -125,3 +125,26 @@ def test_offset_queries_against_a_longer_cache():
     want = dense_reference(method, q, k, v, 0.3, inv)[:, :, 50:]
     got = branch_attention(method, plain_rotate(rope, N), q[:, :, 50:], k, v, pos[50:], pos, 0.3)
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["self-extend:group=3,window=5", "dca:chunk=20,local=3", "rerope:window=5,log=1"])
+@pytest.mark.parametrize("new", [1, 5])
+def test_a_decoding_step_reads_every_key_in_one_block_with_the_same_output(spec, new):
+    """The last ``new`` queries of 1500 against the whole cache (a decoding step): one key block instead of six
+    (the loop of 256-key blocks is launch-bound on a GPU), the same attention as the 256-key blocks give."""
+    from extrap.extend import extended_attention
+    from extrap.extend.branches import DECODE_SCORES, attend, decode_block
+
+    n = 1500
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 2, n, DH, generator=g, dtype=torch.float64) for _ in range(3))
+    method, rope, pos = parse(spec, L_TR), positional.get("rope"), torch.arange(n)
+    rot = plain_rotate(rope, n)
+    q = scale_queries(method, q[:, :, -new:], pos[-new:], n)
+    assert decode_block(2, new, n) == n and decode_block(2, 256, n) == 256  # a prefill keeps its blocks
+    assert decode_block(DECODE_SCORES // 100, new, n) == 256  # past the score budget: the default block
+    assert decode_block(DECODE_SCORES // 1000, 1, n) == 1000  # within it: as many keys as the budget holds
+    got = attend(method, rot, q, k, v, pos[-new:], pos, 0.3, spans=False)
+    want = extended_attention(method, rot, q, k, v, pos[-new:], pos, 0.3, spans=False, block=256)
+    # the kernel scores in float32: one block or six differ by the order of the online softmax's float32 sums
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -25,6 +25,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from extrap.errors import ExtrapError
+from extrap.extend.attention import BLOCK as BLOCK_KEYS
 from extrap.extend.attention import Rotate, extended_attention
 from extrap.extend.methods import Method
 from extrap.model.kernel import consecutive
@@ -35,6 +36,7 @@ except ImportError:  # pragma: no cover - older torch
     AuxRequest = None
 
 BLOCK = 128  # FlexAttention's sparse block (queries and keys)
+DECODE_SCORES = 2**24  # float32 scores of one decoding step's single key block: 64 MB
 MASK_PAIRS = 1 << 24  # (query, key) pairs whose rule is evaluated at once while a block mask is built
 
 
@@ -177,7 +179,18 @@ def attend(method: Method, rotate: Rotate, q, k, v, i, j, scale: float, *, origi
     rep = q.shape[1] // k.shape[1]
     if rep > 1:
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-    return extended_attention(method, rotate, q, k, v, i, j, scale, origin=origin, spans=spans)
+    block = decode_block(q.shape[0] * q.shape[1], q.shape[2], k.shape[2])
+    return extended_attention(method, rotate, q, k, v, i, j, scale, origin=origin, spans=spans, block=block)
+
+
+def decode_block(heads: int, queries: int, keys: int) -> int:
+    """The blockwise kernel's block: its default, or for fewer queries than that (a decoding step) every key in
+    one block while the scores of all ``heads`` (batch x heads) stay within DECODE_SCORES.  The online softmax's
+    Python loop over key blocks would otherwise run keys / 256 small steps per layer and token (512 at 128k),
+    launch-bound on a GPU; the queries still form one block, as before."""
+    if queries >= BLOCK_KEYS:
+        return BLOCK_KEYS
+    return max(BLOCK_KEYS, min(keys, DECODE_SCORES // max(1, heads * queries)))
 
 
 __all__ = ["BLOCK", "attend", "block_masks", "branch_attention", "merge_lse"]
