@@ -28,7 +28,7 @@ def test_the_dry_run_measures_every_part_and_ends_with_one_json_line(tmp_path):
     assert json.loads((tmp_path / "gpu.json").read_text()) == res
     assert {"bench", "device", "device_name", "torch", "dry_run", "parts", "train", "eval", "attention"} <= set(res)
     assert res["bench"] == "gpu" and res["dry_run"] is True and res["device"] == "cpu"
-    assert res["parts"] == ["train", "eval", "dtype", "attention", "flex", "hf"]
+    assert res["parts"] == ["flex", "hf", "train", "eval", "dtype", "attention"]
     for preset in ("smoke", "cpu", "paper"):
         row = res["train"][preset]
         assert {"tokens_per_s", "step_ms", "first_step_s", "tokens_per_step", "steps_timed"} <= set(row), row
