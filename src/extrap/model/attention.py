@@ -125,8 +125,8 @@ FLEX_MODES = {"flex": None, "flex-formula": FORMULA, "flex-table": TABLE}
 
 
 def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_probs: bool) -> str:
-    """``auto``: FlexAttention on a GPU, the blocked path on CPU (where flex needs a compile
-    and has no backward).  ``flex`` (and its forced modes) is honoured wherever the bias is a
+    """``auto``: FlexAttention on a GPU (FIRE: the blocked path, until measured), the blocked path on CPU
+    (where flex needs a compile and has no backward).  ``flex`` (and its forced modes) is honoured wherever the bias is a
     function of t = i - j on consecutive positions, or of t and the query position (FIRE, formula
     mode: ``flex-table`` is refused for it)."""
     if requested not in BACKENDS:
@@ -143,7 +143,9 @@ def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_pro
     )
     if requested in FLEX_MODES and flex_ok and (q.is_cuda or not torch.is_grad_enabled()):
         return "flex"
-    if requested == "auto" and flex_ok and q.is_cuda:
+    # auto leaves FIRE on the blocked kernel until a GPU has timed its fused backward, which writes a gradient
+    # for each of its 99 parameter reads per (query, key) pair; flex / flex-formula still run it in the kernel
+    if requested == "auto" and flex_ok and q.is_cuda and not getattr(ctx.scheme, "flex_query", False):
         return "flex"
     return "blocked"
 
