@@ -134,11 +134,11 @@ def test_default_modes_and_forced_backends():
         assert {choose_backend(b, fctx, q, False) for b in ("flex", "flex-formula")} == {"flex"}
         assert choose_backend("auto", fctx, q, False) == "blocked"
         assert choose_backend("flex", fctx, q, True) == "blocked"  # probabilities: the blocked path records them
+        with pytest.raises(ExtrapError, match="query position: no r.t. table for flex-table"):
+            choose_backend("flex-table", fctx, q, False)
     on_cuda = types.SimpleNamespace(is_cuda=True)  # choose_backend reads only q.is_cuda: a GPU's auto, on a CPU
     assert choose_backend("auto", ctx, on_cuda, False) == "flex"
     assert choose_backend("auto", fctx, on_cuda, False) == "blocked"  # FIRE: flex only when asked, until timed
-        with pytest.raises(ExtrapError, match="query position: no r.t. table for flex-table"):
-            choose_backend("flex-table", fctx, q, False)
     with pytest.raises(ExtrapError, match="query position"):
         flex.flex_attention(q, q, q, fire, fctx.values, table=fctx.table, mode="table", compiled=False)
     with pytest.raises(ExtrapError, match="table mode needs"):

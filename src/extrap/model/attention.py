@@ -126,9 +126,9 @@ FLEX_MODES = {"flex": None, "flex-formula": FORMULA, "flex-table": TABLE}
 
 def choose_backend(requested: str, ctx: BiasContext, q: torch.Tensor, return_probs: bool) -> str:
     """``auto``: FlexAttention on a GPU (FIRE: the blocked path, until measured), the blocked path on CPU
-    (where flex needs a compile and has no backward).  ``flex`` (and its forced modes) is honoured wherever the bias is a
-    function of t = i - j on consecutive positions, or of t and the query position (FIRE, formula
-    mode: ``flex-table`` is refused for it)."""
+    (where flex needs a compile and has no backward).  ``flex`` (and its forced modes) is honoured wherever
+    the bias is a function of t = i - j on consecutive positions, or of t and the query position (FIRE,
+    formula mode: ``flex-table`` is refused for it)."""
     if requested not in BACKENDS:
         raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
     if requested == "flex-table" and not table_ok(ctx.scheme):
