@@ -57,8 +57,8 @@ POSITION_LIMITS = {
 
 # Families whose causal LM computes its logits as lm_head(base_model(...).last_hidden_state) and nothing else:
 # no scale or soft-cap (as Gemma2's final_logit_softcapping or Cohere's logit_scale add).  Read in each
-# family's *ForCausalLM.forward, transformers 5.24 (and 4.x): llama, mistral, qwen2, qwen3, gpt_neox (embed_out
-# in 4.x, lm_head in 5.x: both get_output_embeddings()), gpt2 (GPT2LMHeadModel), bloom, mpt.
+# family's *ForCausalLM.forward of transformers 5.24 (GPT2LMHeadModel for gpt2); the head is read through
+# get_output_embeddings(), whatever the family names it.
 HEAD_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gpt2", "bloom", "mpt")
 
 
