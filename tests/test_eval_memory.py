@@ -7,6 +7,7 @@ import extrap
 from extrap.cli import main
 from extrap.errors import ExtrapError
 from extrap.memory import GB, evaluation_bytes
+from extrap.model.scoring import chunk_size
 
 
 @pytest.fixture
@@ -25,6 +26,8 @@ def test_the_estimate_against_a_hand_count():
     assert evaluation_bytes(2, 1000, 8, 3, 10, 100, 50, 2) == 2 * (150 * 8 * 8 * 2 + 2 * 3 * 100 * 8 * 2 + 16 * 1000)
     # exact: every position held, with its float32 logits
     assert evaluation_bytes(1, 1000, 8, 3, 10, None, 50, 4) == 1000 * (8 * 8 * 4 + 4 * 10) + 16 * 1000
+    # exact, the head over chunks of 64 positions: the float32 logits of one chunk per row
+    assert evaluation_bytes(2, 1000, 8, 3, 10, None, 50, 4, 64) == 2 * (1000 * 8 * 8 * 4 + 64 * 4 * 10 + 16 * 1000)
 
 
 def test_an_absurd_length_is_refused_before_any_work_by_the_library(run):
@@ -48,7 +51,8 @@ def test_eval_states_the_estimate_and_what_is_available(run, one_gb, capsys):
     loaded = extrap.load(run)
     shape = loaded.model.shape
     L = 10**7
-    need = L * (8 * shape.d_model * 2 + 4 * shape.vocab_size) + 16 * L  # bf16 activations, float32 logits
+    # bf16 activations of every position; the float32 logits of one chunk of positions (the head runs in chunks)
+    need = L * 8 * shape.d_model * 2 + 4 * shape.vocab_size * chunk_size(1, shape.vocab_size) + 16 * L
     err = _refused(capsys, ["eval", str(run), "--lengths", str(L), "--dtype", "bfloat16"])
     assert f"of 10,000,000 tokens on cpu (bfloat16) needs at least {need / GB:.1f} GB" in err, err
     assert "1.0 GB is available" in err, err

@@ -433,7 +433,7 @@ def test_prefill_in_blocks_equals_token_by_token(window, monkeypatch):
         torch.testing.assert_close(a.keys, b.keys)
     calls = []
     step = model.step
-    monkeypatch.setattr(model, "step", lambda *a: calls.append(a[0].shape[1]) or step(*a))
+    monkeypatch.setattr(model, "step", lambda *a, **kw: calls.append(a[0].shape[1]) or step(*a, **kw))
     out = gen.generate(model, torch.randint(0, 256, (1, 3000)), 5, cache_window=window)
     assert out.shape == (1, 3005) and len(calls) == 3000 // 16 + 1 + 5  # blocks, not 3000 steps
 

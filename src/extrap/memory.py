@@ -31,18 +31,28 @@ def training_step_bytes(batch: int, length: int, vocab: int, d_model: int, n_lay
 
 
 def evaluation_bytes(
-    rows: int, length: int, d_model: int, n_layer: int, vocab: int, window: int | None, chunk: int, act_bytes: int
+    rows: int,
+    length: int,
+    d_model: int,
+    n_layer: int,
+    vocab: int,
+    window: int | None,
+    chunk: int,
+    act_bytes: int,
+    head_chunk: int | None = None,
 ) -> int:
     """A lower bound on evaluating ``rows`` sequences of ``length`` tokens: per held position, about 8 vectors
     of width d (the residual stream, q, k, v, the attention output, the MLP's 4 d) in the activations' dtype
-    (``act_bytes``: 2 for bf16 or fp16, 4 for float32) and, unstreamed, the float32 logits of every scored
-    position (V per position); plus the int64 token ids and targets (16 B per position).  A windowed length
-    streams: it holds ``chunk`` queries and a rolling KV cache of W keys and values in each of the R layers
-    (2 R W d), not L positions."""
+    (``act_bytes``: 2 for bf16 or fp16, 4 for float32) and, unstreamed, the float32 logits (V per position)
+    of every scored position, or of ``head_chunk`` positions per row where the model runs its head over
+    chunks of positions (:mod:`extrap.model.scoring`); plus the int64 token ids and targets (16 B per
+    position).  A windowed length streams: it holds ``chunk`` queries and a rolling KV cache of W keys and
+    values in each of the R layers (2 R W d), not L positions.  The model's weights are not counted: the
+    estimate is compared with the memory still free once they are loaded (:func:`check_fits`)."""
     held = length if window is None else min(length, chunk + window)
-    logits = 0 if window is not None else 4 * vocab
+    logits = 0 if window is not None else 4 * vocab * (held if head_chunk is None else min(held, head_chunk))
     cache = 0 if window is None else 2 * n_layer * min(length, window) * d_model * act_bytes
-    return rows * (held * (8 * d_model * act_bytes + logits) + cache + 16 * length)
+    return rows * (held * 8 * d_model * act_bytes + logits + cache + 16 * length)
 
 
 ADAMW_BYTES_PER_PARAMETER = 16

@@ -17,7 +17,7 @@ import torch
 from extrap.errors import ExtrapError
 from extrap.evaluate.protocols import check_settings, evaluate
 from extrap.evaluate.settings import DEFAULT_TOKENS, EvalSettings, parse_window
-from extrap.evaluate.streaming import CHUNK
+from extrap.evaluate.streaming import CHUNK, chunk_size
 from extrap.evaluate.verdict import verdict, with_ratios
 from extrap.evaluate.window_error import window_error
 from extrap.memory import check_fits, evaluation_bytes
@@ -148,18 +148,27 @@ def _check_memory(run: Run, lengths: list[int], settings: EvalSettings, window_f
 def check_evaluation(model, plan, logits: bool = True, hint: str = "give shorter lengths") -> None:
     """Refuse, in one line naming the estimate and the memory free on the model's device (a CUDA device's
     free memory, else the system's available RAM), the first (length, rows, window) of ``plan`` whose
-    :func:`extrap.memory.evaluation_bytes` lower bound cannot fit.  ``logits``: every position is scored
-    (False: the last token's only, so no (L, V) logits are held)."""
+    :func:`evaluation_estimate` cannot fit.  ``logits``: every position is scored (False: the last
+    token's only, so no (L, V) logits are held)."""
     from extrap.model import model_device
 
-    shape, device = model.shape, model_device(model)
-    dtype = getattr(model, "compute_dtype", None) or next(model.parameters()).dtype
-    act = 2 if dtype in (torch.bfloat16, torch.float16) else 4
+    device, dtype = model_device(model), _activation_dtype(model)
     for L, rows, W in plan:
-        vocab = shape.vocab_size if logits else 0
-        need = evaluation_bytes(rows, L, shape.d_model, shape.n_layer, vocab, W, CHUNK, act)
         what = f"evaluating {rows} row(s) of {L:,} tokens on {device} ({str(dtype).replace('torch.', '')})"
-        check_fits(need, what, hint, device)
+        check_fits(evaluation_estimate(model, L, rows, W, logits), what, hint, device)
+
+
+def _activation_dtype(model) -> torch.dtype:
+    return getattr(model, "compute_dtype", None) or next(model.parameters()).dtype
+
+
+def evaluation_estimate(model, length: int, rows: int, window: int | None, logits: bool = True) -> int:
+    """:func:`extrap.memory.evaluation_bytes` of ``rows`` rows of ``length`` tokens on ``model`` (its shape and
+    activation dtype; a model with ``chunked_head`` holds the logits of one chunk of positions, not of L)."""
+    shape, act = model.shape, 2 if _activation_dtype(model) in (torch.bfloat16, torch.float16) else 4
+    vocab = shape.vocab_size if logits else 0
+    head = chunk_size(rows, shape.vocab_size) if getattr(model, "chunked_head", False) else None
+    return evaluation_bytes(rows, length, shape.d_model, shape.n_layer, vocab, window, CHUNK, act, head)
 
 
 def _show(r: LengthResult) -> None:

@@ -147,7 +147,8 @@ def evaluator_losses(
     segs = [Row(rows[i].start + s, e - s, e - (s + trunc - 1)) for i, s, e in pieces]
     held = min(batch, len(rows)) * max((r.length for r in rows), default=1)  # tokens of a whole-row step
     per_step = max(1, held // (trunc + block))
-    per_step = max(1, min(per_step, LOGITS_BUDGET // max(1, block * model.shape.vocab_size)))
+    if not getattr(model, "chunked_head", False):  # its logits of every scored position: within the budget
+        per_step = max(1, min(per_step, LOGITS_BUDGET // max(1, block * model.shape.vocab_size)))
     for (i, s, e), loss in zip(pieces, _score(model, stream, segs, per_step), strict=True):
         first = rows[i].length - rows[i].scored
         lo = max(s + trunc - 1, first)  # the positions of this block that the row scores

@@ -19,31 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 from extrap.model.protocol import model_device
+from extrap.model.scoring import CHUNK, LOGITS_BUDGET, MIN_CHUNK, chunk_size, logits_nll
 
-CHUNK = 1024  # queries per streamed step, at most
-LOGITS_BUDGET = 2**24  # logits (B, chunk, V) per step, at most, in elements (64 MiB in fp32)
-MIN_CHUNK = 16
+__all__ = ["CHUNK", "LOGITS_BUDGET", "MIN_CHUNK", "chunk_size", "cone", "stream_nll", "token_nll"]
 
 
 def cone(n_layer: int, window: int) -> int:
     """How far back the output of the last layer can depend on the input, with a window of W keys."""
     return n_layer * (window - 1)
-
-
-def chunk_size(rows: int, vocab: int, chunk: int | None = None) -> int:
-    """Queries per step: ``chunk`` when given, else the largest that keeps the logits within budget."""
-    if chunk is not None:
-        return max(1, int(chunk))
-    return max(MIN_CHUNK, min(CHUNK, LOGITS_BUDGET // max(1, rows * vocab)))
-
-
-def _nll(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """-log p(y): logits (B, S, V), y (B, S) -> (B, S) in float32."""
-    B, S, V = logits.shape
-    return F.cross_entropy(logits.reshape(-1, V).float(), y.reshape(-1), reduction="none").view(B, S)
 
 
 def token_nll(
@@ -57,7 +42,9 @@ def token_nll(
 ) -> torch.Tensor:
     """-log p(y) at the scored positions of each row, (B, S).
 
-    ``window`` None: one whole forward pass with exact attention.  A window W: the rows are
+    ``window`` None: one whole forward pass with exact attention; a model with ``token_nll``
+    (:class:`extrap.model.protocol.ExtrapLM`) scores it, its head over chunks of positions
+    (:mod:`extrap.model.scoring`: no (L, V) logits), others through their full logits.  A window W: the rows are
     streamed (:func:`stream_nll`).  ``on_tokens(n)`` is told how many tokens were just processed.
     """
     ext = getattr(model, "extension", None)
@@ -65,11 +52,15 @@ def token_nll(
         window = ext.window  # a bounded extension (extrap.extend) streams through its rolling cache
     if window is None:
         x, y = x.to(model_device(model)), y.to(model_device(model))  # token ids come from a cpu stream
-        out = model(x, window=None, last=score_last)
-        s = y if score_last is None else y[:, -score_last:]
+        if hasattr(model, "token_nll"):  # the model's own: its head over chunks of positions where it can
+            nll = model.token_nll(x, y, last=score_last)
+        else:
+            nll = logits_nll(
+                model(x, window=None, last=score_last).logits, y if score_last is None else y[:, -score_last:]
+            )
         if on_tokens:
             on_tokens(x.numel())
-        return _nll(out.logits, s)
+        return nll
     return stream_nll(model, x, y, window, score_last, chunk, on_tokens)
 
 
@@ -103,7 +94,7 @@ def stream_nll(
         logits = model.step(x[:, s:e], s, cache)
         if e > first:
             lo = max(s, first)
-            scores.append(_nll(logits[:, lo - s :], y[:, lo:e]))
+            scores.append(logits_nll(logits[:, lo - s :], y[:, lo:e]))
         if on_tokens:
             on_tokens(B * (e - s))
     return torch.cat(scores, dim=1)

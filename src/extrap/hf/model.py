@@ -21,6 +21,7 @@ from extrap.hf.common import EAGER_FAMILIES, PROBS_MAX_LENGTH, WINDOW_IMPL, requ
 from extrap.hf.rope_length import SequenceLength, hold_native
 from extrap.model.kernel import consecutive
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
+from extrap.model.scoring import chunked_nll, logits_nll
 
 
 class HFCache:
@@ -52,6 +53,13 @@ POSITION_LIMITS = {
     "gpt2": ("n_positions", "its table of learned absolute positions has no row for it"),
     "mpt": ("max_seq_len", "MPT builds its ALiBi bias for max_seq_len positions only"),
 }
+
+
+# Families whose causal LM computes its logits as lm_head(base_model(...).last_hidden_state) and nothing else:
+# no scale or soft-cap (as Gemma2's final_logit_softcapping or Cohere's logit_scale add).  Read in each
+# family's *ForCausalLM.forward of transformers 5.24 (GPT2LMHeadModel for gpt2); the head is read through
+# get_output_embeddings(), whatever the family names it.
+HEAD_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gpt2", "bloom", "mpt")
 
 
 def _position_limit(family: str, config) -> tuple[str, int, str] | None:
@@ -175,20 +183,10 @@ class HFModel(nn.Module):
         return_probs: bool = False,
         embeds: torch.Tensor | None = None,
     ) -> Output:
-        B, L = idx.shape
         if self.extension is not None and (window is not None or return_probs):
             raise ExtrapError(f"{self.extension.name}: windows and attention probabilities are not available with it")
-        custom = positions is not None and not _default_positions(positions)
-        if custom and not self._pos_ids:
-            raise ExtrapError(f"{self.family}: custom position ids are not supported")
-        self.check_positions(int(positions.max()) if custom else L - 1)
-        kw: dict = {"use_cache": False}
-        if embeds is not None:
-            kw["inputs_embeds"] = embeds
-        else:
-            kw["input_ids"] = idx
-        if custom:
-            kw["position_ids"] = (positions if positions.dim() == 2 else positions[None].expand(B, -1)).long()
+        L = idx.shape[1]
+        kw = self._inputs(idx, positions, embeds)
         if last is not None and self._keep:
             kw["logits_to_keep"] = int(last)
         if window is not None:
@@ -212,6 +210,38 @@ class HFModel(nn.Module):
         if last is not None and logits.shape[1] != last:
             logits = logits[:, -last:]
         return Output(logits=logits, probs=probs, embeds=embeds)
+
+    def _inputs(self, idx: torch.Tensor, positions=None, embeds=None) -> dict:
+        """The keyword arguments of one uncached pass over ``idx`` (B, L), its positions checked."""
+        B, L = idx.shape
+        custom = positions is not None and not _default_positions(positions)
+        if custom and not self._pos_ids:
+            raise ExtrapError(f"{self.family}: custom position ids are not supported")
+        self.check_positions(int(positions.max()) if custom else L - 1)
+        kw: dict = {"use_cache": False, **({"input_ids": idx} if embeds is None else {"inputs_embeds": embeds})}
+        if custom:
+            kw["position_ids"] = (positions if positions.dim() == 2 else positions[None].expand(B, -1)).long()
+        return kw
+
+    @property
+    def chunked_head(self) -> bool:
+        """Whether :meth:`token_nll` runs the head over chunks of positions: for the families whose causal LM's
+        logits are exactly ``get_output_embeddings()(base_model(...)[0])`` (:data:`HEAD_FAMILIES`)."""
+        return self.family in HEAD_FAMILIES
+
+    @torch.no_grad()
+    def token_nll(self, idx, targets, positions=None, *, last: int | None = None) -> torch.Tensor:
+        """-log p(targets) (B, S) float32 at the last S = ``last`` (default L) positions of one exact pass.
+
+        :attr:`chunked_head`: the base model runs once (an extension's attention and a length-dependent
+        RoPE's θ live inside it) and its output embeddings over chunks of positions; else the full logits.
+        """
+        t = targets if last is None else targets[:, -last:]
+        if not self.chunked_head:
+            return logits_nll(self(idx, positions, last=last).logits, t)
+        h = self.hf.base_model(**self._inputs(idx, positions))[0]
+        h = h if last is None else h[:, -last:]
+        return chunked_nll(h, t, self.hf.get_output_embeddings(), self.cfg.vocab_size)
 
     @contextmanager
     def _window(self, W: int):
@@ -240,8 +270,9 @@ class HFModel(nn.Module):
         return HFCache(window, seq_len)
 
     @torch.no_grad()
-    def step(self, idx: torch.Tensor, start: int, cache: HFCache) -> torch.Tensor:
-        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache.
+    def step(self, idx: torch.Tensor, start: int, cache: HFCache, last: int | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through HF's own cache
+        (the last ``last`` positions' only, if given).
 
         A new cache may start at any position (absolute position ids); later steps continue from its end.
         A length-dependent RoPE (dynamic, longrope) rotates every step for the cache's ``seq_len``.
@@ -263,6 +294,8 @@ class HFModel(nn.Module):
         kw = {"input_ids": idx, name: cache.past, "use_cache": True}
         if self._pos_ids:
             kw["position_ids"] = torch.arange(start, start + T, device=idx.device)[None].expand(B, -1)
+        if last is not None and self._keep:
+            kw["logits_to_keep"] = int(last)
         with self.rope_length.fixed(cache.seq_len):
             if cache.window is None:
                 out = self.hf(**kw)
@@ -272,7 +305,7 @@ class HFModel(nn.Module):
         cache.past, cache.length = getattr(out, name), start + T
         if cache.window is not None:
             cache.roll()
-        return out.logits
+        return out.logits if last is None else out.logits[:, -last:]
 
     @torch.no_grad()
     def attention_rows(self, idx: torch.Tensor, rows: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:

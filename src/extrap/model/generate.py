@@ -29,7 +29,7 @@ from extrap.model.protocol import ExtrapLM
 
 log = logging.getLogger(__name__)
 
-PREFILL_BLOCK = 1024  # prompt tokens per forward pass: the logits of one block, (B, 1024, V), exist at a time
+PREFILL_BLOCK = 1024  # prompt tokens per forward pass (each computes its last position's logits only)
 WARM_TOKENS, TIMED_TOKENS = 4, 16  # new tokens before the timing (warm-up), and timed before the rest is estimated
 
 
@@ -45,11 +45,11 @@ def prefill(model: ExtrapLM, prompt: torch.Tensor, cache) -> torch.Tensor:
 
     Each block is one forward pass against the cached keys, with the cache's window applied to every query,
     so the cache ends as token-by-token decoding would leave it, at a cost of L / PREFILL_BLOCK passes;
-    only a block's logits exist at a time.
+    only the last position's logits are computed.
     """
     logits = None
     for s in range(0, prompt.shape[1], PREFILL_BLOCK):
-        logits = model.step(prompt[:, s : s + PREFILL_BLOCK], s, cache)[:, -1]
+        logits = model.step(prompt[:, s : s + PREFILL_BLOCK], s, cache, last=1)[:, -1]
     return logits
 
 

@@ -35,6 +35,7 @@ from extrap.model.kernel import consecutive
 from extrap.model.kv_cache import KVCache, LayerCache
 from extrap.model.pe_layers import SURVEY_KINDS, layer_module, model_module
 from extrap.model.protocol import Blocks, ModelShape, Output, check_temperatures
+from extrap.model.scoring import chunked_nll
 from extrap.model.shifted_sparse import group_size, s2_ratio, shifted_sparse_attention
 from extrap.positional.content import ContentBias
 from extrap.precision import autocast
@@ -194,6 +195,7 @@ class GPT(nn.Module):
 
     extension = None  # a training-free RoPE extension (extrap.extend.extend_model)
     compute_dtype = torch.float32  # forward and step run under autocast to this (extrap.precision)
+    chunked_head = True  # token_nll runs the head over chunks of positions (extrap.model.scoring)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -279,22 +281,32 @@ class GPT(nn.Module):
         return_probs: bool = False,
         embeds: torch.Tensor | None = None,
     ) -> Output:
-        """Logits for ``idx`` (B, L).
+        """Logits for ``idx`` (B, L); ``last``: only the last ``last`` positions' (long evaluation); ``window``:
+        attend only to the ``window`` most recent keys; ``embeds``: these input embeddings (B, L, d), not ``idx``'s."""
+        x, h, probs = self._body(idx, positions, window, return_probs, embeds)
+        with autocast(x.device, self.compute_dtype):
+            logits = self._logits(h, last)
+        return Output(logits=logits, probs=probs if return_probs else None, embeds=x)
 
-        ``last``: compute logits only for the last ``last`` positions (long evaluation).
-        ``window``: attend only to the ``window`` most recent keys (window-auto evaluation).
-        ``embeds``: use these input embeddings (B, L, d) instead of looking up ``idx``.
-        """
-        if positions is None:
-            positions = self.default_positions(idx.shape[1], idx.device)
+    @torch.no_grad()
+    def token_nll(self, idx, targets, positions=None, *, last: int | None = None) -> torch.Tensor:
+        """-log p(targets) (B, S) float32 at the last S = ``last`` (default L) positions of one exact pass:
+        the body once, then :meth:`_logits` (the one head) over chunks of positions, never (L, V) logits."""
+        x, h, _ = self._body(idx, positions)
+        h, targets = (h, targets) if last is None else (h[:, -last:], targets[:, -last:])
+        with autocast(x.device, self.compute_dtype):
+            return chunked_nll(h, targets, self._logits, self.cfg.vocab_size)
+
+    def _body(self, idx, positions=None, window=None, return_probs=False, embeds=None):
+        """(input embeddings, the last layer's output (B, L, d), its probes): what forward and token_nll share."""
+        positions = self.default_positions(idx.shape[1], idx.device) if positions is None else positions
         x = self.embed(idx, positions) if embeds is None else embeds
         h, probs = x, []
         with autocast(x.device, self.compute_dtype):
             for _, out, blocks in self._run_blocks(x, positions, window=window, return_probs=return_probs, idx=idx):
                 h = out
                 probs.append(blocks)
-            logits = self._logits(h, last)
-        return Output(logits=logits, probs=probs if return_probs else None, embeds=x)
+        return x, h, probs
 
     def _run_blocks(
         self, x, positions, upto: int | None = None, layer_kw: Callable[[int], dict] | None = None, idx=None, **attn_kw
@@ -327,12 +339,9 @@ class GPT(nn.Module):
         return KVCache(window, seq_len=seq_len, keep_first=keep)
 
     @torch.no_grad()
-    def step(self, idx: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:
-        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1, through ``cache``.
-
-        Queries and keys are rotated for the cache's sequence length (fixed at its first step when
-        it was not given), so that the cached keys and every later query share one θ.
-        """
+    def step(self, idx: torch.Tensor, start: int, cache: KVCache, last: int | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of the tokens ``idx`` (B, T) at positions start..start+T-1 (the last ``last`` only)."""
+        # q and k rotate for the cache's sequence length (fixed at its first step when not given): one θ for all
         seq_len = cache.fix_seq_len(start + idx.shape[1])
         positions = torch.arange(start, start + idx.shape[1], device=idx.device)
         h = self.embed(idx, positions)
@@ -340,7 +349,7 @@ class GPT(nn.Module):
         with autocast(h.device, self.compute_dtype):
             for _, out, _ in layers:
                 h = out
-            return self._logits(h)
+            return self._logits(h, last)
 
     # ---- probes -----------------------------------------------------------------
     def _probe(self, idx: torch.Tensor, last: int, logits: bool) -> Iterator[tuple[int, Blocks | None]]:

@@ -9,6 +9,8 @@ need beyond the forward pass is a method here:
   the positions are not a registry scheme, as in an ``hf:`` model);
 * the softmax temperature τ of every layer (004): ``temperatures()`` / ``set_temperature()``,
   and :func:`temperature` to set it for a block of code;
+* ``token_nll`` (and ``chunked_head``): the losses of one exact pass without its (L, V) logits where
+  the model can (evaluation at 32k-128k tokens, :mod:`extrap.model.scoring`);
 * a KV cache: ``new_cache(window, seq_len)`` and ``step(idx, start, cache)``, which runs new tokens
   against the cached keys;
 * probes: ``attention_probs`` streams each layer's softmax probabilities (so statistics
@@ -84,6 +86,21 @@ class ExtrapLM(Protocol):
 
     __call__ = forward  # calling the model runs forward, as torch.nn.Module.__call__ does
 
+    chunked_head: bool  # token_nll holds one chunk of positions' logits at a time (else every scored one's)
+
+    def token_nll(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        last: int | None = None,
+    ) -> torch.Tensor:
+        """-log p(targets) (B, S) float32 at the last S = ``last`` (default L) positions of one exact forward pass;
+        ``targets`` (B, L) is ``idx`` shifted by one.  With ``chunked_head`` the body runs once and the head over
+        chunks of positions (:func:`extrap.model.scoring.chunked_nll`): no (L, V) logits exist."""
+        ...
+
     def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Input embeddings (B, L, d) as the first layer receives them (an absolute PE included)."""
         ...
@@ -104,9 +121,10 @@ class ExtrapLM(Protocol):
         length-dependent RoPE scaling for every step (None: the end of the first step fixes it)."""
         ...
 
-    def step(self, idx: torch.Tensor, start: int, cache: Any) -> torch.Tensor:
+    def step(self, idx: torch.Tensor, start: int, cache: Any, last: int | None = None) -> torch.Tensor:
         """Logits (B, T, V) of the T tokens ``idx`` (B, T) at positions start..start+T-1, attending to the
-        cache and to each other; their keys and values are added to the cache."""
+        cache and to each other; their keys and values are added to the cache.  ``last``: the logits of the
+        last ``last`` positions only (B, last, V): a long prompt's prefill needs its last position's."""
         ...
 
     def attention_probs(self, idx: torch.Tensor, *, upto_layer: int | None = None) -> Iterator[tuple[int, Blocks]]:

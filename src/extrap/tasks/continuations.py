@@ -73,7 +73,7 @@ def score_candidates(model: ExtrapLM, prompt: list[int], conts: list[list[int]])
     device = model_device(model)
     N, T = len(conts), max(len(c) for c in conts)
     cache = model.new_cache(seq_len=len(prompt) + T - 1)  # θ of a length-dependent RoPE: the longest row's
-    first = model.step(torch.tensor([prompt], dtype=torch.long, device=device), 0, cache)[:, -1]
+    first = model.step(torch.tensor([prompt], dtype=torch.long, device=device), 0, cache, last=1)[:, -1]  # no (L, V)
     cache.expand(N)
     tok = torch.tensor([c + [0] * (T - len(c)) for c in conts], dtype=torch.long, device=device)  # padded
     rows = [first.expand(N, -1)]
