@@ -347,3 +347,49 @@ def test_the_integer_search_leaves_its_tail_for_the_walk(monkeypatch):
         rows = analyse("kerple-log" if cls is closed.HurwitzSeries else "alibi", 4, eps=(1e-3, 1e-12), lengths=None)
         assert all(r.verdict == "converges" and None not in r.trf.values() for r in rows)
         assert points and len(points) == len(set(points))
+
+
+def _plain_merge(terms):
+    """The reference: each term joins the first earlier monomial that cmp calls equal, or starts its own."""
+    merged = []
+    for m, c in terms:
+        for it in merged:
+            if it[0].cmp(m) == 0:
+                it[1] = it[1] + c
+                break
+        else:
+            merged.append([m, sympy.sympify(c)])
+    return merged
+
+
+def test_merging_by_exact_key_equals_the_plain_merge():
+    """Expansion's merge matches rational monomials through a dict (TISA's K Gaussians: K comparisons, not K²/2);
+    with irrational and symbolic coefficients, exponents and repeats mixed in, it is the plain loop's merge."""
+    import random
+
+    from extrap.theory.asymptotics import Mono, _merge
+    from extrap.theory.scale import _unit
+
+    r = sympy.Rational
+    coefficients = [r(-1, 2), r(3, 7), -sympy.sqrt(2), r(1), sympy.pi / 4, sympy.log(4) - 2 * sympy.log(2) + r(3, 7)]
+    pool = [Mono([(_unit(1), c)]) for c in coefficients] + [Mono([(_unit(1), r(-1, 2)), (_unit(2), c)]) for c in (
+        r(1), sympy.E, r(2))] + [Mono.power([r(1, 3)]), Mono.power([sympy.sqrt(3)]), Mono(())]  # fmt: skip
+    rng = random.Random(0)
+    for trial in range(40):
+        terms = [(rng.choice(pool), r(rng.randint(-3, 3), rng.randint(1, 4))) for _ in range(rng.randint(1, 14))]
+        want = _plain_merge(terms)
+        got = _merge(tuple(terms), 0)
+        assert [(m.logm, c) for m, c in got] == [(m.logm, c) for m, c in want], trial
+        k = rng.randint(0, len(want))  # a prefix of already-merged terms, then more
+        more = terms[: rng.randint(0, len(terms))]
+        assert [(m.logm, c) for m, c in _merge(tuple((m, c) for m, c in want[:k]) + tuple(more), k)] == [
+            (m.logm, c) for m, c in _plain_merge([(m, c) for m, c in want[:k]] + more)
+        ], trial
+
+
+def test_tisa_with_hundreds_of_kernels_gets_its_verdict_within_the_time_limit():
+    """256 Gaussians per head gave up after the 10 s limit (K² comparisons of exp monomials): now decided."""
+    from extrap.theory import analyse
+
+    res = analyse("tisa:kernels=256", 1, eps=(1e-3,))[0]
+    assert (res.verdict, res.test) == ("diverges", "nth-term")

@@ -48,15 +48,11 @@ class Expansion:
 
     __slots__ = ("terms", "err")
 
-    def __init__(self, terms=(), err: Mono | None = None):
-        merged: list[list] = []
-        for m, c in terms:
-            for it in merged:
-                if it[0].cmp(m) == 0:
-                    it[1] = it[1] + c
-                    break
-            else:
-                merged.append([m, as_sympy(c)])
+    def __init__(self, terms=(), err: Mono | None = None, distinct: int = 0):
+        """``distinct``: the first that many ``terms`` are already pairwise different monomials (an expansion's
+        own terms), so only the others are compared with them: the same merge, without its n² comparisons
+        (a sum of K Gaussians, TISA's kernels, is K additions)."""
+        merged = _merge(tuple(terms), distinct)
         out = [(m, c) for m, c in merged if not is_zero(c) and (err is None or m.cmp(err) > 0)]
         out.sort(key=_TermKey)
         self.terms = tuple(out)
@@ -73,7 +69,7 @@ class Expansion:
         return self.terms[0]
 
     def __add__(self, other: Expansion) -> Expansion:
-        return Expansion(self.terms + other.terms, mono_max(self.err, other.err))
+        return Expansion(self.terms + other.terms, mono_max(self.err, other.err), distinct=len(self.terms))
 
     def __neg__(self) -> Expansion:
         return self.scale(-1)
@@ -84,10 +80,11 @@ class Expansion:
     def scale(self, c) -> Expansion:
         if is_zero(c):
             return Expansion()
-        return Expansion([(m, c * k) for m, k in self.terms], self.err)
+        return Expansion([(m, c * k) for m, k in self.terms], self.err, distinct=len(self.terms))
 
     def times_mono(self, mono: Mono) -> Expansion:
-        return Expansion([(m * mono, c) for m, c in self.terms], None if self.err is None else self.err * mono)
+        terms = [(m * mono, c) for m, c in self.terms]  # one factor for all: still pairwise different
+        return Expansion(terms, None if self.err is None else self.err * mono, distinct=len(terms))
 
     def __mul__(self, other: Expansion) -> Expansion:
         if not self.terms and self.err is None or not other.terms and other.err is None:
@@ -127,6 +124,37 @@ class Expansion:
     def __repr__(self) -> str:
         s = " + ".join(f"{c}*{m}" for m, c in self.terms) or "0"
         return s + (f" + O({self.err})" if self.err is not None else "")
+
+
+def _merge(terms: tuple, distinct: int) -> list[list]:
+    """[monomial, summed coefficient] per different monomial, in order of first appearance: each term joins the
+    first earlier one with the same monomial (``cmp`` 0), or starts its own.
+
+    Monomials whose exponents' coefficients are all rational are equal exactly when their canonical forms are
+    (:meth:`Mono.exact_key`), so they are matched through a dict; every comparison that could give up (one side
+    not rational) is still made, in the original order, so the result and any GiveUp are the plain loop's."""
+    merged: list[list] = []
+    by_key: dict = {}
+    others: list[int] = []  # positions of monomials without an exact key, ascending
+    for n, (m, c) in enumerate(terms):
+        key = m.exact_key()
+        hit = by_key.get(key) if key is not None and n >= distinct else None
+        if n >= distinct:
+            for pos in range(len(merged)) if key is None else others:
+                if hit is not None and pos > hit:
+                    break
+                if merged[pos][0].cmp(m) == 0:
+                    hit = pos
+                    break
+        if hit is not None:
+            merged[hit][1] = merged[hit][1] + c
+            continue
+        if key is None:
+            others.append(len(merged))
+        else:
+            by_key[key] = len(merged)
+        merged.append([m, as_sympy(c)])
+    return merged
 
 
 class _TermKey:
@@ -235,11 +263,12 @@ def _expand(e, t) -> Expansion:
         return Expansion() if is_zero(e) else Expansion.const(e)
     if e == t:
         return Expansion([(T_MONO, 1)])
-    if e.is_Add:
-        out = Expansion()
-        for a in e.args:
-            out = out + _expand(a, t)
-        return out
+    if e.is_Add:  # one merge of every argument's terms: the same expansion as adding them one at a time
+        parts = [_expand(a, t) for a in e.args]
+        err = None
+        for part in parts:
+            err = mono_max(err, part.err)
+        return Expansion([term for part in parts for term in part.terms], err)
     if e.is_Mul:
         out = Expansion.const(1)
         for a in e.args:

@@ -181,6 +181,15 @@ class Mono:
     def inv(self) -> Mono:
         return self**-1
 
+    def exact_key(self) -> tuple | None:
+        """The canonical form as a hashable key when every exponent and coefficient is rational: merged, without
+        zeros and sorted, it is then equal for equal monomials and different for different ones; None otherwise
+        (equality needs :meth:`cmp`)."""
+        rational = lambda x: isinstance(x, sympy.Rational)  # noqa: E731  Integer too; not Float, not a symbol
+        if all(rational(c) and all(rational(x) for x in pm) for pm, c in self.logm):
+            return self.logm
+        return None
+
     def cmp(self, other: Mono) -> int:
         """+1 if self/other -> oo, -1 if -> 0, 0 if they are the same monomial."""
         diff = Mono(self.logm + tuple((pm, -c) for pm, c in other.logm))
