@@ -41,3 +41,21 @@ def test_an_inner_limit_rearms_the_outer_one():
                 pass
             _spin(2)
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_limit_that_is_swallowed_fires_again_until_the_block_is_left():
+    """An exception raised in a weakref callback or caught by a library's broad except is lost; the limit then
+    repeats every RETRY_S, so the block still ends with TimeLimit, and leaving it disarms the repeat."""
+    from extrap.timeout import RETRY_S
+
+    swallowed, start = 0, time.monotonic()
+    with pytest.raises(TimeLimit):
+        with time_limit(0.05):
+            try:
+                _spin(2)
+            except TimeLimit:  # as a library's `except Exception: pass` would
+                swallowed += 1
+            _spin(2)
+    assert swallowed == 1 and time.monotonic() - start < 0.05 + 4 * RETRY_S + 0.5
+    _spin(3 * RETRY_S)  # no repeat after the block: a stray alarm would raise here
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

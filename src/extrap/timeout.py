@@ -7,6 +7,8 @@ import contextlib
 import signal
 import threading
 
+RETRY_S = 0.05  # after a limit fires, it fires again this often until the guarded block is left
+
 
 class TimeLimit(Exception):
     """The guarded computation ran past its limit."""
@@ -31,6 +33,9 @@ def time_limit(seconds: float, required: bool = True):
         return
 
     def _alarm(signum, frame):
+        # Python may swallow the exception (raised inside a weakref callback or a __del__, or caught by a
+        # library's broad except): the alarm repeats until the block is left, where it is disarmed
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)
         raise TimeLimit(f"gave up after {seconds:g} s")
 
     # (3 us a call, 10x the C call: the theory engine sets ~160 limits a run, one per head and step)
