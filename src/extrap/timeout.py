@@ -32,7 +32,11 @@ def time_limit(seconds: float, required: bool = True):
         yield
         return
 
+    inside = [True]  # False once the block is being left: a repeat already on its way then does nothing
+
     def _alarm(signum, frame):
+        if not inside[0]:
+            return
         # Python may swallow the exception (raised inside a weakref callback or a __del__, or caught by a
         # library's broad except): the alarm repeats until the block is left, where it is disarmed
         signal.setitimer(signal.ITIMER_REAL, RETRY_S)
@@ -44,6 +48,7 @@ def time_limit(seconds: float, required: bool = True):
     try:
         yield
     finally:
+        inside[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         _signal.signal(signal.SIGALRM, previous)  # the raw previous handler: SIG_DFL/SIG_IGN as ints, or a callable
         if old_timer[0] > 0:  # re-arm an outer timer we displaced
