@@ -83,6 +83,9 @@ def attention_part(a, dev) -> dict:
 # ---- generated score_mods (issue 31 item 1) ----------------------------------------------------------
 
 FLEX_SCHEMES = ("alibi", "kerple-log", "kerple-power", "type1", "type2", "t5", "sandwich", "sandwich/formula", "fire")
+# --quick: one of each kind of score_mod (a few elementwise ops, a bucket and its table, the table mode, d̄/2
+# cosines, an MLP): each scheme compiles its fused forward and backward once, tens of seconds on a GPU
+QUICK_FLEX = ("alibi", "kerple-log", "t5", "sandwich", "sandwich/formula", "fire")
 
 
 def flex_call(spec: str, L: int, H: int, dev, *, compiled: bool):
@@ -129,10 +132,11 @@ def flex_part(a, dev) -> dict:
     cuda = dev.type == "cuda"  # FlexAttention on a CPU: forward only, and eager here (a compile per scheme is long)
     dtype = torch.bfloat16 if cuda else torch.float32
     out = {"dtype": str(dtype).split(".")[1], "heads": a.heads, "head_dim": a.head_dim, "lengths": a.flex_lengths}
-    out.update(schemes=list(FLEX_SCHEMES), fwd={}, fwd_bwd={}, sdpa_ms={}, compiles={}, errors={})
+    schemes = QUICK_FLEX if a.quick else FLEX_SCHEMES
+    out.update(schemes=list(schemes), fwd={}, fwd_bwd={}, sdpa_ms={}, compiles={}, errors={})
     for L in a.flex_lengths:
         _flex_length(L, a, dev, dtype, out)
-        print(f"flex L={L}: " + ", ".join(f"{s} x{out['fwd'].get(f'{s}@{L}')}" for s in FLEX_SCHEMES), flush=True)
+        print(f"flex L={L}: " + ", ".join(f"{s} x{out['fwd'].get(f'{s}@{L}')}" for s in schemes), flush=True)
     out["median_fwd_bwd"] = median(out["fwd_bwd"].values()) if out["fwd_bwd"] else None
     return out
 
@@ -150,7 +154,7 @@ def _flex_length(L: int, a, dev, dtype, out: dict) -> None:
     if cuda:
         base["fwd_bwd"] = _timed(functools.partial(_fwd_bwd, _sdpa), grad_qkv, dev, a.rounds)
     out["sdpa_ms"][str(L)] = {k: round(1e3 * t, 3) for k, t in base.items()}
-    for spec in FLEX_SCHEMES:
+    for spec in out["schemes"]:
         key = f"{spec}@{L}"
         graphs = du.counters["stats"]["unique_graphs"]
         try:
