@@ -18,7 +18,6 @@ The blockwise kernel (:mod:`.attention`) stays the CPU path: :func:`attend` choo
 
 from __future__ import annotations
 
-import types
 import weakref
 
 import torch
@@ -28,6 +27,7 @@ from extrap.errors import ExtrapError
 from extrap.extend.attention import BLOCK as BLOCK_KEYS
 from extrap.extend.attention import Rotate, extended_attention
 from extrap.extend.methods import Method
+from extrap.model.flex import kv_lists, own_code
 from extrap.model.kernel import consecutive
 
 try:  # torch >= 2.9 asks for the lse through AuxRequest (return_lse is deprecated there)
@@ -66,13 +66,6 @@ def _mask_mod(method: Method, branch: torch.Tensor, i0: torch.Tensor, j0: torch.
     return mask_mod
 
 
-def _kv_blocks(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(nq, nk) bool blocks -> FlexAttention's (1, 1, nq) counts and (1, 1, nq, nk) indices, set blocks first."""
-    counts = m.sum(-1, dtype=torch.int32)
-    order = torch.argsort(m.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
-    return counts[None, None], order[None, None]
-
-
 def block_masks(method: Method, i0: int, j0: int, Lq: int, Lk: int, device) -> list[BlockMask | None]:
     """One sparse BlockMask per branch for queries i0..i0+Lq-1 against keys j0..j0+Lk-1 (None: no pair).
 
@@ -100,7 +93,7 @@ def block_masks(method: Method, i0: int, j0: int, Lq: int, Lk: int, device) -> l
             masks.append(None)
             continue
         mod = _mask_mod(method, torch.tensor(b, dtype=torch.int8, device=device), *offsets)
-        partial, full = _kv_blocks(some[b] & ~every[b]), _kv_blocks(every[b])
+        partial, full = kv_lists(some[b] & ~every[b]), kv_lists(every[b])
         masks.append(BlockMask.from_kv_blocks(*partial, *full, BLOCK_SIZE=BLOCK, mask_mod=mod, seq_lengths=(Lq, Lk)))
     return masks
 
@@ -127,8 +120,7 @@ def _compiled(method: Method, key: tuple):
     keeps each cache at one graph however many methods and lengths a process runs."""
     per_method = _COMPILED.setdefault(method, {})
     if key not in per_method:
-        code = _flex_lse.__code__.replace(co_name=f"_flex_lse_{len(per_method)}")
-        fn = types.FunctionType(code, _flex_lse.__globals__, code.co_name)
+        fn = own_code(_flex_lse)
         backend = "inductor" if key[0] == "cuda" else "eager"
         per_method[key] = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
     return per_method[key]

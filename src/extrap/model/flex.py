@@ -218,12 +218,12 @@ def band_block_mask(L: int, window: int | None, device, block: int = BLOCK):
     seen |= full & (ragged[:, None] | ragged[None, :])
     full &= ~seen
     return BlockMask.from_kv_blocks(
-        *_kv_lists(seen), *_kv_lists(full), BLOCK_SIZE=block, mask_mod=_mask_mod(window), seq_lengths=(L, L)
+        *kv_lists(seen), *kv_lists(full), BLOCK_SIZE=block, mask_mod=_mask_mod(window), seq_lengths=(L, L)
     )
 
 
-def _kv_lists(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(num_blocks (1, 1, nb), indices (1, 1, nb, nb)) int32 of a (query block, key block) bool grid: each
-    row's key blocks first, in ascending order, as BlockMask stores them."""
+def kv_lists(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(num_blocks (1, 1, nq), indices (1, 1, nq, nk)) int32 of an (nq query blocks, nk key blocks) bool grid:
+    each row's set key blocks first, in ascending order, as BlockMask.from_kv_blocks takes them."""
     order = torch.argsort((~blocks).to(torch.int8), dim=1, stable=True)
     return blocks.sum(1, dtype=torch.int32)[None, None], order.to(torch.int32)[None, None].contiguous()
