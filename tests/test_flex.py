@@ -246,3 +246,17 @@ def test_band_block_mask_has_create_block_masks_blocks_without_the_dense_mask(L,
     want = create_block_mask(flex._mask_mod(window), None, None, L, L, device="cpu")
     assert torch.equal(kinds(mine), kinds(want))
     assert torch.equal(mine.to_dense(), want.to_dense())
+
+
+def test_eval_refuses_flex_table_for_fire_before_any_work(tmp_path, tiny_text, capsys):
+    """`eval --backend flex-table` on a FIRE run used to evaluate and report every length as failed (exit 0):
+    the run's backend is checked as a new ModelConfig checks it, so it stops in one line, exit 2."""
+    from extrap.cli import main
+    from extrap.train import build_configs, train
+
+    m, t = build_configs("fire", "smoke", overrides=dict(steps=1, corpus=tiny_text, train_length=32))
+    train(tmp_path / "fire", m, t, progress=False)
+    capsys.readouterr()
+    code = main(["eval", str(tmp_path / "fire"), "--lengths", "32", "--backend", "flex-table"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no r(t) table for flex-table" in err, err

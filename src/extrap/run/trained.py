@@ -111,10 +111,9 @@ class TrainedRun:
         return corpus
 
     def use_attention_backend(self, name: str) -> None:
-        from extrap.model.attention import BACKENDS
-
-        if name not in BACKENDS:
-            raise ExtrapError(f"attention backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+        """Run the model's attention on backend ``name``, checked as a new ModelConfig checks it (one rule:
+        an unknown name, or flex-table for a scheme no r(t) table can hold, is refused before any work)."""
+        replace(self.model.cfg, attn_backend=name)
         self.model.cfg.attn_backend = name
 
     def checkpoint_bias(self) -> list[Mapping[str, torch.Tensor]] | None:
