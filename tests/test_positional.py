@@ -308,3 +308,27 @@ def test_torch_backend_exp_is_torch_exp_without_its_slow_underflow_lanes(dtype, 
     x.requires_grad_(True)
     ops.TORCH.exp(x).sum().backward()  # autograd: plain torch.exp
     assert torch.equal(x.grad.nan_to_num(7.0), expected.nan_to_num(7.0))
+
+
+def test_torch_add_all_sums_a_generator_in_order_holding_few_terms():
+    """((t0 + t1) + t2) + ... bit for bit, from a generator whose earlier terms are freed as it goes
+    (Sandwich's 64 cosines of 16384 distances: holding them all costs more than computing them)."""
+    import weakref
+
+    g = torch.Generator().manual_seed(0)
+    terms = [torch.rand(50, generator=g, dtype=torch.float64) * 10.0**k for k in range(-8, 8)]
+    expected = terms[0]
+    for x in terms[1:]:
+        expected = expected + x
+    made = []
+
+    def fresh():
+        for x in terms:
+            assert all(ref() is None for ref in made[:-1])  # only the last term made is still alive
+            y = x.clone()
+            made.append(weakref.ref(y))
+            yield y
+            del y
+
+    assert torch.equal(ops.TORCH.add_all(fresh()), expected)
+    assert torch.equal(ops.TORCH.add_all(terms), expected)

@@ -193,7 +193,8 @@ class Sandwich(BiasRPE):
         dbar, base = self.opts["dbar"], self.opts["base"]
         base = int(base) if float(base).is_integer() else base
         # p_m^T p_n = Σ_{i=0}^{d̄/2-1} cos(t / base^(2i/d̄))   (003 Eq. 5, Appendix E's i range)
-        s = xp.add_all([xp.cos(t / xp.const(base, t) ** xp.ratio(2 * k, dbar)) for k in range(dbar // 2)])
+        b = xp.const(base, t)  # one constant for all d̄/2 terms
+        s = xp.add_all(xp.cos(t / b ** xp.ratio(2 * k, dbar)) for k in range(dbar // 2))
         return (s - xp.ratio(dbar, 2)) / xp.per_head(p["ratio"], t)  # 003 Eq. 6
 
 

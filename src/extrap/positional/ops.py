@@ -97,8 +97,12 @@ class _Torch:
 
     @staticmethod
     def add_all(terms):
-        out = terms[0]
-        for x in terms[1:]:
+        """((t0 + t1) + t2) + ... of one or more terms.  ``terms`` may be a generator, so that each term is freed
+        once added (Sandwich's 64 cosines of 16384 distances: a list of them all costs more in fresh memory than
+        the cosines)."""
+        terms = iter(terms)
+        out = next(terms)
+        for x in terms:
             out = out + x
         return out
 

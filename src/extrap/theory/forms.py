@@ -175,10 +175,14 @@ def _evaluated(e):
     which are kept as built (a Piecewise's branches are evaluated, not its list of them)."""
     if not e.args or isinstance(e, sympy.core.relational.Relational):
         return e
-    if isinstance(e, (sympy.cos, sympy.sin)) and _scaled_distance(e.args[0]):
+    if _kept_trig(e):
         return e
     args = _evaluated_terms(e.args) if isinstance(e, sympy.Add) else [_evaluated(a) for a in e.args]
     return e.func(*args, evaluate=False) if isinstance(e, sympy.Piecewise) else e.func(*args)
+
+
+def _kept_trig(e) -> bool:
+    return isinstance(e, (sympy.cos, sympy.sin)) and _scaled_distance(e.args[0])
 
 
 def _evaluated_terms(terms) -> list:
@@ -188,9 +192,16 @@ def _evaluated_terms(terms) -> list:
     Evaluation is the same function of the tree for both: the symbols carry the same assumptions and
     compare in the same order (sympy sorts by name, then by Dummy index), and nothing else of a symbol
     enters it.  Each Gaussian's evaluation costs milliseconds of assumption queries; a renaming, none.
+
+    A term that is a sum of kept trig terms (Sandwich's 64 cosines, then - d̄/2) gives its terms: sympy's Add
+    puts an evaluated inner sum's terms in its own place and collects the same (coefficient, term) pairs, so
+    the outer sum is the same, its cosines sorted once instead of twice.
     """
     out, seen = [], {}
     for term in terms:
+        if isinstance(term, sympy.Add) and all(map(_kept_trig, term.args)):
+            out.extend(term.args)
+            continue
         symbols = _plain_dummies(term)
         if not symbols:
             out.append(_evaluated(term))

@@ -68,7 +68,7 @@ def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = CHU
             shift = _largest(r).clamp_min(-1e300)
             out = torch.zeros(r.shape[0], len(lengths), dtype=torch.float64)
             running = torch.zeros(r.shape[0], dtype=torch.float64)
-        csum = torch.cumsum(torch.sub(r, shift[:, None]).exp_(), dim=1)  # in place: one buffer, not two
+        csum = torch.sub(r, shift[:, None]).exp_().cumsum_(dim=1)  # one buffer for all three (cumsum_: the same kernel)
         if start:  # the first chunk starts from 0 (x + 0.0 == x: skipping it changes no bit)
             csum += running[:, None]
         _pick(out, csum, lengths, start)

@@ -16,11 +16,11 @@ def oscillation_mean(expr, t):
     """
     mean = []
     for term in sympy.Add.make_args(sympy.sympify(expr)):
-        if not mentions(term, t):
+        factors = sympy.Mul.make_args(term)
+        dependent = [a for a in factors if mentions(a, t)]  # one walk of each term (Sandwich has 64)
+        if not dependent:
             mean.append(term)
             continue
-        factors = sympy.Mul.make_args(term)
-        dependent = [a for a in factors if mentions(a, t)]
         if len(dependent) == 1 and dependent[0].is_Add:  # c*(a + cos(w t)): c times the inner mean
             inner = oscillation_mean(dependent[0], t)
             if inner is None:
@@ -35,12 +35,10 @@ def oscillation_mean(expr, t):
 
 
 def _linear(arg, t) -> bool:
-    """arg = a + w*t with w a nonzero constant."""
-    dependent = [a for a in sympy.Add.make_args(arg) if mentions(a, t)]
-    if len(dependent) != 1:
-        return False
-    factors = sympy.Mul.make_args(dependent[0])
-    return sum(1 for f in factors if f == t) == 1 and all(f == t or not mentions(f, t) for f in factors)
+    """arg = a + w*t with w a nonzero constant: one term mentions t, and of its factors only t itself does."""
+    dependent = [[f for f in sympy.Mul.make_args(a) if mentions(f, t)] for a in sympy.Add.make_args(arg)]
+    dependent = [factors for factors in dependent if factors]  # each factor walked once
+    return len(dependent) == 1 and len(dependent[0]) == 1 and dependent[0][0] == t
 
 
 __all__ = ["oscillation_mean"]
