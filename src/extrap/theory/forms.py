@@ -22,7 +22,8 @@ symbols (a Python ``if`` on a parameter value) is built head by head with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import sympy
@@ -95,6 +96,12 @@ class _Structure:
             out.update((s, v) for s, v in pairs if _is_symbol(s))
         return out
 
+    def deferred_subs(self, scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int) -> Callable:
+        """:meth:`subs` on first call (then remembered), from a copy of the head's parameters taken now: a
+        verdict that holds for every head needs the exact values only where an expression is rebuilt."""
+        row = {name: values[name][head : head + 1].detach().clone() for name in self.symbols}
+        return functools.cache(lambda: self.subs(scheme, row, 0))
+
 
 def _is_symbol(x) -> bool:
     return isinstance(x, sympy.Dummy)
@@ -115,9 +122,9 @@ def head_verdict(scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int)
     s = _STRUCTURES[key]
     if s is None:
         return classify(scheme.symbolic(head, values))
-    subs = s.subs(scheme, values, head)
     if s.verdict is not None:
-        return s.verdict.for_head(subs)
+        return s.verdict.for_head(s.deferred_subs(scheme, values, head))
+    subs = s.subs(scheme, values, head)
     if s.tail is not None:
         return classify_tail(s.tail[0].xreplace(subs), s.tail[1])
     return classify(s.form.xreplace(subs))
