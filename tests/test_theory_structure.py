@@ -383,6 +383,21 @@ def test_a_head_converts_only_the_parameters_that_have_a_symbol(spec, converted,
     assert asked == ([converted] * 7 if converted else [])
 
 
+@pytest.mark.parametrize("spec, converted", [("tisa", set()), ("t5", {"table"}), ("kerple-power:r2=0.5", {"r2"})])
+def test_the_structure_converts_only_parameters_with_an_entry_every_head_shares(spec, converted, monkeypatch):
+    """Those entries go into the form as exact numbers; the others become symbols (TISA: all 15 a head)."""
+    scheme = get(spec)
+    values = scheme.init_values(8)
+    asked = []
+    original = type(scheme).head_values
+    monkeypatch.setattr(
+        type(scheme), "head_values", lambda s, v, h, **k: asked.append(set(v)) or original(s, v, h, **k)
+    )
+    clear_cache()
+    forms.head_verdict(scheme, values, 0)
+    assert asked[0] == converted
+
+
 def test_powers_of_ten_are_those_of_each_precision():
     """pow10 keeps a table of constants: the entry of each precision is that precision's 10^k, bit for bit."""
     from extrap.theory.quadrature import pow10

@@ -251,13 +251,15 @@ def _flat(items) -> list:
 
 def _symbols(scheme: BiasRPE, values: Mapping[str, torch.Tensor]) -> dict:
     """Per parameter: its exact value where every head has the same, else a symbol with the sign all heads share."""
-    first = scheme.head_values(values, 0)
+    rows = {name: v.detach().double().reshape(v.shape[0], -1).T.tolist() for name, v in values.items()}  # per entry
+    shared = {name for name, r in rows.items() if any(len(set(row)) == 1 for row in r)}
+    first = scheme.head_values({name: values[name] for name in shared}, 0)  # exact only where needed (TISA: none)
     out: dict = {}
     for name, v in sorted(values.items()):
-        rows = v.detach().double().reshape(v.shape[0], -1).T.tolist()  # one list of head values per entry
+        exact = _as_list(first[name]) if name in shared else [None] * len(rows[name])
         entries = [
             first_value if len(set(row)) == 1 else _symbol(f"{name}_{i}", row)
-            for i, (row, first_value) in enumerate(zip(rows, _as_list(first[name])))
+            for i, (row, first_value) in enumerate(zip(rows[name], exact))
         ]
         out[name] = entries if v.dim() > 1 else entries[0]
     return out
