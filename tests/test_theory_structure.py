@@ -21,7 +21,7 @@ from extrap.positional import get, ops
 from extrap.positional.conventions import T
 from extrap.theory import clear_cache, convergence, forms, jets
 from extrap.theory.convergence import classify, classify_vanishing_sum
-from extrap.theory.jets import compile_jet
+from extrap.theory.jets import compile_jet, weight_function
 from extrap.theory.quadrature import laguerre
 from extrap.theory.scale import GiveUp, is_zero, sign
 
@@ -258,6 +258,14 @@ def test_taylor_jets_are_the_plain_recurrences_bit_for_bit(b, monkeypatch):
         for name, plain in _plain_recurrences().items():
             monkeypatch.setattr(jets, name, plain)
         assert fast == [[d._mpf_ for d in compile_jet(b, X)(J, 11)] for J in points]
+
+
+def test_a_weight_function_is_sympys_lambdify_without_the_rendered_docstring():
+    b = sympy.exp(-(sympy.log(X + 1) ** 2) + sympy.Rational(1, 3) * sympy.sqrt(X))
+    fast, plain = weight_function(b, X), sympy.lambdify(X, b, modules=[{"exp": ops.saturating_exp}, "mpmath"])
+    with mpmath.workdps(40):
+        assert all(fast(mpmath.mpf(k))._mpf_ == plain(mpmath.mpf(k))._mpf_ for k in (1, 64, 10**9 + 7))
+    assert str(b) in plain.__doc__ and (str(b) not in fast.__doc__) == ("docstring_limit" in jets._NO_DOCSTRING)
 
 
 def test_unsupported_forms_fall_back():

@@ -11,18 +11,29 @@ the rounding of the working precision.  Forms with other functions return None f
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import mpmath
 import sympy
 
-from extrap.positional.ops import EXP_MAG
+from extrap.positional.ops import EXP_MAG, saturating_exp
 
 Coefficients = list  # c_k = f^(k)(J) / k!, k = 0..n
 
 
 class Unsupported(Exception):
     """The jet of a node cannot be formed (e.g. a power of a jet whose value is 0)."""
+
+
+# sympy >= 1.13 renders the expression into each function's docstring unless told not to (~0.1 ms a form)
+_NO_DOCSTRING = {"docstring_limit": 0} if "docstring_limit" in inspect.signature(sympy.lambdify).parameters else {}
+
+
+def weight_function(expr, x) -> Callable:
+    """``expr`` (a weight b(x)) as an mpmath function of ``x``: ``sympy.lambdify`` to mpmath, whose exp
+    saturates beyond every numeric range (:func:`extrap.positional.ops.saturating_exp`)."""
+    return sympy.lambdify(x, expr, modules=[{"exp": saturating_exp}, "mpmath"], **_NO_DOCSTRING)
 
 
 def compile_jet(expr, x) -> Callable[[object, int], list] | None:
@@ -161,4 +172,4 @@ def _cos(a: Coefficients) -> Coefficients:
     return _sin_cos(a)[1]
 
 
-__all__ = ["Unsupported", "compile_jet"]
+__all__ = ["Unsupported", "compile_jet", "weight_function"]
