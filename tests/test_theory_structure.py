@@ -3,7 +3,8 @@
 * One symbolic analysis per scheme structure (:mod:`extrap.theory.forms`): each head's verdict
   equals the one of its own form, built and classified head by head (TISA's included, whose
   structure is decided term by term).
-* Taylor-jet derivatives (:mod:`extrap.theory.jets`) equal mpmath's numerical ones.
+* Taylor-jet derivatives (:mod:`extrap.theory.jets`) equal mpmath's numerical ones, and their shortcuts
+  (constant factors, integer powers, products taken once) the plain recurrences bit for bit.
 * The fixed-point Gauss-Laguerre rule integrates e^-y y^k exactly for k < 2n.
 """
 
@@ -18,9 +19,9 @@ import torch
 
 from extrap.positional import get, ops
 from extrap.positional.conventions import T
-from extrap.theory import clear_cache, convergence, forms
+from extrap.theory import clear_cache, convergence, forms, jets
 from extrap.theory.convergence import classify, classify_vanishing_sum
-from extrap.theory.jets import compile_jet
+from extrap.theory.jets import compile_jet, weight_function
 from extrap.theory.quadrature import laguerre
 from extrap.theory.scale import GiveUp, is_zero, sign
 
@@ -107,6 +108,25 @@ def test_tisa_heads_share_one_analysis(monkeypatch):
     assert {(v.verdict, v.test, v.tail_level) for v in verdicts} == {("diverges", "nth-term", 0)}
 
 
+def test_a_shared_verdict_converts_a_heads_values_only_for_its_expression(monkeypatch):
+    """TISA's heads read no parameter in their verdict: no exact values until ``expr`` is asked for, and then
+    those of the call (a copy), even if the caller's tensors have changed since."""
+    scheme = get("tisa")
+    values = scheme.init_values(8)
+    clear_cache()
+    forms.head_verdict(scheme, values, 0)  # the structure
+    asked = []
+    original = type(scheme).head_values
+    monkeypatch.setattr(type(scheme), "head_values", lambda *a, **k: asked.append(a[2]) or original(*a, **k))
+    verdicts = [forms.head_verdict(scheme, values, h) for h in range(8)]
+    assert asked == []
+    expected = {q: v.clone() for q, v in values.items()}
+    for v in values.values():
+        v.mul_(2)  # in place, as training would
+    expr = verdicts[3].expr
+    assert len(asked) == 1 and expr == scheme.symbolic(3, expected) and verdicts[3].expr is expr
+
+
 def _count_evaluated_exps(monkeypatch) -> list:
     calls, original = [], forms._evaluated
 
@@ -184,6 +204,68 @@ def test_taylor_jets_equal_numerical_derivatives(b):
             exact, numeric = jet(J, 11), list(mpmath.diffs(f, J, 11))
             for k, (p, q) in enumerate(zip(exact, numeric)):
                 assert abs(p - q) <= mpmath.mpf(10) ** -30 * abs(q), (k, p, q)
+
+
+def _plain_recurrences() -> dict:
+    """The jets' recurrences as first written (every product in every sum, p + 1 in mpf arithmetic)."""
+
+    def mul(a, b):
+        return [mpmath.fsum(a[j] * b[k - j] for j in range(k + 1)) for k in range(len(a))]
+
+    def exp(a):
+        e = [mpmath.exp(a[0])]
+        for k in range(1, len(a)):
+            e.append(mpmath.fsum(j * a[j] * e[k - j] for j in range(1, k + 1)) / k)
+        return e
+
+    def log(a):
+        out = [mpmath.log(a[0])]
+        for k in range(1, len(a)):
+            out.append((a[k] - mpmath.fsum(j * out[j] * a[k - j] for j in range(1, k)) / k) / a[0])
+        return out
+
+    def power(a, p):
+        out = [a[0] ** p]
+        for k in range(1, len(a)):
+            out.append(mpmath.fsum(((p + 1) * j - k) * a[j] * out[k - j] for j in range(1, k + 1)) / (k * a[0]))
+        return out
+
+    def sin_cos(a):
+        s, c = [mpmath.sin(a[0])], [mpmath.cos(a[0])]
+        for k in range(1, len(a)):
+            s.append(mpmath.fsum(j * a[j] * c[k - j] for j in range(1, k + 1)) / k)
+            c.append(-mpmath.fsum(j * a[j] * s[k - j] for j in range(1, k + 1)) / k)
+        return s, c
+
+    return {"_mul": mul, "_exp": exp, "_log": log, "_pow": power, "_sin_cos": sin_cos}
+
+
+@pytest.mark.parametrize(
+    "b",
+    [
+        sympy.exp(-(sympy.log(X + 1) ** 2)),  # Type2: a constant factor and an integer power
+        3 * sympy.exp(-sympy.Rational(3, 10) * sympy.sqrt(X)) * sympy.pi,
+        1 / ((X + 1) ** 2 * sympy.log(X + 2)) * sympy.Rational(7, 3),
+        sympy.exp(-X / 1000 + sympy.sin(2 * X) / 7 + sympy.cos(X / 3)) * (X + 1) ** -3,
+        (X + 2) ** sympy.Rational(-7, 3) * sympy.exp(-1 / (X + 1)),
+    ],
+)
+def test_taylor_jets_are_the_plain_recurrences_bit_for_bit(b, monkeypatch):
+    """Constant factors, integer powers and the products j a_j taken once give the very same coefficients."""
+    with mpmath.workdps(40):
+        points = (mpmath.mpf(64), mpmath.mpf("517.25"), mpmath.mpf(10) ** 9 + mpmath.mpf(1) / 3)
+        fast = [[d._mpf_ for d in compile_jet(b, X)(J, 11)] for J in points]
+        for name, plain in _plain_recurrences().items():
+            monkeypatch.setattr(jets, name, plain)
+        assert fast == [[d._mpf_ for d in compile_jet(b, X)(J, 11)] for J in points]
+
+
+def test_a_weight_function_is_sympys_lambdify_without_the_rendered_docstring():
+    b = sympy.exp(-(sympy.log(X + 1) ** 2) + sympy.Rational(1, 3) * sympy.sqrt(X))
+    fast, plain = weight_function(b, X), sympy.lambdify(X, b, modules=[{"exp": ops.saturating_exp}, "mpmath"])
+    with mpmath.workdps(40):
+        assert all(fast(mpmath.mpf(k))._mpf_ == plain(mpmath.mpf(k))._mpf_ for k in (1, 64, 10**9 + 7))
+    assert str(b) in plain.__doc__ and (str(b) not in fast.__doc__) == ("docstring_limit" in jets._NO_DOCSTRING)
 
 
 def test_unsupported_forms_fall_back():
@@ -307,6 +389,21 @@ def test_a_head_converts_only_the_parameters_that_have_a_symbol(spec, converted,
     for h in range(1, 8):
         forms.head_verdict(scheme, values, h)
     assert asked == ([converted] * 7 if converted else [])
+
+
+@pytest.mark.parametrize("spec, converted", [("tisa", set()), ("t5", {"table"}), ("kerple-power:r2=0.5", {"r2"})])
+def test_the_structure_converts_only_parameters_with_an_entry_every_head_shares(spec, converted, monkeypatch):
+    """Those entries go into the form as exact numbers; the others become symbols (TISA: all 15 a head)."""
+    scheme = get(spec)
+    values = scheme.init_values(8)
+    asked = []
+    original = type(scheme).head_values
+    monkeypatch.setattr(
+        type(scheme), "head_values", lambda s, v, h, **k: asked.append(set(v)) or original(s, v, h, **k)
+    )
+    clear_cache()
+    forms.head_verdict(scheme, values, 0)
+    assert asked[0] == converted
 
 
 def test_powers_of_ten_are_those_of_each_precision():

@@ -20,7 +20,7 @@ one head's symbolic bias by analysis, never from partial sums:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import mpmath
@@ -62,22 +62,24 @@ class Verdict:
     settles: bool = False  # the eventual r(t) is a constant
     oscillates: bool = False  # the eventual r(t) has sin/cos in it
 
-    def for_head(self, values: Substitution) -> Verdict:
-        """This verdict of a scheme's form with symbols for its parameters, for one head's ``values``
-        (symbol -> number); its ``expr`` is substituted on first use."""
+    def for_head(self, values: Callable[[], Substitution]) -> Verdict:
+        """This verdict of a scheme's form with symbols for its parameters, for one head's ``values()``
+        (symbol -> number), asked for only where a symbol is to be replaced: its ``expr`` on first use,
+        and ``exponents`` or ``tail_level`` that are not plain numbers (TISA's heads never need theirs)."""
         out = replace(self, exponents=[_subs(q, values) for q in self.exponents])
         out.tail_level = _subs(self.tail_level, values)
         out.__dict__["_values"] = values
         return out
 
 
-def _subs(e, values: Substitution):
-    return e.xreplace(values) if isinstance(e, sympy.Basic) else e
+def _subs(e, values: Callable[[], Substitution]):
+    # a number holds no symbol: xreplace would return it unchanged
+    return e.xreplace(values()) if isinstance(e, sympy.Basic) and not e.is_Number else e
 
 
 def _get_expr(self: Verdict):
     values = self.__dict__.pop("_values", None)
-    if values:  # deferred: a form of 64 cosines takes longer to rebuild than its whole verdict
+    if values is not None:  # deferred: a form of 64 cosines takes longer to rebuild than its whole verdict
         self.__dict__["_expr"] = _subs(self.__dict__["_expr"], values)
     return self.__dict__["_expr"]
 

@@ -22,7 +22,8 @@ symbols (a Python ``if`` on a parameter value) is built head by head with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import sympy
@@ -95,6 +96,12 @@ class _Structure:
             out.update((s, v) for s, v in pairs if _is_symbol(s))
         return out
 
+    def deferred_subs(self, scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int) -> Callable:
+        """:meth:`subs` on first call (then remembered), from a copy of the head's parameters taken now: a
+        verdict that holds for every head needs the exact values only where an expression is rebuilt."""
+        row = {name: values[name][head : head + 1].detach().clone() for name in self.symbols}
+        return functools.cache(lambda: self.subs(scheme, row, 0))
+
 
 def _is_symbol(x) -> bool:
     return isinstance(x, sympy.Dummy)
@@ -115,9 +122,9 @@ def head_verdict(scheme: BiasRPE, values: Mapping[str, torch.Tensor], head: int)
     s = _STRUCTURES[key]
     if s is None:
         return classify(scheme.symbolic(head, values))
-    subs = s.subs(scheme, values, head)
     if s.verdict is not None:
-        return s.verdict.for_head(subs)
+        return s.verdict.for_head(s.deferred_subs(scheme, values, head))
+    subs = s.subs(scheme, values, head)
     if s.tail is not None:
         return classify_tail(s.tail[0].xreplace(subs), s.tail[1])
     return classify(s.form.xreplace(subs))
@@ -255,13 +262,15 @@ def _flat(items) -> list:
 
 def _symbols(scheme: BiasRPE, values: Mapping[str, torch.Tensor]) -> dict:
     """Per parameter: its exact value where every head has the same, else a symbol with the sign all heads share."""
-    first = scheme.head_values(values, 0)
+    rows = {name: v.detach().double().reshape(v.shape[0], -1).T.tolist() for name, v in values.items()}  # per entry
+    shared = {name for name, r in rows.items() if any(len(set(row)) == 1 for row in r)}
+    first = scheme.head_values({name: values[name] for name in shared}, 0)  # exact only where needed (TISA: none)
     out: dict = {}
     for name, v in sorted(values.items()):
-        rows = v.detach().double().reshape(v.shape[0], -1).T.tolist()  # one list of head values per entry
+        exact = _as_list(first[name]) if name in shared else [None] * len(rows[name])
         entries = [
             first_value if len(set(row)) == 1 else _symbol(f"{name}_{i}", row)
-            for i, (row, first_value) in enumerate(zip(rows, _as_list(first[name])))
+            for i, (row, first_value) in enumerate(zip(rows[name], exact))
         ]
         out[name] = entries if v.dim() > 1 else entries[0]
     return out

@@ -11,18 +11,29 @@ the rounding of the working precision.  Forms with other functions return None f
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import mpmath
 import sympy
 
-from extrap.positional.ops import EXP_MAG
+from extrap.positional.ops import EXP_MAG, saturating_exp
 
 Coefficients = list  # c_k = f^(k)(J) / k!, k = 0..n
 
 
 class Unsupported(Exception):
     """The jet of a node cannot be formed (e.g. a power of a jet whose value is 0)."""
+
+
+# sympy >= 1.13 renders the expression into each function's docstring unless told not to (~0.1 ms a form)
+_NO_DOCSTRING = {"docstring_limit": 0} if "docstring_limit" in inspect.signature(sympy.lambdify).parameters else {}
+
+
+def weight_function(expr, x) -> Callable:
+    """``expr`` (a weight b(x)) as an mpmath function of ``x``: ``sympy.lambdify`` to mpmath, whose exp
+    saturates beyond every numeric range (:func:`extrap.positional.ops.saturating_exp`)."""
+    return sympy.lambdify(x, expr, modules=[{"exp": saturating_exp}, "mpmath"], **_NO_DOCSTRING)
 
 
 def compile_jet(expr, x) -> Callable[[object, int], list] | None:
@@ -88,6 +99,12 @@ def _fold(op, items: list) -> Coefficients:
 
 
 def _mul(a: Coefficients, b: Coefficients) -> Coefficients:
+    # a constant factor (all higher coefficients exactly 0): each sum has one nonzero product, which fsum
+    # returns as it is (it skips zeros and rounds the exact sum once), so the products alone are the same bits
+    if not any(a[1:]):
+        return [a[0] * q for q in b]
+    if not any(b[1:]):
+        return [q * b[0] for q in a]
     return [mpmath.fsum(a[j] * b[k - j] for j in range(k + 1)) for k in range(len(a))]
 
 
@@ -96,8 +113,9 @@ def _exp(a: Coefficients) -> Coefficients:
     if mpmath.isinf(a[0]) or mpmath.mag(a[0]) > EXP_MAG:
         raise Unsupported("exp beyond every numeric range")
     e = [mpmath.exp(a[0])]
+    ja = _scaled(a)
     for k in range(1, len(a)):
-        e.append(mpmath.fsum(j * a[j] * e[k - j] for j in range(1, k + 1)) / k)
+        e.append(mpmath.fsum(ja[j] * e[k - j] for j in range(1, k + 1)) / k)
     return e
 
 
@@ -106,9 +124,11 @@ def _log(a: Coefficients) -> Coefficients:
     if not a[0] > 0:
         raise Unsupported("log of a non-positive value")
     out = [mpmath.log(a[0])]
+    jl = [0]  # j l_j, each product once (as _scaled)
     for k in range(1, len(a)):
-        s = mpmath.fsum(j * out[j] * a[k - j] for j in range(1, k))
+        s = mpmath.fsum(jl[j] * a[k - j] for j in range(1, k))
         out.append((a[k] - s / k) / a[0])
+        jl.append(k * out[k])
     return out
 
 
@@ -121,8 +141,10 @@ def _pow(a: Coefficients, p) -> Coefficients:
     if a[0] < 0 and p != int(p):
         raise Unsupported("non-integer power of a negative value")
     out = [a[0] ** p]
+    # (p + 1) j - k in integers when p is a small integer: the same exact value as in mpf arithmetic
+    q = int(p) + 1 if p == int(p) and abs(p) < 2**53 else p + 1
     for k in range(1, len(a)):
-        s = mpmath.fsum(((p + 1) * j - k) * a[j] * out[k - j] for j in range(1, k + 1))
+        s = mpmath.fsum((q * j - k) * a[j] * out[k - j] for j in range(1, k + 1))
         out.append(s / (k * a[0]))
     return out
 
@@ -130,10 +152,16 @@ def _pow(a: Coefficients, p) -> Coefficients:
 def _sin_cos(a: Coefficients) -> tuple[Coefficients, Coefficients]:
     """k s_k = sum j a_j c_{k-j},  k c_k = -sum j a_j s_{k-j}."""
     s, c = [mpmath.sin(a[0])], [mpmath.cos(a[0])]
+    ja = _scaled(a)
     for k in range(1, len(a)):
-        s.append(mpmath.fsum(j * a[j] * c[k - j] for j in range(1, k + 1)) / k)
-        c.append(-mpmath.fsum(j * a[j] * s[k - j] for j in range(1, k + 1)) / k)
+        s.append(mpmath.fsum(ja[j] * c[k - j] for j in range(1, k + 1)) / k)
+        c.append(-mpmath.fsum(ja[j] * s[k - j] for j in range(1, k + 1)) / k)
     return s, c
+
+
+def _scaled(a: Coefficients) -> list:
+    """j a_j for every j, each computed once: the recurrences use the same rounded product for every k."""
+    return [j * x for j, x in enumerate(a)]
 
 
 def _sin(a: Coefficients) -> Coefficients:
@@ -144,4 +172,4 @@ def _cos(a: Coefficients) -> Coefficients:
     return _sin_cos(a)[1]
 
 
-__all__ = ["Unsupported", "compile_jet"]
+__all__ = ["Unsupported", "compile_jet", "weight_function"]

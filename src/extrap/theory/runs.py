@@ -28,7 +28,7 @@ from extrap.positional.conventions import T
 from extrap.positional.ops import saturating_exp
 from extrap.theory.closed import affine_split, exact_mpf
 from extrap.theory.errors import NotReal, SeriesError
-from extrap.theory.jets import Unsupported, compile_jet
+from extrap.theory.jets import Unsupported, compile_jet, weight_function
 from extrap.theory.quadrature import QUAD_MAXDEGREE, em_coefficient, pow10
 from extrap.theory.scale import mentions
 from extrap.theory.trf import DPS, EM_TERMS, term_at
@@ -115,7 +115,7 @@ class SmoothRun(Run):
         self.start, self.stop = start, stop
         x = sympy.Symbol("x", positive=True)
         b = sympy.exp(sympy.sympify(branch).subs(T, x))
-        self._b = sympy.lambdify(x, b, modules=[{"exp": saturating_exp}, "mpmath"])
+        self._b = weight_function(b, x)
         self._jet = compile_jet(b, x)
         self._mid = {}  # (J, precision) -> (E(J), error)
         lo = next((start + h for h in EDGES if self._edge(start + h)), None)
@@ -197,7 +197,7 @@ def make_run(head: Callable, start: int, stop: int, branch) -> Run:
     if branch is None or stop - start <= SHORT:
         return DirectRun(head, start, stop)
     with mpmath.workdps(DPS):
-        b = sympy.lambdify(T, sympy.exp(branch), modules=[{"exp": saturating_exp}, "mpmath"])
+        b = weight_function(sympy.exp(branch), T)
         for k in (start, (start + stop) // 2, stop - 1):  # the branch must be the formula's weight there
             ref, mine = weight(head, k), b(mpmath.mpf(k))
             if abs(mine - ref) > pow10(-10) * abs(ref):

@@ -31,7 +31,7 @@ from extrap.errors import ExtrapError
 from extrap.positional.conventions import T
 from extrap.positional.ops import EXP_MAG, saturating_exp
 from extrap.theory.errors import InfiniteTerm, NotReal, SeriesError
-from extrap.theory.jets import Unsupported, compile_jet
+from extrap.theory.jets import Unsupported, compile_jet, weight_function
 from extrap.theory.quadrature import em_coefficient, pow10, tail_integral
 
 DPS = 40  # working precision of B and of the integer decisions (decimal digits)
@@ -84,7 +84,7 @@ class Series:
         if not self.finite:
             x = sympy.Symbol("x", positive=True)
             b = sympy.exp(sympy.sympify(tail_expr).subs(t, x))
-            self._b = sympy.lambdify(x, b, modules=[{"exp": saturating_exp}, "mpmath"])
+            self._b = weight_function(b, x)
             self._jet = compile_jet(b, x)
         with mpmath.workdps(DPS):
             self.terms = []
