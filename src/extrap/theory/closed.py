@@ -163,6 +163,7 @@ class HurwitzSeries(_ClosedTail):
     def __init__(self, head: Callable, cutoff: int, fast: bool, c, p, a, q):
         self._p, self._shift = p, q / a
         self._scale = mpmath.exp(c) * a ** (-p)
+        self._coefficients: dict[int, tuple[list, list]] = {}  # see _coefficient
         self._b = lambda x: saturating_exp(c - p * mpmath.log(a * x + q))
         self._setup(head, cutoff, max(cutoff, HURWITZ_START), fast)
 
@@ -172,10 +173,10 @@ class HurwitzSeries(_ClosedTail):
         p, u = self._p, J + self._shift
         up = u ** (-p)
         total = u * up / (p - 1) + up / 2
-        rising, power, u2 = p, up / u, u * u  # p(p+1)...(p+2k-2) and u^(-p-2k+1) for k = 1
+        power, u2 = up / u, u * u  # u^(-p-2k+1) for k = 1
         goal, err = pow10(-(mpmath.mp.dps + 2)) * total, up
         for k in range(1, HURWITZ_TERMS + 1):
-            term = em_coefficient(k) * rising * power
+            term = self._coefficient(k) * power
             size = abs(term)
             if size >= err:  # the asymptotic series turned: stop before it grows
                 err = size  # the remainder lies between 0 and the first term left out
@@ -184,10 +185,21 @@ class HurwitzSeries(_ClosedTail):
             err = size  # the remainder is below the first term left out, itself below this one
             if err < goal:
                 break
-            rising *= (p + 2 * k - 1) * (p + 2 * k)
             power /= u2
         value = self._scale * total
         return value, self._scale * err + self.rounding * value
+
+    def _coefficient(self, k: int):
+        """B_2k/(2k)! p(p+1)...(p+2k-2), by the same operations in the same order at every J (per precision:
+        coefficients and the product p(p+1)... so far): a head's later tails (1 to 3 terms each) reuse those
+        of its first (at n0, ~15 terms)."""
+        done, rising = self._coefficients.setdefault(mpmath.mp.prec, ([], [self._p]))
+        while len(done) < k:
+            if done:  # the product up to p+2k-2 from the one up to p+2k-4, with x = p+2(k-1)
+                x = self._p + 2 * len(done)
+                rising[0] *= (x - 1) * x
+            done.append(em_coefficient(len(done) + 1) * rising[0])
+        return done[k - 1]
 
     def _newton(self, j, R, target):
         """R(x) ~ R(j) ((x + q/a)/(j + q/a))^-(p-1): exact for the leading term, a few steps at most."""

@@ -1,0 +1,48 @@
+"""Faster evaluations in the theory engine give the plain ones' numbers bit for bit.
+
+* A Hurwitz tail's Euler-Maclaurin coefficients, kept per head and precision, give the tail and its error
+  bound of the loop that rebuilds them at every J (at any J, in any order, at two precisions).
+"""
+
+from __future__ import annotations
+
+import mpmath
+import pytest
+
+from extrap.theory import closed
+from extrap.theory.quadrature import em_coefficient, pow10
+
+
+def _plain_tail(s: closed.HurwitzSeries, J):
+    """The reference: the expansion of HurwitzSeries._closed_tail with p(p+1)... rebuilt at every call."""
+    p, u = s._p, J + s._shift
+    up = u ** (-p)
+    total = u * up / (p - 1) + up / 2
+    rising, power, u2 = p, up / u, u * u
+    goal, err = pow10(-(mpmath.mp.dps + 2)) * total, up
+    for k in range(1, closed.HURWITZ_TERMS + 1):
+        size = abs(term := em_coefficient(k) * rising * power)
+        if size >= err:
+            err = size
+            break
+        total += term
+        err = size
+        if err < goal:
+            break
+        rising *= (p + 2 * k - 1) * (p + 2 * k)
+        power /= u2
+    value = s._scale * total
+    return value, s._scale * err + s.rounding * value
+
+
+@pytest.mark.parametrize("p", ["1.5", "1.7142857142857142", "3", "7.25"])
+def test_hurwitz_coefficients_kept_per_head_give_the_plain_tails(p):
+    with mpmath.workdps(closed.DPS):
+        c, a, q = mpmath.mpf(0), mpmath.mpf(1), mpmath.mpf(1)
+        s = closed.HurwitzSeries(lambda k: -mpmath.mpf(p) * mpmath.log(1 + k), 0, False, c, mpmath.mpf(p), a, q)
+    for dps in (closed.DPS, 20):
+        with mpmath.workdps(dps):
+            for J in (10**7, 24, 25, 10**3, 10**25, 31, 24):
+                got, want = s._closed_tail(mpmath.mpf(J)), _plain_tail(s, mpmath.mpf(J))
+                assert [x._mpf_ for x in got] == [x._mpf_ for x in want], (dps, J)
+    assert len(s._coefficients) == 2  # one set per precision
