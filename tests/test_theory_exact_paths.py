@@ -46,3 +46,22 @@ def test_hurwitz_coefficients_kept_per_head_give_the_plain_tails(p):
                 got, want = s._closed_tail(mpmath.mpf(J)), _plain_tail(s, mpmath.mpf(J))
                 assert [x._mpf_ for x in got] == [x._mpf_ for x in want], (dps, J)
     assert len(s._coefficients) == 2  # one set per precision
+
+
+def test_heads_with_the_same_a_and_q_share_their_logarithms():
+    """KERPLE-log's heads share r2 (a) and q = 1: the second head takes no logarithm of its own, and every
+    exact term is the plain exp(c - p ln(a t + q)) bit for bit."""
+    closed.clear()
+    with mpmath.workdps(closed.DPS):
+        c, a, q = mpmath.mpf(0), mpmath.mpf(3) / 7, mpmath.mpf(1)
+        series = []
+        for p in (mpmath.mpf("1.5"), mpmath.mpf("2.75")):
+            series.append(closed.HurwitzSeries(lambda k, p=p: -p * mpmath.log(a * k + q), 0, False, c, p, a, q))
+            if len(series) == 1:
+                taken = dict(closed._LOGS[(a, q)])
+        assert closed._LOGS[(a, q)] == taken and len(taken) >= closed.HURWITZ_START
+        for s in series:
+            plain = [mpmath.exp(c - s._p * mpmath.log(a * k + q)) for k in range(s.n0)]
+            assert [x._mpf_ for x in s.terms] == [x._mpf_ for x in plain]
+    closed.clear()
+    assert not closed._LOGS

@@ -31,6 +31,14 @@ from extrap.theory.trf import DPS, MAX_DIRECT, Series
 
 HURWITZ_START = 24  # exact terms before the zeta expansion, whose smallest term is then about e^(-2 pi 24) = 1e-65
 HURWITZ_TERMS = 40  # Bernoulli corrections at most (40 digits need about 16 at u = 64)
+LOGS_KEPT = 16  # (a, q) pairs whose logarithms ln(a t + q) are kept for the next head (see _affine_log)
+
+_LOGS: dict[tuple, dict] = {}
+
+
+def clear() -> None:
+    """Forget the logarithms kept for later heads (benchmarks measure cold runs)."""
+    _LOGS.clear()
 
 
 def closed_series(head: Callable, tail_expr, cutoff: int, fast: bool) -> Series | None:
@@ -164,7 +172,8 @@ class HurwitzSeries(_ClosedTail):
         self._p, self._shift = p, q / a
         self._scale = mpmath.exp(c) * a ** (-p)
         self._coefficients: dict[int, tuple[list, list]] = {}  # see _coefficient
-        self._b = lambda x: saturating_exp(c - p * mpmath.log(a * x + q))
+        log = _affine_log(a, q)
+        self._b = lambda x: saturating_exp(c - p * log(x))
         self._setup(head, cutoff, max(cutoff, HURWITZ_START), fast)
 
     def _closed_tail(self, J):
@@ -208,4 +217,22 @@ class HurwitzSeries(_ClosedTail):
         return u * mpmath.exp(g / (self._p - 1)) - self._shift, g
 
 
-__all__ = ["GeometricSeries", "HurwitzSeries", "affine_split", "closed_series", "exact_mpf"]
+def _affine_log(a, q) -> Callable:
+    """x -> ln(a x + q) at the working precision, kept for every head with the same a and q: KERPLE-log's heads
+    share r2 = a and q = 1, so a head's exact terms need the logarithms an earlier head took (equal numbers,
+    the same operations at the same precision: the same bits)."""
+    if (a, q) not in _LOGS and len(_LOGS) >= LOGS_KEPT:
+        _LOGS.clear()
+    kept = _LOGS.setdefault((a, q), {})
+
+    def log(x):
+        key = (x, mpmath.mp.prec)
+        value = kept.get(key)
+        if value is None:
+            value = kept[key] = mpmath.log(a * x + q)
+        return value
+
+    return log
+
+
+__all__ = ["GeometricSeries", "HurwitzSeries", "affine_split", "clear", "closed_series", "exact_mpf"]
