@@ -2,14 +2,19 @@
 
 * A Hurwitz tail's Euler-Maclaurin coefficients, kept per head and precision, give the tail and its error
   bound of the loop that rebuilds them at every J (at any J, in any order, at two precisions).
+* Heads with the same a and q share the logarithms ln(a t + q) of their exact terms.
+* The partial sums' shift (each row's largest bias, by torch.amax) is max(dim).values, NaN ignored.
 """
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import pytest
+import torch
 
-from extrap.theory import closed
+from extrap.theory import closed, numerics
 from extrap.theory.quadrature import em_coefficient, pow10
 
 
@@ -65,3 +70,22 @@ def test_heads_with_the_same_a_and_q_share_their_logarithms():
             assert [x._mpf_ for x in s.terms] == [x._mpf_ for x in plain]
     closed.clear()
     assert not closed._LOGS
+
+
+def test_each_rows_largest_bias_is_the_plain_maximum():
+    g = torch.Generator().manual_seed(1)
+    for case in range(6):
+        r = torch.randn(8, 3000, generator=g, dtype=torch.float64) * 50
+        if case == 1:
+            r[torch.rand(8, 3000, generator=g) < 0.01] = math.nan
+        if case == 2:
+            r[3] = -math.inf  # a fully masked head
+            r[5] = math.nan
+        if case == 3:
+            r[torch.rand(8, 3000, generator=g) < 0.2] = math.inf
+        if case == 4:  # zeros of both signs and nothing larger
+            r = -r.abs()
+            r[:, ::7], r[:, 3::7] = 0.0, -0.0
+        top = r.max(dim=1).values  # the reference: max(dim).values, after nan_to_num where a row has NaN
+        want = torch.nan_to_num(r, nan=-math.inf).max(dim=1).values if bool(top.isnan().any()) else top
+        assert torch.equal(numerics._largest(r), want), case

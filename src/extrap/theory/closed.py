@@ -98,7 +98,7 @@ def _hurwitz(expr):
     if inner is None or inner[2] != T:
         return None
     c, p, q, a = exact_mpf(parts[0]), exact_mpf(-parts[1]), exact_mpf(inner[0]), exact_mpf(inner[1])
-    if None in (c, p, q, a) or not (p > 1 and a > 0 and q > 0):
+    if any(x is None for x in (c, p, q, a)) or not (p > 1 and a > 0 and q > 0):  # `is`: mpf == None converts None
         return None
     return HurwitzSeries, c, p, a, q
 
