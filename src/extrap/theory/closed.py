@@ -171,7 +171,8 @@ class HurwitzSeries(_ClosedTail):
     def __init__(self, head: Callable, cutoff: int, fast: bool, c, p, a, q):
         self._p, self._shift = p, q / a
         self._scale = mpmath.exp(c) * a ** (-p)
-        self._coefficients: dict[int, tuple[list, list]] = {}  # see _coefficient
+        self._coefficients: dict[int, list] = {}  # precision -> B_2k/(2k)! p(p+1)...(p+2k-2) for k = 1, 2, ...
+        self._rising: dict[int, object] = {}  # precision -> the last of those products p(p+1)...
         log = _affine_log(a, q)
         self._b = lambda x: saturating_exp(c - p * log(x))
         self._setup(head, cutoff, max(cutoff, HURWITZ_START), fast)
@@ -184,8 +185,11 @@ class HurwitzSeries(_ClosedTail):
         total = u * up / (p - 1) + up / 2
         power, u2 = up / u, u * u  # u^(-p-2k+1) for k = 1
         goal, err = pow10(-(mpmath.mp.dps + 2)) * total, up
+        known = self._coefficients.setdefault(mpmath.mp.prec, [])
         for k in range(1, HURWITZ_TERMS + 1):
-            term = self._coefficient(k) * power
+            if k > len(known):
+                self._next_coefficient(known)
+            term = known[k - 1] * power
             size = abs(term)
             if size >= err:  # the asymptotic series turned: stop before it grows
                 err = size  # the remainder lies between 0 and the first term left out
@@ -198,17 +202,17 @@ class HurwitzSeries(_ClosedTail):
         value = self._scale * total
         return value, self._scale * err + self.rounding * value
 
-    def _coefficient(self, k: int):
-        """B_2k/(2k)! p(p+1)...(p+2k-2), by the same operations in the same order at every J (per precision:
-        coefficients and the product p(p+1)... so far): a head's later tails (1 to 3 terms each) reuse those
-        of its first (at n0, ~15 terms)."""
-        done, rising = self._coefficients.setdefault(mpmath.mp.prec, ([], [self._p]))
-        while len(done) < k:
-            if done:  # the product up to p+2k-2 from the one up to p+2k-4, with x = p+2(k-1)
-                x = self._p + 2 * len(done)
-                rising[0] *= (x - 1) * x
-            done.append(em_coefficient(len(done) + 1) * rising[0])
-        return done[k - 1]
+    def _next_coefficient(self, known: list) -> None:
+        """Append B_2k/(2k)! p(p+1)...(p+2k-2) for the next k (the last product times (x - 1) x, x = p + 2(k-1):
+        the operations the expansion once repeated at every J, in the same order, so the same bits), so that a
+        head's later tails (1 to 3 terms each) reuse those of its first (at n0, ~15 terms)."""
+        prec = mpmath.mp.prec
+        if known:
+            x = self._p + 2 * len(known)
+            self._rising[prec] *= (x - 1) * x
+        else:
+            self._rising[prec] = self._p
+        known.append(em_coefficient(len(known) + 1) * self._rising[prec])
 
     def _newton(self, j, R, target):
         """R(x) ~ R(j) ((x + q/a)/(j + q/a))^-(p-1): exact for the leading term, a few steps at most."""
