@@ -47,7 +47,8 @@ def closed_series(head: Callable, tail_expr, cutoff: int, fast: bool) -> Series 
     if cutoff > MAX_DIRECT:
         return None
     with mpmath.workdps(DPS):
-        shape = _geometric(tail_expr) or _hurwitz(tail_expr)
+        parts = affine_split(tail_expr)  # c + k*f: both shapes start from it (one split, not one per shape)
+        shape = None if parts is None else _geometric(parts) or _hurwitz(parts)
         if shape is None:
             return None
         return shape[0](head, cutoff, fast, *shape[1:])
@@ -80,9 +81,9 @@ def affine_split(expr):
     return c, sympy.Mul(*[a for a in factors if not mentions(a, T)]), f
 
 
-def _geometric(expr):
-    parts = affine_split(expr)
-    if parts is None or parts[2] != T:
+def _geometric(parts):
+    """(GeometricSeries, c, m) when ``parts`` = (c, k, f) of :func:`affine_split` is c - m t, m > 0."""
+    if parts[2] != T:
         return None
     c, m = exact_mpf(parts[0]), exact_mpf(-parts[1])
     if c is None or m is None or not m > 0:
@@ -90,9 +91,9 @@ def _geometric(expr):
     return GeometricSeries, c, m
 
 
-def _hurwitz(expr):
-    parts = affine_split(expr)
-    if parts is None or not isinstance(parts[2], sympy.log) or len(parts[2].args) != 1:
+def _hurwitz(parts):
+    """(HurwitzSeries, c, p, a, q) when ``parts`` = (c, k, f) of :func:`affine_split` is c - p ln(a t + q)."""
+    if not isinstance(parts[2], sympy.log) or len(parts[2].args) != 1:
         return None
     inner = affine_split(parts[2].args[0])
     if inner is None or inner[2] != T:
