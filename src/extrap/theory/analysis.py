@@ -30,7 +30,7 @@ from extrap.positional import get as get_scheme
 from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
 from extrap.positional.content import ContentBias
-from extrap.theory import forms, numerics
+from extrap.theory import closed, forms, numerics
 from extrap.theory.applicability import not_applicable_reason
 from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
@@ -69,6 +69,7 @@ def clear_cache() -> None:
     _SERIES.clear()
     forms.clear()
     numerics.clear()
+    closed.clear()
 
 
 @contextlib.contextmanager

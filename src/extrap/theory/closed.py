@@ -31,6 +31,14 @@ from extrap.theory.trf import DPS, MAX_DIRECT, Series
 
 HURWITZ_START = 24  # exact terms before the zeta expansion, whose smallest term is then about e^(-2 pi 24) = 1e-65
 HURWITZ_TERMS = 40  # Bernoulli corrections at most (40 digits need about 16 at u = 64)
+LOGS_KEPT = 16  # (a, q) pairs whose logarithms ln(a t + q) are kept for the next head (see _affine_log)
+
+_LOGS: dict[tuple, dict] = {}
+
+
+def clear() -> None:
+    """Forget the logarithms kept for later heads (benchmarks measure cold runs)."""
+    _LOGS.clear()
 
 
 def closed_series(head: Callable, tail_expr, cutoff: int, fast: bool) -> Series | None:
@@ -39,7 +47,8 @@ def closed_series(head: Callable, tail_expr, cutoff: int, fast: bool) -> Series 
     if cutoff > MAX_DIRECT:
         return None
     with mpmath.workdps(DPS):
-        shape = _geometric(tail_expr) or _hurwitz(tail_expr)
+        parts = affine_split(tail_expr)  # c + k*f: both shapes start from it (one split, not one per shape)
+        shape = None if parts is None else _geometric(parts) or _hurwitz(parts)
         if shape is None:
             return None
         return shape[0](head, cutoff, fast, *shape[1:])
@@ -72,9 +81,9 @@ def affine_split(expr):
     return c, sympy.Mul(*[a for a in factors if not mentions(a, T)]), f
 
 
-def _geometric(expr):
-    parts = affine_split(expr)
-    if parts is None or parts[2] != T:
+def _geometric(parts):
+    """(GeometricSeries, c, m) when ``parts`` = (c, k, f) of :func:`affine_split` is c - m t, m > 0."""
+    if parts[2] != T:
         return None
     c, m = exact_mpf(parts[0]), exact_mpf(-parts[1])
     if c is None or m is None or not m > 0:
@@ -82,15 +91,15 @@ def _geometric(expr):
     return GeometricSeries, c, m
 
 
-def _hurwitz(expr):
-    parts = affine_split(expr)
-    if parts is None or not isinstance(parts[2], sympy.log) or len(parts[2].args) != 1:
+def _hurwitz(parts):
+    """(HurwitzSeries, c, p, a, q) when ``parts`` = (c, k, f) of :func:`affine_split` is c - p ln(a t + q)."""
+    if not isinstance(parts[2], sympy.log) or len(parts[2].args) != 1:
         return None
     inner = affine_split(parts[2].args[0])
     if inner is None or inner[2] != T:
         return None
     c, p, q, a = exact_mpf(parts[0]), exact_mpf(-parts[1]), exact_mpf(inner[0]), exact_mpf(inner[1])
-    if None in (c, p, q, a) or not (p > 1 and a > 0 and q > 0):
+    if any(x is None for x in (c, p, q, a)) or not (p > 1 and a > 0 and q > 0):  # `is`: mpf == None converts None
         return None
     return HurwitzSeries, c, p, a, q
 
@@ -163,7 +172,10 @@ class HurwitzSeries(_ClosedTail):
     def __init__(self, head: Callable, cutoff: int, fast: bool, c, p, a, q):
         self._p, self._shift = p, q / a
         self._scale = mpmath.exp(c) * a ** (-p)
-        self._b = lambda x: saturating_exp(c - p * mpmath.log(a * x + q))
+        self._coefficients: dict[int, list] = {}  # precision -> B_2k/(2k)! p(p+1)...(p+2k-2) for k = 1, 2, ...
+        self._rising: dict[int, object] = {}  # precision -> the last of those products p(p+1)...
+        log = _affine_log(a, q)
+        self._b = lambda x: saturating_exp(c - p * log(x))
         self._setup(head, cutoff, max(cutoff, HURWITZ_START), fast)
 
     def _closed_tail(self, J):
@@ -172,10 +184,13 @@ class HurwitzSeries(_ClosedTail):
         p, u = self._p, J + self._shift
         up = u ** (-p)
         total = u * up / (p - 1) + up / 2
-        rising, power, u2 = p, up / u, u * u  # p(p+1)...(p+2k-2) and u^(-p-2k+1) for k = 1
+        power, u2 = up / u, u * u  # u^(-p-2k+1) for k = 1
         goal, err = pow10(-(mpmath.mp.dps + 2)) * total, up
+        known = self._coefficients.setdefault(mpmath.mp.prec, [])
         for k in range(1, HURWITZ_TERMS + 1):
-            term = em_coefficient(k) * rising * power
+            if k > len(known):
+                self._next_coefficient(known)
+            term = known[k - 1] * power
             size = abs(term)
             if size >= err:  # the asymptotic series turned: stop before it grows
                 err = size  # the remainder lies between 0 and the first term left out
@@ -184,10 +199,21 @@ class HurwitzSeries(_ClosedTail):
             err = size  # the remainder is below the first term left out, itself below this one
             if err < goal:
                 break
-            rising *= (p + 2 * k - 1) * (p + 2 * k)
             power /= u2
         value = self._scale * total
         return value, self._scale * err + self.rounding * value
+
+    def _next_coefficient(self, known: list) -> None:
+        """Append B_2k/(2k)! p(p+1)...(p+2k-2) for the next k (the last product times (x - 1) x, x = p + 2(k-1):
+        the operations the expansion once repeated at every J, in the same order, so the same bits), so that a
+        head's later tails (1 to 3 terms each) reuse those of its first (at n0, ~15 terms)."""
+        prec = mpmath.mp.prec
+        if known:
+            x = self._p + 2 * len(known)
+            self._rising[prec] *= (x - 1) * x
+        else:
+            self._rising[prec] = self._p
+        known.append(em_coefficient(len(known) + 1) * self._rising[prec])
 
     def _newton(self, j, R, target):
         """R(x) ~ R(j) ((x + q/a)/(j + q/a))^-(p-1): exact for the leading term, a few steps at most."""
@@ -196,4 +222,22 @@ class HurwitzSeries(_ClosedTail):
         return u * mpmath.exp(g / (self._p - 1)) - self._shift, g
 
 
-__all__ = ["GeometricSeries", "HurwitzSeries", "affine_split", "closed_series", "exact_mpf"]
+def _affine_log(a, q) -> Callable:
+    """x -> ln(a x + q) at the working precision, kept for every head with the same a and q: KERPLE-log's heads
+    share r2 = a and q = 1, so a head's exact terms need the logarithms an earlier head took (equal numbers,
+    the same operations at the same precision: the same bits)."""
+    if (a, q) not in _LOGS and len(_LOGS) >= LOGS_KEPT:
+        _LOGS.clear()
+    kept = _LOGS.setdefault((a, q), {})
+
+    def log(x):
+        key = (x, mpmath.mp.prec)
+        value = kept.get(key)
+        if value is None:
+            value = kept[key] = mpmath.log(a * x + q)
+        return value
+
+    return log
+
+
+__all__ = ["GeometricSeries", "HurwitzSeries", "affine_split", "clear", "closed_series", "exact_mpf"]

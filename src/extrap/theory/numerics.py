@@ -86,9 +86,14 @@ def scan(scheme, values, lengths: list[int], min_scan: int = 0, chunk: int = CHU
 
 
 def _largest(r: torch.Tensor) -> torch.Tensor:
-    """Each row's largest value, NaN ignored (-inf for a row of NaN only); the NaN-free case needs no copy."""
-    top = r.max(dim=1).values
-    return torch.nan_to_num(r, nan=-math.inf).max(dim=1).values if bool(top.isnan().any()) else top
+    """Each row's largest value, NaN ignored (-inf for a row of NaN only); the NaN-free case needs no copy.
+
+    torch.amax, not max(dim).values: the same values (each is one of the row's elements, NaN if there is one)
+    without the indices, ~80 -> ~17 us for 8 x 16384.  Of a row's 0.0 and -0.0 either may come back; no
+    output depends on which (r - shift and level - shift keep their values, exp(+-0) = 1).
+    """
+    top = torch.amax(r, dim=1)
+    return torch.amax(torch.nan_to_num(r, nan=-math.inf), dim=1) if bool(top.isnan().any()) else top
 
 
 def _chunks(scheme, values, top: int, chunk: int, first=None):
