@@ -12,6 +12,7 @@ import importlib
 import logging
 import sys
 
+from extrap import process
 from extrap.errors import ExtrapError
 from extrap.io import bind_closed_streams, silence_stdout
 
@@ -126,5 +127,11 @@ def _fail(message: str) -> int:
     return 2
 
 
+def entry(argv: list[str] | None = None) -> int:
+    """The console script and ``python -m extrap.cli``: the process is extrap's own (:mod:`extrap.process`)."""
+    process.own()
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from extrap import process
 from extrap.commands import args as types
 from extrap.commands import theory_modes, theory_rope
 from extrap.errors import ExtrapError
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from extrap.theory import analyse, collapse, compare, eps_key
     from extrap.theory.reports import TheoryReport
 
+    process.imports_done()  # torch and sympy are loaded: the collector need not scan them again
     theory_modes.check(args)  # a flag that the mode does not read: one line, before any work
     eps = args.eps
     lengths = args.lengths
