@@ -56,4 +56,4 @@ class TISA(BiasRPE):
                 a, b, c = (p[q][k] for q in "abc")
             return a * xp.exp(-xp.abs(b) * (t - c) ** 2)  # Wennberg & Henter 2021 §3: RBF position score
 
-        return xp.add_all([kernel(k) for k in range(K)])
+        return xp.add_all(kernel(k) for k in range(K))  # each kernel's (H, L) terms freed once added
