@@ -1,0 +1,79 @@
+"""The fixed costs of a scheme's symbolic analysis: shortcuts that give what the plain computation gives.
+
+Comparisons of monomials of the scale (:mod:`extrap.theory.scale`) with rational exponents and coefficients
+walk down both sorted logarithms instead of building their quotient; the scale's L_k are constants; a
+Piecewise's constant condition is not substituted at 15 huge distances.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sympy
+
+from extrap.positional import get, ops
+from extrap.positional.conventions import T
+from extrap.theory import eventual as ev
+from extrap.theory import scale
+from extrap.theory.scale import GiveUp, Mono, _unit, log_scale, sign
+
+
+def _plain_cmp(a: Mono, b: Mono) -> int:
+    """The reference: the sign of the leading coefficient of Mono(log a - log b)."""
+    diff = Mono(a.logm + tuple((pm, -c) for pm, c in b.logm))
+    return sign(diff.logm[0][1]) if diff.logm else 0
+
+
+def _random_mono(rng: random.Random) -> Mono:
+    r = sympy.Rational
+    logm = []
+    for _ in range(rng.randint(0, 3)):
+        k = rng.randint(1, 3)
+        pm = tuple(r(rng.randint(-2, 2), rng.choice((1, 2, 3))) if i in (k, k + 1) else 0 for i in range(7))
+        if any(pm):
+            logm.append((tuple(map(sympy.sympify, pm)), r(rng.randint(-3, 3), rng.randint(1, 3))))
+    return Mono(logm)
+
+
+def test_rational_monomials_compare_as_their_quotient_does_without_building_it(monkeypatch):
+    rng = random.Random(1)
+    pool = [_random_mono(rng) for _ in range(60)] + [Mono(()), log_scale(1), log_scale(2), scale.T_MONO]
+    pool += [Mono(m.logm) for m in pool[:10]]  # equal monomials, other objects
+    pairs = [(a, b) for a in pool for b in rng.sample(pool, 12)]
+    want = [_plain_cmp(a, b) for a, b in pairs]
+    assert {-1, 0, 1} <= set(want)
+    built = []
+    real_init = Mono.__init__
+    monkeypatch.setattr(Mono, "__init__", lambda self, logm: built.append(1) or real_init(self, logm))
+    assert [a.cmp(b) for a, b in pairs] == want
+    assert not built  # no quotient was built
+
+
+def test_irrational_monomials_still_compare_through_their_quotient():
+    a = Mono([(_unit(1), sympy.sqrt(2))])
+    b = Mono([(_unit(1), sympy.Rational(7, 5))])
+    assert a.exact_key() is None and b.exact_key() is not None
+    assert a.cmp(b) == _plain_cmp(a, b) == 1 and b.cmp(a) == -1 and a.cmp(Mono(a.logm)) == 0
+
+
+def test_log_scales_are_constants_equal_to_a_fresh_build():
+    for k in range(6):
+        assert log_scale(k) is log_scale(k)
+        assert log_scale(k).logm == scale._log_scale(k).logm == Mono.power([0] * k + [1]).logm
+    with pytest.raises(GiveUp):
+        log_scale(6)
+
+
+def test_a_constant_condition_is_eventually_itself_without_substitution(monkeypatch):
+    """A window's Piecewise((0, t < W), (-oo, True)): its fallback condition is not tried at huge distances."""
+    tried = []
+    real = ev._truth
+    monkeypatch.setattr(ev, "_truth", lambda cond, t, value: tried.append(cond) or real(cond, t, value))
+    for cond in (sympy.true, sympy.false, True, False):
+        assert ev.eventual_truth(cond, T) is bool(cond)
+        assert {real(cond, T, n) for n in ev._HUGE} == {bool(cond)}  # what sampling gives
+    tried.clear()
+    form = get("window:W=40").fn(ops.SYMPY, T, {})
+    assert ev.eventual(form, T) == (-sympy.oo, 40)
+    assert sympy.true not in tried
