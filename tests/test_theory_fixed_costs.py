@@ -77,3 +77,23 @@ def test_a_constant_condition_is_eventually_itself_without_substitution(monkeypa
     form = get("window:W=40").fn(ops.SYMPY, T, {})
     assert ev.eventual(form, T) == (-sympy.oo, 40)
     assert sympy.true not in tried
+
+
+@pytest.mark.parametrize("spec", ["t5", "t5:bidirectional=true", "t5:num_buckets=8,max_distance=5"])
+def test_t5s_last_step_is_the_relation_sympy_evaluates_without_asking_it(spec, monkeypatch):
+    """T5's form: its tail condition t >= start is built unevaluated, as its steps are, and is the very relation
+    (and form) that sympy's evaluation gives; building it asks no assumption of t - start."""
+    from sympy.core import relational
+
+    from extrap.theory import forms
+
+    scheme = get(spec)
+    symbols = forms._symbols(scheme, scheme.init_values(2))
+    asked = []
+    real = relational.is_ge
+    monkeypatch.setattr(relational, "is_ge", lambda *a, **k: asked.append(a) or real(*a, **k))
+    form = scheme.fn(ops.SYMPY, T, symbols)
+    assert not asked
+    (value, cond), *steps = form.args
+    assert cond == (T >= cond.rhs) and asked  # sympy's own evaluation: the same relation
+    assert form == sympy.Piecewise((value, T >= cond.rhs), *steps, evaluate=False)

@@ -324,10 +324,14 @@ class T5(BiasRPE):
         bucket = t5_bucket(t, o["bidirectional"], o["num_buckets"], o["max_distance"], xp)
         if xp.name != "sympy":
             return xp.lookup(p["table"], bucket)
-        # past keys from the last step on share one bucket (the last of the past half): that tail first
+        import sympy
+
+        # past keys from the last step on share one bucket (the last of the past half): that tail first, its
+        # condition built as the steps' are (t >= start holds at t = start and fails at t = 0, so sympy's
+        # evaluation, ~0.5 ms of assumption queries, returns this very relation)
         start, last = t5_bucket_steps(o["bidirectional"], o["num_buckets"], o["max_distance"])[-1]
         steps = [(xp.lookup(p["table"], b), cond) for b, cond in bucket.args]
-        return bucket.func((xp.lookup(p["table"], last), t >= start), *steps, evaluate=False)
+        return bucket.func((xp.lookup(p["table"], last), sympy.Ge(t, start, evaluate=False)), *steps, evaluate=False)
 
 
 # ---------------------------------------------------------------------------
