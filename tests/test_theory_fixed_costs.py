@@ -97,3 +97,24 @@ def test_t5s_last_step_is_the_relation_sympy_evaluates_without_asking_it(spec, m
     (value, cond), *steps = form.args
     assert cond == (T >= cond.rhs) and asked  # sympy's own evaluation: the same relation
     assert form == sympy.Piecewise((value, T >= cond.rhs), *steps, evaluate=False)
+
+
+@pytest.mark.parametrize(
+    "spec", ["type2", "kerple-power:r2=0.5", "formula:-2*log(1+t)-exp(-t)/(t+1)", "formula:-sqrt(t+3)*abs(t-2)"]
+)
+def test_a_series_puts_its_variable_in_by_xreplace_which_is_what_subs_gives(spec, monkeypatch):
+    """Series' weight exp(r(x)): the tail form with t -> x (x > 0) rebuilt by xreplace, node for node what subs
+    builds (no class in these forms substitutes a symbol its own way); subs itself is not called."""
+    from extrap.theory import analyse, analysis, trf
+
+    (row,) = analyse(spec, 1, eps=(1e-3,), lengths=None)
+    scheme = get(spec)
+    head = analysis._numeric_r(scheme, 0, scheme.init_values(1))
+    form = row.detail.expr
+    x = sympy.Symbol("x", positive=True)
+    assert sympy.srepr(form.xreplace({T: x})) == sympy.srepr(form.subs(T, x))
+    called = []
+    real = sympy.Basic.subs
+    monkeypatch.setattr(sympy.Basic, "subs", lambda self, *a, **k: called.append(a) or real(self, *a, **k))
+    series = trf.Series(head, form, row.detail.cutoff)
+    assert series.total > 0 and not [a for a in called if a[0] is T]
