@@ -118,3 +118,43 @@ def test_a_series_puts_its_variable_in_by_xreplace_which_is_what_subs_gives(spec
     monkeypatch.setattr(sympy.Basic, "subs", lambda self, *a, **k: called.append(a) or real(self, *a, **k))
     series = trf.Series(head, form, row.detail.cutoff)
     assert series.total > 0 and not [a for a in called if a[0] is T]
+
+
+def _plain(terms, err=None):
+    from extrap.theory.asymptotics import Expansion
+
+    e = Expansion(terms, err)
+    return [(m.logm, c) for m, c in e.terms], e.err
+
+
+def test_scaling_and_splitting_an_expansion_keep_its_order_as_the_constructor_does(monkeypatch):
+    """-f, c*f, f.growing() and f.small() of an expansion in rational monomials take its terms in its order; the
+    constructor (merge, zero and error checks, sort) gives the same terms.  Others still go through it."""
+    from extrap.theory.asymptotics import Expansion
+
+    rng = random.Random(2)
+    r = sympy.Rational
+    pool = [_random_mono(rng) for _ in range(40)] + [Mono(()), log_scale(1), scale.T_MONO, scale.T_MONO ** r(1, 2)]
+    cases = []
+    for _ in range(60):
+        terms = [
+            (rng.choice(pool), r(rng.choice((-3, -1, 1, 2, 5)), rng.randint(1, 4))) for _ in range(rng.randint(0, 6))
+        ]
+        err = rng.choice([None, Mono(()), scale.T_MONO**-2, log_scale(2) ** -1])
+        cases.append(Expansion(terms, err))
+    irrational = Expansion([(scale.T_MONO, sympy.sqrt(2)), (Mono([(_unit(1), sympy.sqrt(3))]), r(1, 3))])
+    built = []
+    real_init = Expansion.__init__
+    monkeypatch.setattr(Expansion, "__init__", lambda self, *a, **k: built.append(1) or real_init(self, *a, **k))
+    for f in cases:
+        for got, want in (
+            (-f, _plain([(m, -c) for m, c in f.terms], f.err)),
+            (f.scale(r(-7, 3)), _plain([(m, r(-7, 3) * c) for m, c in f.terms], f.err)),
+            (f.growing(), _plain([(m, c) for m, c in f.terms if m.cmp(Mono(())) > 0])),
+            (f.small(), _plain([(m, c) for m, c in f.terms if m.cmp(Mono(())) < 0], f.err)),
+        ):
+            assert ([(m.logm, c) for m, c in got.terms], got.err) == want
+    fast = len(built)
+    assert fast == 4 * len(cases)  # only the references were built
+    assert [(m.logm, c) for m, c in (-irrational).terms] == _plain([(m, -c) for m, c in irrational.terms])[0]
+    assert len(built) > fast + 1  # an irrational monomial: the constructor, as before
