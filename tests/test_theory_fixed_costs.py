@@ -158,3 +158,23 @@ def test_scaling_and_splitting_an_expansion_keep_its_order_as_the_constructor_do
     assert fast == 4 * len(cases)  # only the references were built
     assert [(m.logm, c) for m, c in (-irrational).terms] == _plain([(m, -c) for m, c in irrational.terms])[0]
     assert len(built) > fast + 1  # an irrational monomial: the constructor, as before
+
+
+@pytest.mark.parametrize("spec", ["t5", "t5:bidirectional=true", "t5:num_buckets=8,max_distance=5"])
+def test_t5s_form_is_built_from_its_buckets_steps_in_one_piecewise(spec, monkeypatch):
+    """T5's form: the steps of t5_bucket's Piecewise, each with its table entry, after the tail's step; the bucket's
+    own Piecewise is not built on the way (one Piecewise, not two)."""
+    from extrap.positional.bias import t5_bucket
+    from extrap.theory import forms
+
+    scheme = get(spec)
+    o = scheme.opts
+    symbols = forms._symbols(scheme, scheme.init_values(2))
+    bucket = t5_bucket(T, o["bidirectional"], o["num_buckets"], o["max_distance"], ops.SYMPY)
+    pieces = []
+    real = sympy.Piecewise.__new__
+    monkeypatch.setattr(sympy.Piecewise, "__new__", lambda cls, *a, **k: pieces.append(a) or real(cls, *a, **k))
+    form = scheme.fn(ops.SYMPY, T, symbols)
+    assert len(pieces) == 1
+    table = symbols["table"]
+    assert form.args[1:] == tuple((table[int(b)], cond) for b, cond in bucket.args)
