@@ -279,14 +279,21 @@ def _t5_bucket_piecewise(t, bidirectional: bool, num_buckets: int, max_distance:
 
     # built unevaluated: the conditions are already in order and exclusive, and sympy's checks of
     # each one (assumptions on t) cost more than everything the theory engine does with the result
+    return sympy.Piecewise(*_t5_bucket_pairs(t, bidirectional, num_buckets, max_distance), evaluate=False)
+
+
+def _t5_bucket_pairs(t, bidirectional: bool, num_buckets: int, max_distance: int) -> list:
+    """(bucket, condition on t) of each step of :func:`_t5_bucket_piecewise`, in order (the last one True)."""
+    import sympy
+
     steps = t5_bucket_steps(bidirectional, num_buckets, max_distance)
     past = [(b, sympy.Lt(t, nxt, evaluate=False)) for (_, b), (nxt, _) in zip(steps, steps[1:])]
     past.append((steps[-1][1], True))
     if not bidirectional:  # a future key (t < 0) falls in bucket 0, as t = 0 does
-        return sympy.Piecewise(*past, evaluate=False)
+        return past
     half = num_buckets // 2  # future keys: the second half of the table, at the same |t|
     future = [(half + b, sympy.Le(t, -s, evaluate=False)) for s, b in reversed(steps) if s > 0]
-    return sympy.Piecewise(*future, *past, evaluate=False)
+    return future + past
 
 
 @register
@@ -321,13 +328,19 @@ class T5(BiasRPE):
 
     def fn(self, xp, t, p, i=None):
         o = self.opts
-        bucket = t5_bucket(t, o["bidirectional"], o["num_buckets"], o["max_distance"], xp)
         if xp.name != "sympy":
-            return xp.lookup(p["table"], bucket)
-        # past keys from the last step on share one bucket (the last of the past half): that tail first
+            return xp.lookup(p["table"], t5_bucket(t, o["bidirectional"], o["num_buckets"], o["max_distance"], xp))
+        import sympy
+
+        # the bucket's steps, each with its table entry (the Piecewise of t5_bucket's pairs is not built first);
+        # past keys from the last step on share one bucket (the last of the past half): that tail first, its
+        # condition built as the steps' are (t >= start holds at t = start and fails at t = 0, so sympy's
+        # evaluation, ~0.5 ms of assumption queries, returns this very relation)
         start, last = t5_bucket_steps(o["bidirectional"], o["num_buckets"], o["max_distance"])[-1]
-        steps = [(xp.lookup(p["table"], b), cond) for b, cond in bucket.args]
-        return bucket.func((xp.lookup(p["table"], last), t >= start), *steps, evaluate=False)
+        pairs = _t5_bucket_pairs(t, o["bidirectional"], o["num_buckets"], o["max_distance"])
+        steps = [(xp.lookup(p["table"], b), cond) for b, cond in pairs]
+        tail = (xp.lookup(p["table"], last), sympy.Ge(t, start, evaluate=False))
+        return sympy.Piecewise(tail, *steps, evaluate=False)
 
 
 # ---------------------------------------------------------------------------

@@ -59,6 +59,16 @@ class Expansion:
         self.err = err
 
     @staticmethod
+    def _ordered(terms: list, err: Mono | None) -> Expansion:
+        """``terms`` kept as they are: what the constructor makes of terms from one expansion, in its order, whose
+        monomials are rational (:func:`_rational_monomials`) and whose coefficients are not 0.  They were merged,
+        checked against ``err`` and sorted when that expansion was made; the order of rational monomials is exact
+        and total, so no term merges, each is still above ``err`` and the sort keeps them where they are."""
+        out = object.__new__(Expansion)
+        out.terms, out.err = tuple(terms), err
+        return out
+
+    @staticmethod
     def const(c) -> Expansion:
         return Expansion([(ONE, c)])
 
@@ -80,7 +90,10 @@ class Expansion:
     def scale(self, c) -> Expansion:
         if is_zero(c):
             return Expansion()
-        return Expansion([(m, c * k) for m, k in self.terms], self.err, distinct=len(self.terms))
+        terms = [(m, c * k) for m, k in self.terms]
+        if _rational_monomials(self.terms) and all(isinstance(k, sympy.Rational) for _, k in terms):
+            return Expansion._ordered(terms, self.err)  # nonzero rationals: each product is a nonzero rational
+        return Expansion(terms, self.err, distinct=len(self.terms))
 
     def times_mono(self, mono: Mono) -> Expansion:
         terms = [(m * mono, c) for m, c in self.terms]  # one factor for all: still pairwise different
@@ -109,7 +122,8 @@ class Expansion:
 
     def growing(self) -> Expansion:
         """The terms that tend to infinity."""
-        return Expansion([(m, c) for m, c in self.terms if m.cmp(ONE) > 0])
+        kept = [(m, c) for m, c in self.terms if m.cmp(ONE) > 0]
+        return Expansion._ordered(kept, None) if _rational_monomials(self.terms) else Expansion(kept)
 
     def constant(self):
         for m, c in self.terms:
@@ -119,11 +133,16 @@ class Expansion:
 
     def small(self) -> Expansion:
         """The terms and error that tend to zero (the error must be o(1))."""
-        return Expansion([(m, c) for m, c in self.terms if m.cmp(ONE) < 0], self.err)
+        kept = [(m, c) for m, c in self.terms if m.cmp(ONE) < 0]
+        return Expansion._ordered(kept, self.err) if _rational_monomials(self.terms) else Expansion(kept, self.err)
 
     def __repr__(self) -> str:
         s = " + ".join(f"{c}*{m}" for m, c in self.terms) or "0"
         return s + (f" + O({self.err})" if self.err is not None else "")
+
+
+def _rational_monomials(terms) -> bool:
+    return all(m.exact_key() is not None for m, _ in terms)
 
 
 def _merge(terms: tuple, distinct: int) -> list[list]:

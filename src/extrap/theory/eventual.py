@@ -91,6 +91,8 @@ def _threshold(cond, t) -> tuple[bool, int] | None:
 
 def eventual_truth(cond, t) -> bool:
     """True/False if ``cond`` has that value at every huge distance we try."""
+    if cond is sympy.true or cond is sympy.false or isinstance(cond, bool):  # a Piecewise's last branch
+        return bool(cond)  # what substituting each distance gives (a window's fallback: 15 subs saved)
     known = _threshold(cond, t)
     if known is not None:
         return known[0]

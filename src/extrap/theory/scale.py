@@ -102,6 +102,8 @@ def is_zero(c) -> bool:
 
     A product or power of parameter symbols that sympy proves nonzero (a symbol declared nonzero, as
     for a parameter whose heads' values differ in sign but none is 0) is not 0, whatever its sign."""
+    if isinstance(c, sympy.Rational):  # the usual case: sign's fast path, without its conversions
+        return c.p == 0
     if not isinstance(c, int):
         c = as_sympy(c)
         if not c.is_Rational and not c.is_Add and c.free_symbols and c.is_zero is False:
@@ -119,7 +121,7 @@ def as_sympy(c):
 def _pm_cmp(a: tuple, b: tuple) -> int:
     """Compare t^a0 L1^a1 ... with t^b0 L1^b1 ...: the first differing exponent decides."""
     for x, y in zip(a, b):
-        if x != y:
+        if x is not y and x != y:  # mostly the shared 0s and 1s of sympy: equal by identity, no __ne__
             s = sign(x - y)
             if s:
                 return s
@@ -133,9 +135,10 @@ def _unit(k: int) -> tuple:
 class Mono:
     """exp(sum c_P P) with P growing power monomials; stored as sorted (P, c) pairs."""
 
-    __slots__ = ("logm",)
+    __slots__ = ("logm", "_rational")
 
     def __init__(self, logm):
+        self._rational = None
         items: list[list] = []
         for pm, c in logm:
             for it in items:
@@ -185,13 +188,14 @@ class Mono:
         """The canonical form as a hashable key when every exponent and coefficient is rational: merged, without
         zeros and sorted, it is then equal for equal monomials and different for different ones; None otherwise
         (equality needs :meth:`cmp`)."""
-        rational = lambda x: isinstance(x, sympy.Rational)  # noqa: E731  Integer too; not Float, not a symbol
-        if all(rational(c) and all(rational(x) for x in pm) for pm, c in self.logm):
-            return self.logm
-        return None
+        if self._rational is None:  # found once per monomial (it is immutable): merges and sorts ask often
+            self._rational = all(_is_rational(c) and all(map(_is_rational, pm)) for pm, c in self.logm)
+        return self.logm if self._rational else None
 
     def cmp(self, other: Mono) -> int:
         """+1 if self/other -> oo, -1 if -> 0, 0 if they are the same monomial."""
+        if self.exact_key() is not None and other.exact_key() is not None:
+            return _rational_cmp(self.logm, other.logm)
         diff = Mono(self.logm + tuple((pm, -c) for pm, c in other.logm))
         if not diff.logm:
             return 0
@@ -205,6 +209,29 @@ class Mono:
             return "*".join(parts) or "1"
         inner = " + ".join(f"{c}*{'*'.join(f'{n}^{e}' for n, e in zip(names, pm) if e != 0)}" for pm, c in self.logm)
         return f"exp({inner})"
+
+
+def _is_rational(x) -> bool:
+    return isinstance(x, sympy.Rational)  # Integer too; not Float, not a symbol
+
+
+def _rational_cmp(a: tuple, b: tuple) -> int:
+    """:meth:`Mono.cmp` of two monomials with rational exponents and coefficients, from their logarithms ``a``
+    and ``b`` (each merged, without zeros, sorted from the largest P down): the sign of the leading coefficient
+    of a - b, found by walking down both instead of building Mono(a - b).  Rational arithmetic is exact and
+    their order total, so it is the same coefficient (c_a + (-c_b) = c_a - c_b) of the same P."""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s = _pm_cmp(a[i][0], b[j][0])
+        if s:
+            return sign(a[i][1]) if s > 0 else -sign(b[j][1])
+        s = sign(a[i][1] - b[j][1])
+        if s:
+            return s
+        i, j = i + 1, j + 1
+    if i < len(a):
+        return sign(a[i][1])
+    return -sign(b[j][1]) if j < len(b) else 0
 
 
 class _PMKey:
@@ -223,11 +250,18 @@ ONE = Mono(())
 T_MONO = Mono.power([1])
 
 
-def log_scale(k: int) -> Mono:
-    """L_k = ln ln ... ln t (k logs) as a monomial; L_0 = t."""
+def _log_scale(k: int) -> Mono:
     exps = [0] * (k + 1)
     exps[k] = 1
     return Mono.power(exps)
+
+
+_LOG_SCALES = tuple(_log_scale(k) for k in range(DEPTH - 1))  # constants of the scale, as ONE and T_MONO
+
+
+def log_scale(k: int) -> Mono:
+    """L_k = ln ln ... ln t (k logs) as a monomial; L_0 = t (GiveUp beyond L_5, as Mono.power)."""
+    return _LOG_SCALES[k] if 0 <= k < len(_LOG_SCALES) else _log_scale(k)
 
 
 def mono_max(a: Mono | None, b: Mono | None) -> Mono | None:

@@ -83,7 +83,9 @@ class Series:
             raise SeriesError(f"the eventual form starts at t={cutoff}, too far to sum term by term")
         if not self.finite:
             x = sympy.Symbol("x", positive=True)
-            b = sympy.exp(sympy.sympify(tail_expr).subs(t, x))
+            # xreplace rebuilds each node that holds t with evaluation, as subs does here (no class of a bias
+            # form substitutes a symbol its own way: Add, Mul, Pow, exp hand it to that rebuild), without its search
+            b = sympy.exp(sympy.sympify(tail_expr).xreplace({t: x}))
             self._b = weight_function(b, x)
             self._jet = compile_jet(b, x)
         with mpmath.workdps(DPS):
