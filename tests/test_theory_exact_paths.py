@@ -89,3 +89,17 @@ def test_each_rows_largest_bias_is_the_plain_maximum():
         top = r.max(dim=1).values  # the reference: max(dim).values, after nan_to_num where a row has NaN
         want = torch.nan_to_num(r, nan=-math.inf).max(dim=1).values if bool(top.isnan().any()) else top
         assert torch.equal(numerics._largest(r), want), case
+
+
+def test_clear_cache_leaves_nothing_a_cold_run_would_compute():
+    """bench/theory_speed.py's rounds start cold: every table the engine fills on first use is emptied."""
+    from extrap.positional.bias import t5_bucket_steps
+    from extrap.theory import analyse, asymptotics, clear_cache, quadrature
+
+    analyse("type2", 1, eps=(1e-12,))  # expansions, Laguerre rules, powers of 10, Euler-Maclaurin coefficients
+    analyse("t5", 2)
+    tables = (quadrature._POW10, quadrature._EM_COEFFICIENTS, quadrature._LAGUERRE_RULES)
+    assert asymptotics._expand.cache_info().currsize and all(tables) and t5_bucket_steps.cache_info().currsize
+    clear_cache()
+    assert asymptotics._expand.cache_info().currsize == 0 and not any(tables)
+    assert t5_bucket_steps.cache_info().currsize == 0

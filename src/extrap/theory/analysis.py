@@ -29,8 +29,9 @@ from extrap.errors import ExtrapError
 from extrap.positional import get as get_scheme
 from extrap.positional import ops
 from extrap.positional.base import BiasRPE, Scheme
+from extrap.positional.bias import t5_bucket_steps
 from extrap.positional.content import ContentBias
-from extrap.theory import closed, forms, numerics
+from extrap.theory import asymptotics, closed, forms, numerics, quadrature
 from extrap.theory.applicability import not_applicable_reason
 from extrap.theory.closed import closed_series
 from extrap.theory.convergence import Verdict, fmt
@@ -64,12 +65,15 @@ _SERIES: dict[tuple, tuple] = {}
 
 
 def clear_cache() -> None:
-    """Forget cached analyses (benchmarks measure cold runs)."""
+    """Forget cached analyses and every table filled on first use (benchmarks measure cold runs)."""
     _CACHE.clear()
     _SERIES.clear()
     forms.clear()
     numerics.clear()
     closed.clear()
+    asymptotics.clear()
+    quadrature.clear()
+    t5_bucket_steps.cache_clear()
 
 
 @contextlib.contextmanager

@@ -272,6 +272,11 @@ def expand(expr, t) -> Expansion:
     return _expand(sympy.sympify(expr), t)
 
 
+def clear() -> None:
+    """Forget the expansions kept by expression (benchmarks measure cold runs)."""
+    _expand.cache_clear()
+
+
 @lru_cache(maxsize=4096)
 def _expand(e, t) -> Expansion:
     if not mentions(e, t):

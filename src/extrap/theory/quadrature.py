@@ -21,6 +21,13 @@ QUAD_MAXDEGREE = 7  # bounded tanh-sinh effort: oscillating tails fail fast inst
 _POW10: dict[tuple[int, int], object] = {}
 
 
+def clear() -> None:
+    """Forget the tables filled on first use (a cold run computes them as a fresh process does)."""
+    _POW10.clear()
+    _EM_COEFFICIENTS.clear()
+    _LAGUERRE_RULES.clear()
+
+
 def pow10(k):
     """10^k as an mpmath number at the working precision (a constant table, like the coefficients below:
     every tolerance of the engine asks for one, ~200 a round, and an mpf power costs microseconds)."""
