@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gc
+import platform
 import subprocess
 import sys
+
+import pytest
 
 from extrap.cli import main
 
@@ -28,3 +31,33 @@ def test_the_command_freezes_what_its_imports_made():
     code, frozen = map(int, out.stdout.split())
     assert code == 0
     assert frozen > 100_000  # torch's and sympy's objects: out of every later full collection's scan
+
+
+IN_HEAP = """
+import sys, torch
+from extrap import process
+if sys.argv[1] == "own":
+    process.own()
+    process.imports_done()
+x = torch.empty(24 << 20, dtype=torch.uint8)  # 24 MB: more than any block freed during the imports
+start, end = next(
+    (int(a, 16), int(b, 16))
+    for a, b, *rest in (line.replace("-", " ", 1).split() for line in open("/proc/self/maps"))
+    if rest[-1] == "[heap]"
+)
+print(start <= x.data_ptr() < end)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_the_command_takes_its_temporaries_from_the_heap():
+    """By default glibc maps a block above 128 KB on its own and unmaps it when freed, so the next one is paged in
+    afresh (thousands of faults per analysis); the command's process takes blocks below 32 MB from the heap,
+    whose freed memory is kept for the next allocation."""
+
+    def in_heap(mode: str) -> bool:
+        out = subprocess.run([sys.executable, "-c", IN_HEAP, mode], capture_output=True, text=True, check=True)
+        return out.stdout.strip() == "True"
+
+    assert not in_heap("plain")
+    assert in_heap("own")
