@@ -26,16 +26,13 @@ def own() -> None:
     _OWNED = True
 
 
-def owned() -> bool:
-    return _OWNED
-
-
 def imports_done() -> None:
     """A command has loaded its libraries (torch and sympy: about a million objects that live until exit).
 
     In extrap's own process they leave the cyclic collector's reach (``gc.freeze``): otherwise the first
     full collection after the imports scans them all, about 0.1 s, as long as the theory of every
-    built-in scheme.  Objects made afterwards are collected as usual.
+    built-in scheme.  Objects made afterwards are collected as usual.  Freed heap memory is kept for the
+    next temporaries (:func:`_keep_freed_memory`).
     """
     if _OWNED:
         gc.freeze()

@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from extrap.theory import analyse, collapse, compare, eps_key
     from extrap.theory.reports import TheoryReport
 
-    process.imports_done()  # torch and sympy are loaded: the collector need not scan them again
+    process.imports_done()  # torch and sympy are loaded: out of the collector's scans, freed memory kept
     theory_modes.check(args)  # a flag that the mode does not read: one line, before any work
     eps = args.eps
     lengths = args.lengths
